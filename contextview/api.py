@@ -1,0 +1,326 @@
+"""The public API, version 1 (``../shared/contract.md``), served under /api/v1/."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from ninja import NinjaAPI, Query
+from ninja.security import HttpBearer
+
+from contextview.core.errors import InputError
+from contextview.ingest.ratelimit import rate_limit_check
+from contextview.ingest.schemas import Envelope
+from contextview.ingest.services import batch_ingest
+from contextview.projects.models import ApiKey
+from contextview.projects.selectors import apikey_authenticate
+from contextview.sessions import selectors
+from contextview.sessions.models import Directive, Session
+from contextview.sessions.services import (
+    directive_ack,
+    directive_as_dict,
+    directive_create,
+    directive_pk,
+)
+
+
+class KeyAuth(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
+        return apikey_authenticate(secret=token)
+
+
+api = NinjaAPI(
+    title="contextview",
+    version="1",
+    description="Ingest and read the working context of LLM agents.",
+    urls_namespace="api-v1",
+    auth=KeyAuth(),
+    openapi_url="/openapi.json",
+    docs_url="/docs",
+)
+
+
+def _error(status: int, message: str, **headers: str) -> JsonResponse:
+    response = JsonResponse({"error": message}, status=status)
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+def _key(request: HttpRequest) -> ApiKey:
+    return request.auth  # type: ignore[attr-defined,no-any-return]
+
+
+def _read_body(request: HttpRequest, limit: int) -> bytes | JsonResponse:
+    """The request body, inflated if gzip, refusing past ``limit`` without reading on."""
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    try:
+        length = int(declared)
+    except ValueError:
+        return _error(400, "Content-Length is not a number")
+    encoding = (request.META.get("HTTP_CONTENT_ENCODING") or "identity").strip().lower()
+    if encoding not in ("identity", "gzip"):
+        return _error(415, f"Content-Encoding {encoding!r} is not supported; use gzip or none")
+    if length > limit:
+        return _error(413, f"body of {length} bytes is over the limit of {limit} bytes")
+    raw = request.read(limit + 1)
+    if len(raw) > limit:
+        return _error(413, f"body is over the limit of {limit} bytes")
+    if encoding == "identity":
+        return raw
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        body = inflater.decompress(raw, limit + 1)
+    except zlib.error as exc:
+        return _error(400, f"body is not valid gzip: {exc}")
+    if len(body) > limit or inflater.unconsumed_tail:
+        return _error(413, f"body inflates past the limit of {limit} bytes")
+    if not inflater.eof:
+        return _error(400, "body is not valid gzip: the stream is truncated")
+    return body
+
+
+_ENVELOPE_DOC = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": Envelope.model_json_schema(ref_template="#/components/schemas/{model}")
+            }
+        },
+    }
+}
+
+
+@api.post(
+    "/ingest",
+    summary="Ingest a batch of session, step and session_end events",
+    response={207: dict, 400: dict, 401: dict, 403: dict, 413: dict, 415: dict, 429: dict},
+    openapi_extra=_ENVELOPE_DOC,
+)
+def ingest(request: HttpRequest) -> HttpResponse:
+    key = _key(request)
+    if not key.can_write:
+        return _error(403, "this key may read but not ingest")
+    content_type = (request.META.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        return _error(415, f"Content-Type must be application/json, not {content_type!r}")
+    wait = rate_limit_check(key_id=key.pk)
+    if wait is not None:
+        return _error(429, "rate limit exceeded; retry later", **{"Retry-After": str(wait)})
+    body = _read_body(request, settings.INGEST_MAX_BYTES)
+    if isinstance(body, JsonResponse):
+        return body
+    try:
+        envelope = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return _error(400, f"body is not JSON: {exc}")
+    if not isinstance(envelope, dict):
+        return _error(400, 'body must be an object {"batch": [events]}, not a JSON ' + _kind(envelope))
+    batch = envelope.get("batch")
+    if not isinstance(batch, list):
+        return _error(400, 'batch: field required, a list of events' if batch is None else
+                      f"batch: must be a list of events, not {_kind(batch)}")
+    if len(batch) > settings.INGEST_MAX_EVENTS:
+        return _error(
+            413, f"batch has {len(batch)} events; the limit is {settings.INGEST_MAX_EVENTS}"
+        )
+    outcome = batch_ingest(project=key.project, batch=batch)
+    return JsonResponse(outcome.as_dict(), status=207)
+
+
+def _kind(value: Any) -> str:
+    return {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}.get(
+        type(value), "null" if value is None else type(value).__name__
+    )
+
+
+def _session_or_404(request: HttpRequest, session_id: str) -> Session | JsonResponse:
+    session = selectors.session_get(project=_key(request).project, external_id=session_id)
+    if session is None:
+        return _error(404, f"no session {session_id!r} in this project")
+    return session
+
+
+@api.get("/sessions", summary="List sessions, newest first", response={200: dict, 400: dict})
+def sessions_list(
+    request: HttpRequest,
+    agent: str | None = None,
+    mode: str | None = None,
+    status: str | None = None,
+    cursor: str | None = None,
+    limit: int = Query(50, ge=1, le=200),
+) -> Any:
+    after = None
+    if cursor:
+        after = selectors.decode_cursor(cursor)
+        if after is None:
+            return _error(400, "cursor: not a cursor this API gave out")
+    page, next_cursor = selectors.session_list(
+        project=_key(request).project,
+        agent=agent,
+        mode=mode,
+        status=status,
+        after=after,
+        limit=limit,
+    )
+    return {
+        "sessions": [selectors.session_as_dict(s) for s in page],
+        "next_cursor": next_cursor,
+    }
+
+
+@api.get("/sessions/{session_id}", summary="One session with its aggregates", response={200: dict, 404: dict})
+def session_detail(request: HttpRequest, session_id: str) -> Any:
+    session = _session_or_404(request, session_id)
+    if isinstance(session, JsonResponse):
+        return session
+    return selectors.session_as_dict(session)
+
+
+@api.get(
+    "/sessions/{session_id}/steps/{index}",
+    summary="One step: contexts before and after, operations, folds, statistics",
+    response={200: dict, 404: dict},
+)
+def step_detail(request: HttpRequest, session_id: str, index: int) -> Any:
+    session = _session_or_404(request, session_id)
+    if isinstance(session, JsonResponse):
+        return session
+    step = selectors.step_get(session=session, index=index)
+    if step is None:
+        return _error(404, f"session {session_id!r} has no step {index}")
+    return selectors.step_as_dict(session=session, step=step)
+
+
+@api.get(
+    "/sessions/{session_id}/diff",
+    summary="How the context changed from step I's before to step J's after",
+    response={200: dict, 404: dict},
+)
+def step_diff(
+    request: HttpRequest,
+    session_id: str,
+    start: int = Query(..., alias="from", ge=0),
+    to: int = Query(..., ge=0),
+) -> Any:
+    session = _session_or_404(request, session_id)
+    if isinstance(session, JsonResponse):
+        return session
+    first = selectors.step_get(session=session, index=start)
+    last = selectors.step_get(session=session, index=to)
+    if first is None or last is None:
+        missing = start if first is None else to
+        return _error(404, f"session {session_id!r} has no step {missing}")
+    return selectors.steps_diff(session=session, start=first, end=last)
+
+
+@api.get(
+    "/sessions/{session_id}/archive",
+    summary="Folded and dropped originals of a session",
+    response={200: dict, 404: dict},
+)
+def session_archive(request: HttpRequest, session_id: str) -> Any:
+    session = _session_or_404(request, session_id)
+    if isinstance(session, JsonResponse):
+        return session
+    return {"session_id": session.external_id, "originals": selectors.session_archive(session=session)}
+
+
+@api.get(
+    "/sessions/{session_id}/control",
+    summary="Pending directives for the agent",
+    response={200: dict, 400: dict, 404: dict},
+)
+def control_list(request: HttpRequest, session_id: str, after: str | None = None) -> Any:
+    session = _session_or_404(request, session_id)
+    if isinstance(session, JsonResponse):
+        return session
+    after_pk = 0
+    if after:
+        parsed = directive_pk(after) if after.startswith("d-") else (int(after) if after.isdigit() else None)
+        if parsed is None:
+            return _error(400, "after: not a cursor this API gave out")
+        after_pk = parsed
+    pending = list(
+        Directive.objects.filter(session=session, status=Directive.Status.PENDING, pk__gt=after_pk)
+        .select_related("session")
+        .order_by("id")
+    )
+    cursor = pending[-1].public_id if pending else (after or None)
+    return {"directives": [directive_as_dict(d) for d in pending], "cursor": cursor}
+
+
+@api.post(
+    "/sessions/{session_id}/control/{directive_id}/ack",
+    summary="Acknowledge a directive as applied or rejected",
+    response={200: dict, 400: dict, 404: dict, 409: dict},
+)
+def control_ack(request: HttpRequest, session_id: str, directive_id: str) -> Any:
+    session = _session_or_404(request, session_id)
+    if isinstance(session, JsonResponse):
+        return session
+    pk = directive_pk(directive_id)
+    directive = (
+        Directive.objects.filter(session=session, pk=pk).select_related("session").first()
+        if pk is not None
+        else None
+    )
+    if directive is None:
+        return _error(404, f"no directive {directive_id!r} for session {session_id!r}")
+    payload = _json_object(request)
+    if isinstance(payload, JsonResponse):
+        return payload
+    detail = payload.get("detail") or ""
+    if not isinstance(detail, str):
+        return _error(400, "detail: must be a string")
+    try:
+        ok = directive_ack(directive=directive, status=payload.get("status"), detail=detail)
+    except InputError as exc:
+        return _error(400, str(exc))
+    if not ok:
+        return _error(409, f"directive {directive_id} was already {directive.status}")
+    return directive_as_dict(directive, full=True)
+
+
+@api.post(
+    "/sessions/{session_id}/directives",
+    summary="Create a set_mode or restore directive",
+    response={201: dict, 400: dict, 403: dict, 404: dict, 422: dict},
+)
+def directive_new(request: HttpRequest, session_id: str) -> Any:
+    key = _key(request)
+    if not key.can_write:
+        return _error(403, "this key may read but not write")
+    session = _session_or_404(request, session_id)
+    if isinstance(session, JsonResponse):
+        return session
+    payload = _json_object(request)
+    if isinstance(payload, JsonResponse):
+        return payload
+    try:
+        directive = directive_create(
+            session=session,
+            type=payload.get("type"),
+            mode=payload.get("mode"),
+            targets=payload.get("targets"),
+            step=payload.get("step"),
+            key=key,
+        )
+    except InputError as exc:
+        return _error(exc.status, str(exc))
+    directive.session = session
+    return JsonResponse(directive_as_dict(directive, full=True), status=201)
+
+
+def _json_object(request: HttpRequest) -> dict[str, Any] | JsonResponse:
+    try:
+        payload = json.loads(request.body or b"{}")
+    except ValueError as exc:
+        return _error(400, f"body is not JSON: {exc}")
+    if not isinstance(payload, dict):
+        return _error(400, "body must be a JSON object")
+    return payload

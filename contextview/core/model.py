@@ -1,0 +1,125 @@
+"""The shapes the core works with: messages, normalized operations, folds.
+
+Everything here is plain Python; Django apps persist these and the API renders
+them, but what a context *is* is decided in this package alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+PARTITIONS = ("system", "task", "memory", "tool", "retrieval", "question", "other")
+
+ROLE_PARTITION = {
+    "system": "system",
+    "tool": "tool",
+    "tool_result": "tool",
+    "assistant": "memory",
+    "user": "question",
+}
+
+# Operations after normalization. Edits of seed 003 become drop / rewrite / merge
+# with form="edit"; named actions keep their name with form="named".
+OP_NAMES = (
+    "keep",
+    "pin",
+    "unpin",
+    "expire",
+    "summarize",
+    "fold",
+    "merge",
+    "rewrite",
+    "truncate",
+    "drop",
+    "reload",
+    "reorder",
+)
+# Operations whose result takes the targets' place and whose targets become
+# folded originals of that result.
+REPLACING_OPS = frozenset({"summarize", "fold", "merge", "rewrite", "truncate"})
+# Operations that need a result message.
+RESULT_OPS = REPLACING_OPS
+
+
+def default_partition(role: str | None) -> str:
+    return ROLE_PARTITION.get(role or "", "other")
+
+
+def content_text(content: Any) -> str:
+    """The text of a message: a string as is, the text parts of a list joined by newlines."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts: list[str] = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict):
+                text = part.get("text")
+                if isinstance(text, str):
+                    texts.append(text)
+        return "\n".join(texts)
+    return str(content)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of a context, fully resolved (never "by id alone")."""
+
+    id: str
+    role: str | None
+    content: str | list[Any]
+    partition: str
+    tool: str | None = None
+    pinned: bool = False
+    expirable: bool = False
+    # Any other field the agent sent with the message (name, tool_call_id, ...).
+    extra: dict[str, Any] | None = None
+
+    @property
+    def text(self) -> str:
+        return content_text(self.content)
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One operation in the single representation every input form maps to."""
+
+    op: str  # one of OP_NAMES
+    targets: tuple[str, ...]
+    form: str = "named"  # "named" (seed 000 style) or "edit" (seed 003 style)
+    # The replacing message for summarize/fold/merge/rewrite/truncate. For edits
+    # its role may be None, meaning "the first target's role".
+    result: Message | None = None
+    reason: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    # Where the operation sat in the event (e.g. "body.actions[2]"), so errors found
+    # while applying it can name the field. Not part of what the operation means.
+    origin: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """Originals that left the context in one operation, and what replaced them."""
+
+    op_index: int
+    op: str
+    kind: str  # "fold" (replaced by result_id) or "drop" (left with no replacement)
+    result_id: str | None
+    originals: tuple[Message, ...]
+
+
+@dataclass(slots=True)
+class Applied:
+    after: list[Message]
+    folds: list[Fold]
+    # ids brought back by reload operations, in order
+    reloaded: list[str]
+    # Operations skipped because they could not apply (only when not strict).
+    errors: list[str] = field(default_factory=list)
+    # The operations as applied: results resolved (role and partition inherited
+    # from what they replace). Skipped operations appear unchanged.
+    ops: list[Operation] = field(default_factory=list)

@@ -1,0 +1,809 @@
+"""Ingest of event batches (contract: POST /api/v1/ingest).
+
+A batch is handled in three passes:
+
+1. validate every event on its own (pydantic at the edge, the core for messages
+   and operations); a bad event gets its own error and nothing else changes;
+2. inside one transaction, lock the batch's sessions, load only what the batch
+   refers to (messages sent by id alone, archived originals named by reloads,
+   existing step indices), and derive each step's contexts with the core;
+3. write everything in a handful of set-based statements (``unnest`` inserts,
+   ``ON CONFLICT DO NOTHING`` for content-addressed rows), never a query per
+   message.
+
+The response is built only after the transaction commits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+from pydantic import ValidationError
+
+from contextview.core.apply import StepResult, derive_step
+from contextview.core.errors import InputError
+from contextview.core.messages import blob_hash, canonical_json, message_hash
+from contextview.core.model import Message as CoreMessage
+from contextview.core.refs import encode_refs
+from contextview.ingest.schemas import (
+    BODY_MODELS,
+    EventHead,
+    SessionBody,
+    SessionEndBody,
+    StepBody,
+    describe_error,
+)
+from contextview.projects.models import Project
+from contextview.sessions.models import Session
+from contextview.sessions.services import directives_settle_from_steps, directives_pending_for
+
+
+@dataclass
+class EventResult:
+    id: str | None
+    status: int
+    error: str | None = None
+    duplicate: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "status": self.status}
+        if self.error is not None:
+            out["error"] = self.error
+        if self.duplicate:
+            out["duplicate"] = True
+        return out
+
+
+@dataclass
+class _Event:
+    position: int
+    head: EventHead
+    body: SessionBody | StepBody | SessionEndBody
+    raw_body: dict[str, Any]
+    event_hash: bytes
+    timestamp: datetime
+
+
+@dataclass
+class _StepRow:
+    session: Session
+    body: StepBody
+    timestamp: datetime
+    result: StepResult
+    body_hash: bytes
+    obs_extra: dict[str, Any] | None
+
+
+@dataclass
+class _SessionState:
+    session: Session
+    latest: dict[str, CoreMessage] = field(default_factory=dict)
+    archive: dict[str, CoreMessage] = field(default_factory=dict)
+    step_hashes: dict[int, bytes] = field(default_factory=dict)
+    touched: bool = False
+    fields: set[str] = field(default_factory=set)
+
+
+def _sha(text: str) -> bytes:
+    return hashlib.sha256(text.encode()).digest()
+
+
+def _aware(ts: datetime | None, default: datetime) -> datetime:
+    if ts is None:
+        return default
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+def _validate(position: int, raw: Any, now: datetime) -> _Event | EventResult:
+    if not isinstance(raw, dict):
+        return EventResult(None, 400, f"batch[{position}]: an event must be a JSON object")
+    raw_id = raw.get("id")
+    event_id = raw_id if isinstance(raw_id, str) else None
+    try:
+        head = EventHead.model_validate(raw)
+    except ValidationError as exc:
+        return EventResult(event_id, 400, describe_error(exc, prefix=""))
+    try:
+        body = BODY_MODELS[head.type].model_validate(head.body)
+    except ValidationError as exc:
+        return EventResult(head.id, 400, describe_error(exc, prefix="body"))
+    return _Event(
+        position=position,
+        head=head,
+        body=body,  # type: ignore[arg-type]
+        raw_body=head.body,
+        event_hash=_sha(canonical_json({k: v for k, v in raw.items() if k != "id"})),
+        timestamp=_aware(head.timestamp, now),
+    )
+
+
+def _id_alone_refs(body: StepBody) -> set[str]:
+    """Ids a step sends without content: those must be looked up in the session."""
+    found: set[str] = set()
+
+    def scan(messages: Iterable[Any]) -> None:
+        for m in messages:
+            if isinstance(m, dict) and "content" not in m and isinstance(m.get("id"), str | int):
+                found.add(str(m["id"]))
+
+    scan(body.obs.messages)
+    if body.after is not None:
+        scan(body.after.messages)
+    for op in _raw_ops(body):
+        if isinstance(op, dict) and isinstance(op.get("result"), dict):
+            scan([op["result"]])
+    return found
+
+
+def _raw_ops(body: StepBody) -> list[Any]:
+    if body.actions is not None:
+        return list(body.actions)
+    if body.action is not None:
+        return [body.action]
+    return []
+
+
+def _reload_targets(body: StepBody) -> set[str]:
+    found: set[str] = set()
+    for op in _raw_ops(body):
+        if isinstance(op, dict) and op.get("action") == "reload":
+            if isinstance(op.get("target"), str):
+                found.add(op["target"])
+            if isinstance(op.get("targets"), list):
+                found.update(str(t) for t in op["targets"])
+    return found
+
+
+class _Store:
+    """Content-addressed rows gathered during a batch, written in bulk at its end."""
+
+    def __init__(self, project_id: int) -> None:
+        self.project_id = project_id
+        # id(message object) -> message hash; objects stay alive for the whole batch.
+        self.hash_of: dict[int, bytes] = {}
+        self.pk_of_hash: dict[bytes, int] = {}
+        self.new_messages: dict[bytes, tuple[CoreMessage, bytes]] = {}
+        self.new_blobs: dict[bytes, CoreMessage] = {}
+        self._alive: list[CoreMessage] = []
+
+    def known(self, message: CoreMessage, msg_hash: bytes, pk: int) -> None:
+        self.hash_of[id(message)] = msg_hash
+        self.pk_of_hash[msg_hash] = pk
+        self._alive.append(message)
+
+    def hash(self, message: CoreMessage) -> bytes:
+        h = self.hash_of.get(id(message))
+        if h is not None:
+            return h
+        bh = blob_hash(message.content)
+        h = message_hash(message, blob=bh)
+        self.hash_of[id(message)] = h
+        self._alive.append(message)
+        if h not in self.pk_of_hash and h not in self.new_messages:
+            self.new_messages[h] = (message, bh)
+            self.new_blobs.setdefault(bh, message)
+        return h
+
+    def flush(self, cursor: Any) -> None:
+        """Insert the new blobs and messages, then learn every pk the batch needs."""
+        if not self.new_messages:
+            return
+        now = timezone.now()
+        pid = self.project_id
+        blob_hashes = list(self.new_blobs)
+        cursor.execute(
+            "INSERT INTO cv_blob (project_id, hash, text, parts, created_at) "
+            "SELECT %s, h, t, p::jsonb, %s FROM unnest(%s::bytea[], %s::text[], %s::text[]) "
+            "AS x(h, t, p) ON CONFLICT (project_id, hash) DO NOTHING",
+            [
+                pid,
+                now,
+                blob_hashes,
+                [m.text for m in self.new_blobs.values()],
+                [
+                    None if isinstance(m.content, str) else json.dumps(m.content)
+                    for m in self.new_blobs.values()
+                ],
+            ],
+        )
+        cursor.execute(
+            "SELECT hash, id FROM cv_blob WHERE project_id = %s AND hash = ANY(%s::bytea[])",
+            [pid, blob_hashes],
+        )
+        blob_pk = {bytes(h): pk for h, pk in cursor.fetchall()}
+        msg_hashes = list(self.new_messages)
+        rows = [self.new_messages[h] for h in msg_hashes]
+        cursor.execute(
+            "INSERT INTO cv_message (project_id, hash, blob_id, msg_id, role, partition, tool, "
+            "pinned, expirable, extra, created_at) "
+            "SELECT %s, h, b, i, r, p, t, pn, ex, e::jsonb, %s FROM unnest("
+            "%s::bytea[], %s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], "
+            "%s::bool[], %s::bool[], %s::text[]) AS x(h, b, i, r, p, t, pn, ex, e) "
+            "ON CONFLICT (project_id, hash) DO NOTHING",
+            [
+                pid,
+                now,
+                msg_hashes,
+                [blob_pk[bh] for _, bh in rows],
+                [m.id for m, _ in rows],
+                [m.role for m, _ in rows],
+                [m.partition for m, _ in rows],
+                [m.tool for m, _ in rows],
+                [m.pinned for m, _ in rows],
+                [m.expirable for m, _ in rows],
+                [None if m.extra is None else json.dumps(m.extra) for m, _ in rows],
+            ],
+        )
+        cursor.execute(
+            "SELECT hash, id FROM cv_message WHERE project_id = %s AND hash = ANY(%s::bytea[])",
+            [pid, msg_hashes],
+        )
+        self.pk_of_hash.update({bytes(h): pk for h, pk in cursor.fetchall()})
+        self.new_messages.clear()
+        self.new_blobs.clear()
+
+    def pks(self, messages: Sequence[CoreMessage]) -> list[int]:
+        pk_of_hash = self.pk_of_hash
+        hash_of = self.hash_of
+        return [pk_of_hash[hash_of[id(m)]] for m in messages]
+
+
+_MESSAGE_COLUMNS = (
+    "m.id, m.hash, m.msg_id, m.role, m.partition, m.tool, m.pinned, m.expirable, m.extra, "
+    "b.text, b.parts"
+)
+
+
+def core_message_from_row(row: Sequence[Any]) -> CoreMessage:
+    """A core message from the columns of ``_MESSAGE_COLUMNS`` after the first two."""
+    msg_id, role, partition, tool, pinned, expirable, extra, text, parts = row
+    return CoreMessage(
+        id=msg_id,
+        role=role,
+        content=parts if parts is not None else text,
+        partition=partition,
+        tool=tool,
+        pinned=pinned,
+        expirable=expirable,
+        extra=extra,
+    )
+
+
+def _jsonb(value: Any) -> Any:
+    return value if not isinstance(value, str) else json.loads(value)
+
+
+def _load_latest(cursor: Any, store: _Store, wanted: dict[int, set[str]]) -> dict[int, dict]:
+    out: dict[int, dict[str, CoreMessage]] = defaultdict(dict)
+    sessions = [sid for sid, ids in wanted.items() if ids]
+    if not sessions:
+        return out
+    pairs_s = [sid for sid in sessions for _ in wanted[sid]]
+    pairs_m = [mid for sid in sessions for mid in wanted[sid]]
+    cursor.execute(
+        f"SELECT DISTINCT ON (sm.session_id, sm.msg_id) sm.session_id, {_MESSAGE_COLUMNS} "
+        "FROM unnest(%s::bigint[], %s::text[]) AS w(s, i) "
+        "JOIN cv_session_message sm ON sm.session_id = w.s AND sm.msg_id = w.i "
+        "JOIN cv_message m ON m.id = sm.message_id JOIN cv_blob b ON b.id = m.blob_id "
+        "ORDER BY sm.session_id, sm.msg_id, sm.seq DESC",
+        [pairs_s, pairs_m],
+    )
+    for row in cursor.fetchall():
+        message = core_message_from_row(_decode_row(row[3:]))
+        store.known(message, bytes(row[2]), row[1])
+        out[row[0]][message.id] = message
+    return out
+
+
+def _decode_row(row: Sequence[Any]) -> list[Any]:
+    row = list(row)
+    row[6] = None if row[6] is None else _jsonb(row[6])
+    row[8] = None if row[8] is None else _jsonb(row[8])
+    return row
+
+
+def _load_archive(cursor: Any, store: _Store, wanted: dict[int, set[str]]) -> dict[int, dict]:
+    out: dict[int, dict[str, CoreMessage]] = defaultdict(dict)
+    sessions = [sid for sid, ids in wanted.items() if ids]
+    if not sessions:
+        return out
+    pairs_s = [sid for sid in sessions for _ in wanted[sid]]
+    pairs_m = [mid for sid in sessions for mid in wanted[sid]]
+    cursor.execute(
+        f"SELECT DISTINCT ON (f.session_id, f.original_msg_id) f.session_id, {_MESSAGE_COLUMNS} "
+        "FROM unnest(%s::bigint[], %s::text[]) AS w(s, i) "
+        "JOIN cv_fold f ON f.session_id = w.s AND f.original_msg_id = w.i "
+        "JOIN cv_message m ON m.id = f.original_id JOIN cv_blob b ON b.id = m.blob_id "
+        "ORDER BY f.session_id, f.original_msg_id, f.id DESC",
+        [pairs_s, pairs_m],
+    )
+    for row in cursor.fetchall():
+        message = core_message_from_row(_decode_row(row[3:]))
+        store.known(message, bytes(row[2]), row[1])
+        out[row[0]][message.id] = message
+    return out
+
+
+def _lock_sessions(project: Project, external_ids: set[str], now: datetime) -> tuple[dict, set]:
+    """Create missing sessions, then lock all of them in id order (no deadlocks)."""
+    ids = sorted(external_ids)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO cv_session (project_id, external_id, agent, model, encoding, mode, "
+            "pinned, metadata, status, declared, started_at, last_event_at, created_at, "
+            "step_count, record_seq, stats_status) "
+            "SELECT %s, e, '', '', '', '', '[]'::jsonb, '{}'::jsonb, 'running', false, %s, %s, "
+            "%s, 0, 0, 'pending' FROM unnest(%s::text[]) AS x(e) "
+            "ON CONFLICT (project_id, external_id) DO NOTHING RETURNING id",
+            [project.pk, now, now, now, ids],
+        )
+        created = {row[0] for row in cursor.fetchall()}
+    sessions = (
+        Session.objects.select_for_update()
+        .filter(project=project, external_id__in=ids)
+        .order_by("id")
+    )
+    return {s.external_id: s for s in sessions}, created
+
+
+@dataclass
+class IngestOutcome:
+    results: list[EventResult]
+    directives: list[dict[str, Any]]
+    # pks of stored steps, for the statistics workers
+    step_ids: list[int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "results": [r.as_dict() for r in self.results],
+            "directives": self.directives,
+        }
+
+
+def batch_ingest(*, project: Project, batch: list[Any]) -> IngestOutcome:
+    now = timezone.now()
+    results: list[EventResult | None] = [None] * len(batch)
+    events: list[_Event] = []
+    for position, raw in enumerate(batch):
+        checked = _validate(position, raw, now)
+        if isinstance(checked, EventResult):
+            results[position] = checked
+        else:
+            events.append(checked)
+
+    step_ids: list[int] = []
+    directives: list[dict[str, Any]] = []
+    with transaction.atomic():
+        todo = _dedupe(project, events, results)
+        # Duplicates count too: their sessions' directives go back in the response.
+        session_ids = {e.body.session_id for e in events}
+        states: dict[str, _SessionState] = {}
+        created: set[int] = set()
+        if session_ids:
+            sessions, created = _lock_sessions(project, session_ids, now)
+            states = {ext: _SessionState(session=s) for ext, s in sessions.items()}
+        store = _Store(project.pk)
+        if todo:
+            step_rows = _process(project, todo, states, store, results, now)
+            step_ids = _write(project, states, store, step_rows, todo, results, now)
+        _save_sessions(states)
+        # Sessions created only for events that then failed would be empty shells.
+        unused = [
+            st.session.pk for st in states.values() if st.session.pk in created and not st.touched
+        ]
+        if unused:
+            Session.objects.filter(pk__in=unused).delete()
+        if states:
+            live = [st.session for st in states.values() if st.session.pk not in unused]
+            directives = directives_pending_for(sessions=live)
+    final = [r if r is not None else EventResult(None, 500, "not processed") for r in results]
+    return IngestOutcome(results=final, directives=directives, step_ids=step_ids)
+
+
+def _dedupe(project: Project, events: list[_Event], results: list[EventResult | None]) -> list:
+    """Answer event ids already stored (200 duplicate or 409) and repeats within the batch."""
+    ids = [e.head.id for e in events]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT event_id, body_hash FROM cv_raw_event "
+            "WHERE project_id = %s AND event_id = ANY(%s::text[])",
+            [project.pk, ids],
+        )
+        stored = {eid: bytes(h) for eid, h in cursor.fetchall()}
+    todo: list[_Event] = []
+    seen: dict[str, bytes] = {}
+    for e in events:
+        previous = stored.get(e.head.id) or seen.get(e.head.id)
+        if previous is not None:
+            if previous == e.event_hash:
+                results[e.position] = EventResult(e.head.id, 200, duplicate=True)
+            else:
+                results[e.position] = EventResult(
+                    e.head.id, 409, f"id: event id {e.head.id!r} was already used for different content"
+                )
+            continue
+        seen[e.head.id] = e.event_hash
+        todo.append(e)
+    return todo
+
+
+def _process(
+    project: Project,
+    todo: list[_Event],
+    states: dict[str, _SessionState],
+    store: _Store,
+    results: list[EventResult | None],
+    now: datetime,
+) -> list[_StepRow]:
+    steps = [e for e in todo if isinstance(e.body, StepBody)]
+    with connection.cursor() as cursor:
+        if steps:
+            sids = [states[e.body.session_id].session.pk for e in steps]
+            cursor.execute(
+                "SELECT session_id, index, body_hash FROM cv_step "
+                "WHERE session_id = ANY(%s::bigint[]) AND index = ANY(%s::int[])",
+                [sorted(set(sids)), sorted({e.body.index for e in steps})],  # type: ignore[union-attr]
+            )
+            by_pk = {st.session.pk: st for st in states.values()}
+            for sid, index, h in cursor.fetchall():
+                by_pk[sid].step_hashes[index] = bytes(h)
+            wanted_latest: dict[int, set[str]] = defaultdict(set)
+            wanted_archive: dict[int, set[str]] = defaultdict(set)
+            for e in steps:
+                pk = states[e.body.session_id].session.pk
+                wanted_latest[pk] |= _id_alone_refs(e.body)  # type: ignore[arg-type]
+                wanted_archive[pk] |= _reload_targets(e.body)  # type: ignore[arg-type]
+            for pk, latest in _load_latest(cursor, store, wanted_latest).items():
+                by_pk[pk].latest.update(latest)
+            for pk, archive in _load_archive(cursor, store, wanted_archive).items():
+                by_pk[pk].archive.update(archive)
+
+    rows: list[_StepRow] = []
+    for e in todo:
+        state = states[e.body.session_id]
+        body = e.body
+        if isinstance(body, SessionBody):
+            _apply_session_event(state, body, e)
+            results[e.position] = EventResult(e.head.id, 201)
+        elif isinstance(body, SessionEndBody):
+            s = state.session
+            s.status, s.score, s.ended_at = body.status, body.score, e.timestamp
+            state.fields |= {"status", "score", "ended_at"}
+            _note_event(state, e)
+            results[e.position] = EventResult(e.head.id, 201)
+        else:
+            row = _process_step(state, e, body, store)
+            if isinstance(row, EventResult):
+                results[e.position] = row
+            else:
+                rows.append(row)
+                _note_event(state, e)
+                results[e.position] = EventResult(e.head.id, 201)
+    return rows
+
+
+def _note_event(state: _SessionState, e: _Event) -> None:
+    state.touched = True
+    s = state.session
+    if e.timestamp > s.last_event_at:
+        s.last_event_at = e.timestamp
+        state.fields.add("last_event_at")
+    if not s.declared and e.timestamp < s.started_at:
+        s.started_at = e.timestamp
+        state.fields.add("started_at")
+
+
+def _apply_session_event(state: _SessionState, body: SessionBody, e: _Event) -> None:
+    s = state.session
+    sent = body.model_fields_set
+    for name in ("agent", "model", "encoding", "mode"):
+        if name in sent:
+            setattr(s, name, getattr(body, name) or "")
+            state.fields.add(name)
+    if "budget" in sent:
+        s.budget = body.budget.model_dump(exclude_none=True) if body.budget else None
+        state.fields.add("budget")
+    if "pinned" in sent:
+        s.pinned = body.pinned or []
+        state.fields.add("pinned")
+    if "metadata" in sent:
+        s.metadata = body.metadata or {}
+        state.fields.add("metadata")
+    if not s.declared:
+        s.declared = True
+        s.started_at = e.timestamp
+        state.fields |= {"declared", "started_at"}
+    _note_event(state, e)
+
+
+def _process_step(
+    state: _SessionState, e: _Event, body: StepBody, store: _Store
+) -> _StepRow | EventResult:
+    body_hash = _sha(canonical_json(e.raw_body))
+    existing = state.step_hashes.get(body.index)
+    if existing is not None:
+        if existing == body_hash:
+            return EventResult(e.head.id, 200, duplicate=True)
+        return EventResult(
+            e.head.id,
+            409,
+            f"body.index: step {body.index} of session {body.session_id!r} "
+            "was already stored with different content",
+        )
+    ops_field = "body.actions" if body.actions is not None else "body.action"
+    try:
+        result = derive_step(
+            obs=body.obs.messages,
+            ops_raw=body.actions if body.actions is not None else body.action,
+            ops_field=ops_field,
+            after_raw=body.after.messages if body.after is not None else None,
+            latest=state.latest,
+            archive=state.archive,
+        )
+    except InputError as exc:
+        return EventResult(e.head.id, exc.status, str(exc))
+    for m in result.before:
+        store.hash(m)
+    for m in result.after:
+        store.hash(m)
+    for op in result.ops:
+        if op.result is not None:
+            store.hash(op.result)
+    for fold in result.folds:
+        for m in fold.originals:
+            store.hash(m)
+    state.latest.update(result.recorded)
+    for fold in result.folds:
+        for m in fold.originals:
+            state.archive[m.id] = m
+    state.step_hashes[body.index] = body_hash
+    obs_extra = body.obs.model_extra or None
+    return _StepRow(
+        session=state.session,
+        body=body,
+        timestamp=e.timestamp,
+        result=result,
+        body_hash=body_hash,
+        obs_extra=obs_extra,
+    )
+
+
+def _write(
+    project: Project,
+    states: dict[str, _SessionState],
+    store: _Store,
+    rows: list[_StepRow],
+    todo: list[_Event],
+    results: list[EventResult | None],
+    now: datetime,
+) -> list[int]:
+    stored = [e for e in todo if (r := results[e.position]) is not None and r.status == 201]
+    with connection.cursor() as cursor:
+        store.flush(cursor)
+        _record_session_messages(cursor, project, states, store, rows)
+        step_ids = _insert_steps(cursor, project, store, rows, now) if rows else []
+        if stored:
+            cursor.execute(
+                "INSERT INTO cv_raw_event (project_id, event_id, type, body_hash, "
+                "session_external_id, received_at) "
+                "SELECT %s, i, t, h, s, %s FROM unnest(%s::text[], %s::text[], %s::bytea[], "
+                "%s::text[]) AS x(i, t, h, s) ON CONFLICT (project_id, event_id) DO NOTHING",
+                [
+                    project.pk,
+                    now,
+                    [e.head.id for e in stored],
+                    [e.head.type for e in stored],
+                    [e.event_hash for e in stored],
+                    [e.body.session_id for e in stored],
+                ],
+            )
+    # Duplicates of a step index under a new event id are recorded too, so that
+    # the new id's retries are recognised.
+    dup_steps = [
+        e
+        for e in todo
+        if (r := results[e.position]) is not None and r.duplicate and isinstance(e.body, StepBody)
+    ]
+    if dup_steps:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO cv_raw_event (project_id, event_id, type, body_hash, "
+                "session_external_id, received_at) "
+                "SELECT %s, i, 'step', h, s, %s FROM unnest(%s::text[], %s::bytea[], %s::text[]) "
+                "AS x(i, h, s) ON CONFLICT (project_id, event_id) DO NOTHING",
+                [
+                    project.pk,
+                    now,
+                    [e.head.id for e in dup_steps],
+                    [e.event_hash for e in dup_steps],
+                    [e.body.session_id for e in dup_steps],
+                ],
+            )
+    return step_ids
+
+
+def _record_session_messages(
+    cursor: Any,
+    project: Project,
+    states: dict[str, _SessionState],
+    store: _Store,
+    rows: list[_StepRow],
+) -> None:
+    """Note each newly recorded message for its session; the highest seq is the latest."""
+    by_session: dict[int, dict[int, tuple[str, int]]] = defaultdict(dict)
+    for row in rows:
+        s = row.session
+        for message in row.result.recorded.values():
+            pk = store.pk_of_hash[store.hash_of[id(message)]]
+            s.record_seq += 1
+            by_session[s.pk][pk] = (message.id, s.record_seq)
+    if not by_session:
+        return
+    sess, msgs, ids, seqs = [], [], [], []
+    for sid, entries in by_session.items():
+        for pk, (msg_id, seq) in entries.items():
+            sess.append(sid)
+            msgs.append(pk)
+            ids.append(msg_id)
+            seqs.append(seq)
+    for state in states.values():
+        if state.session.pk in by_session:
+            state.fields.add("record_seq")
+    cursor.execute(
+        "INSERT INTO cv_session_message (project_id, session_id, message_id, msg_id, seq, "
+        "created_at) SELECT %s, s, m, i, q, now() FROM unnest(%s::bigint[], %s::bigint[], "
+        "%s::text[], %s::bigint[]) AS x(s, m, i, q) ON CONFLICT (session_id, message_id) "
+        "DO UPDATE SET seq = EXCLUDED.seq",
+        [project.pk, sess, msgs, ids, seqs],
+    )
+
+
+def _insert_steps(
+    cursor: Any, project: Project, store: _Store, rows: list[_StepRow], now: datetime
+) -> list[int]:
+    cursor.execute(
+        "INSERT INTO cv_step (project_id, session_id, index, timestamp, received_at, mode, "
+        "reason, reported_before, reported_after, obs_extra, outcome, before_refs, after_refs, "
+        "after_given, after_mismatch, body_hash, stats_status) "
+        "SELECT %s, s, i, ts, %s, md, rs, rb, ra, oe::jsonb, oc::jsonb, br, ar, ag, am, bh, "
+        "'pending' FROM unnest(%s::bigint[], %s::int[], %s::timestamptz[], %s::text[], "
+        "%s::text[], %s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::bytea[], "
+        "%s::bytea[], %s::bool[], %s::bool[], %s::bytea[]) "
+        "AS x(s, i, ts, md, rs, rb, ra, oe, oc, br, ar, ag, am, bh) RETURNING id",
+        [
+            project.pk,
+            now,
+            [r.session.pk for r in rows],
+            [r.body.index for r in rows],
+            [r.timestamp for r in rows],
+            [r.body.mode or "" for r in rows],
+            [r.body.reason or "" for r in rows],
+            [r.body.before_tokens for r in rows],
+            [r.body.after_tokens for r in rows],
+            [None if r.obs_extra is None else json.dumps(r.obs_extra) for r in rows],
+            [None if r.body.outcome is None else json.dumps(r.body.outcome) for r in rows],
+            [encode_refs(store.pks(r.result.before)) for r in rows],
+            [encode_refs(store.pks(r.result.after)) for r in rows],
+            [r.result.after_given for r in rows],
+            [r.result.after_mismatch for r in rows],
+            [r.body_hash for r in rows],
+        ],
+    )
+    # RETURNING of an INSERT ... SELECT comes back in the order rows were inserted.
+    step_ids = [row[0] for row in cursor.fetchall()]
+    _insert_ops_and_folds(cursor, project, store, rows, step_ids, now)
+    for row in rows:
+        s = row.session
+        s.step_count += 1
+        if row.body.mode:
+            s.mode = row.body.mode
+    directives_settle_from_steps(
+        steps=[
+            (r.session, r.body.index, r.body.mode or "", list(r.result.reloaded)) for r in rows
+        ]
+    )
+    return step_ids
+
+
+def _insert_ops_and_folds(
+    cursor: Any,
+    project: Project,
+    store: _Store,
+    rows: list[_StepRow],
+    step_ids: list[int],
+    now: datetime,
+) -> None:
+    op_cols: dict[str, list[Any]] = defaultdict(list)
+    fold_cols: dict[str, list[Any]] = defaultdict(list)
+    reloads: list[tuple[int, str, int]] = []
+    for row, step_id in zip(rows, step_ids, strict=True):
+        for position, op in enumerate(row.result.ops):
+            op_cols["step"].append(step_id)
+            op_cols["position"].append(position)
+            op_cols["op"].append(op.op)
+            op_cols["form"].append(op.form)
+            op_cols["targets"].append(json.dumps(list(op.targets)))
+            op_cols["result"].append(
+                None if op.result is None else store.pk_of_hash[store.hash_of[id(op.result)]]
+            )
+            op_cols["reason"].append(op.reason or "")
+            op_cols["params"].append(json.dumps(op.params) if op.params else None)
+        for fold in row.result.folds:
+            for original in fold.originals:
+                fold_cols["session"].append(row.session.pk)
+                fold_cols["step"].append(step_id)
+                fold_cols["op_position"].append(fold.op_index)
+                fold_cols["op"].append(fold.op)
+                fold_cols["kind"].append(fold.kind)
+                fold_cols["result"].append(fold.result_id)
+                fold_cols["original"].append(store.pk_of_hash[store.hash_of[id(original)]])
+                fold_cols["original_msg_id"].append(original.id)
+        for msg_id in row.result.reloaded:
+            reloads.append((row.session.pk, msg_id, row.body.index))
+    if op_cols:
+        cursor.execute(
+            "INSERT INTO cv_operation (project_id, step_id, position, op, form, targets, "
+            "result_id, reason, params, created_at) SELECT %s, s, p, o, f, t::jsonb, r, rs, "
+            "pa::jsonb, %s FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[], "
+            "%s::text[], %s::bigint[], %s::text[], %s::text[]) AS x(s, p, o, f, t, r, rs, pa)",
+            [
+                project.pk,
+                now,
+                op_cols["step"],
+                op_cols["position"],
+                op_cols["op"],
+                op_cols["form"],
+                op_cols["targets"],
+                op_cols["result"],
+                op_cols["reason"],
+                op_cols["params"],
+            ],
+        )
+    if fold_cols:
+        cursor.execute(
+            "INSERT INTO cv_fold (project_id, session_id, step_id, op_position, op, kind, "
+            "result_msg_id, original_id, original_msg_id, created_at) "
+            "SELECT %s, s, st, p, o, k, r, og, oi, %s FROM unnest(%s::bigint[], %s::bigint[], "
+            "%s::int[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::text[]) "
+            "AS x(s, st, p, o, k, r, og, oi)",
+            [
+                project.pk,
+                now,
+                fold_cols["session"],
+                fold_cols["step"],
+                fold_cols["op_position"],
+                fold_cols["op"],
+                fold_cols["kind"],
+                fold_cols["result"],
+                fold_cols["original"],
+                fold_cols["original_msg_id"],
+            ],
+        )
+    if reloads:
+        # Mark the folds a reload brought back (the latest fold of that id before it).
+        cursor.execute(
+            "UPDATE cv_fold f SET reloaded_at = x.idx FROM unnest(%s::bigint[], %s::text[], "
+            "%s::int[]) AS x(s, i, idx) WHERE f.session_id = x.s AND f.original_msg_id = x.i "
+            "AND f.reloaded_at IS NULL AND EXISTS (SELECT 1 FROM cv_step st "
+            "WHERE st.id = f.step_id AND st.index <= x.idx)",
+            [[r[0] for r in reloads], [r[1] for r in reloads], [r[2] for r in reloads]],
+        )
+
+
+def _save_sessions(states: dict[str, _SessionState]) -> None:
+    for state in states.values():
+        if not state.touched and not state.fields:
+            continue
+        fields = set(state.fields)
+        if state.touched:
+            fields |= {"step_count", "mode", "stats_status"}
+            state.session.stats_status = "pending"
+        state.session.save(update_fields=sorted(fields))

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from contextview.projects.services import demo_setup
+
+
+class Command(BaseCommand):
+    help = (
+        "Create (or refresh) the demo project, a demo admin user and a new ingest key; "
+        "print the dashboard URL and login."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--project", default="demo")
+        parser.add_argument("--username", default="demo")
+        parser.add_argument("--password", default=os.environ.get("CONTEXTVIEW_DEMO_PASSWORD"))
+        parser.add_argument("--url", default="http://127.0.0.1:8000/")
+        parser.add_argument("--key-file", type=Path, help="write the new key to this file")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        password = options["password"] or "demo-password"
+        project, issued = demo_setup(
+            username=options["username"], password=password, project_slug=options["project"]
+        )
+        if options["key_file"]:
+            path: Path = options["key_file"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(issued.secret + "\n")
+            path.chmod(0o600)
+        self.stdout.write(f"dashboard: {options['url']}")
+        self.stdout.write(f"login:     {options['username']} / {password}")
+        self.stdout.write(f"project:   {project.slug}")
+        self.stdout.write(f"api key:   {issued.secret}")

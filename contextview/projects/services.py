@@ -1,0 +1,74 @@
+"""Writes for projects, memberships and API keys."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from contextview.projects.models import ApiKey, Membership, Project
+
+KEY_PREFIX = "cv"
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    key: ApiKey
+    secret: str  # the whole key; shown once, never stored
+
+
+def secret_digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode()).digest()
+
+
+def project_get_or_create(*, slug: str, name: str | None = None) -> tuple[Project, bool]:
+    return Project.objects.get_or_create(slug=slug, defaults={"name": name or slug})
+
+
+def apikey_create(
+    *, project: Project, name: str = "", can_write: bool = True, created_by: User | None = None
+) -> IssuedKey:
+    """A new key ``cv_<prefix>_<secret>``; the prefix stays visible to tell keys apart."""
+    prefix = secrets.token_hex(4)
+    while ApiKey.objects.filter(prefix=prefix).exists():
+        prefix = secrets.token_hex(4)
+    secret = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(24)}"
+    key = ApiKey.objects.create(
+        project=project,
+        name=name,
+        prefix=prefix,
+        secret_hash=secret_digest(secret),
+        can_write=can_write,
+        created_by=created_by,
+    )
+    return IssuedKey(key=key, secret=secret)
+
+
+def apikey_revoke(*, key: ApiKey) -> None:
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+
+
+def membership_set(*, user: User, project: Project, role: str) -> Membership:
+    membership, _ = Membership.objects.update_or_create(
+        user=user, project=project, defaults={"role": role}
+    )
+    return membership
+
+
+@transaction.atomic
+def demo_setup(*, username: str, password: str, project_slug: str) -> tuple[Project, IssuedKey]:
+    """The demo project, an admin user who belongs to it, and a fresh ingest key."""
+    project, _ = project_get_or_create(slug=project_slug, name="Demo agents")
+    user, created = User.objects.get_or_create(username=username)
+    if created or not user.check_password(password):
+        user.set_password(password)
+        user.is_staff = True
+        user.save()
+    membership_set(user=user, project=project, role=Membership.Role.ADMIN)
+    return project, apikey_create(project=project, name="demo agents", created_by=user)

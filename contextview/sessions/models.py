@@ -1,0 +1,245 @@
+"""Sessions, their steps, and the content-addressed store those steps point into.
+
+Storage grows with distinct content: a message's text lives once per project in
+``Blob``; a message (id, role, partition, ... and its blob) lives once per
+project in ``Message``; a step keeps its before and after contexts as compact
+ordered lists of ``Message`` ids (see ``contextview.core.refs``). Every large
+table carries ``project_id`` and a time column so it can later be partitioned by
+time and distributed by project.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from contextview.projects.models import ApiKey, Project
+
+
+class StatsStatus(models.TextChoices):
+    PENDING = "pending"
+    READY = "ready"
+    FAILED = "failed"
+
+
+class Session(models.Model):
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        ABANDONED = "abandoned"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    external_id = models.CharField(max_length=200)
+    agent = models.CharField(max_length=200, blank=True, default="")
+    model = models.CharField(max_length=200, blank=True, default="")
+    encoding = models.CharField(max_length=64, blank=True, default="")
+    mode = models.CharField(max_length=64, blank=True, default="")
+    budget = models.JSONField(null=True, blank=True)
+    pinned = models.JSONField(default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    score = models.FloatField(null=True, blank=True)
+    # Whether a `session` event has been received (a step may come first).
+    declared = models.BooleanField(default=False)
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    last_event_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(auto_now_add=True)
+    step_count = models.IntegerField(default=0)
+    # Counter for SessionMessage.seq: which recording of an id is the latest.
+    record_seq = models.BigIntegerField(default=0)
+    aggregates = models.JSONField(null=True, blank=True)
+    stats_status = models.CharField(
+        max_length=8, choices=StatsStatus.choices, default=StatsStatus.PENDING
+    )
+
+    class Meta:
+        db_table = "cv_session"
+        constraints = [
+            models.UniqueConstraint(fields=["project", "external_id"], name="session_unique_id")
+        ]
+        indexes = [
+            models.Index(fields=["project", "-started_at", "-id"], name="session_recent"),
+            models.Index(fields=["project", "agent"], name="session_agent"),
+            models.Index(fields=["project", "status"], name="session_status"),
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class Blob(models.Model):
+    """A message content, stored once per project, addressed by its hash."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    hash = models.BinaryField(max_length=32)
+    text = models.TextField()
+    # The content as sent when it was a list of parts; None for a plain string.
+    parts = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "cv_blob"
+        constraints = [models.UniqueConstraint(fields=["project", "hash"], name="blob_unique")]
+
+
+class Message(models.Model):
+    """A message as the agent framed it (id, role, partition, ...), stored once per project."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    hash = models.BinaryField(max_length=32)
+    blob = models.ForeignKey(Blob, on_delete=models.CASCADE, db_index=False)
+    msg_id = models.CharField(max_length=200)
+    role = models.CharField(max_length=32, null=True, blank=True)
+    partition = models.CharField(max_length=64)
+    tool = models.CharField(max_length=200, null=True, blank=True)
+    pinned = models.BooleanField(default=False)
+    expirable = models.BooleanField(default=False)
+    extra = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "cv_message"
+        constraints = [models.UniqueConstraint(fields=["project", "hash"], name="message_unique")]
+
+
+class SessionMessage(models.Model):
+    """Which messages a session has recorded; the highest ``seq`` per id is the latest."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, db_index=False)
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, db_index=False)
+    msg_id = models.CharField(max_length=200)
+    seq = models.BigIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "cv_session_message"
+        constraints = [
+            models.UniqueConstraint(fields=["session", "message"], name="session_message_unique")
+        ]
+        indexes = [models.Index(fields=["session", "msg_id", "-seq"], name="session_latest")]
+
+
+class Step(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, db_index=False)
+    index = models.IntegerField()
+    timestamp = models.DateTimeField()
+    received_at = models.DateTimeField(default=timezone.now)
+    mode = models.CharField(max_length=64, blank=True, default="")
+    reason = models.TextField(blank=True, default="")
+    reported_before = models.BigIntegerField(null=True, blank=True)
+    reported_after = models.BigIntegerField(null=True, blank=True)
+    # obs fields other than messages (summary_index, used_tokens, ...), kept as given.
+    obs_extra = models.JSONField(null=True, blank=True)
+    outcome = models.JSONField(null=True, blank=True)
+    before_refs = models.BinaryField()
+    after_refs = models.BinaryField()
+    after_given = models.BooleanField(default=False)
+    after_mismatch = models.BooleanField(default=False)
+    body_hash = models.BinaryField(max_length=32)
+    stats = models.JSONField(null=True, blank=True)
+    stats_status = models.CharField(
+        max_length=8, choices=StatsStatus.choices, default=StatsStatus.PENDING
+    )
+
+    class Meta:
+        db_table = "cv_step"
+        constraints = [
+            models.UniqueConstraint(fields=["session", "index"], name="step_unique_index")
+        ]
+        indexes = [
+            models.Index(
+                fields=["stats_status", "received_at"],
+                name="step_pending",
+                condition=models.Q(stats_status="pending"),
+            )
+        ]
+
+
+class Operation(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, db_index=False)
+    position = models.IntegerField()
+    op = models.CharField(max_length=16)
+    form = models.CharField(max_length=8)
+    targets = models.JSONField(default=list)
+    result = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.CASCADE, db_index=False
+    )
+    reason = models.TextField(blank=True, default="")
+    params = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "cv_operation"
+        constraints = [
+            models.UniqueConstraint(fields=["step", "position"], name="operation_unique")
+        ]
+
+
+class Fold(models.Model):
+    """One original that left the context in an operation, and what replaced it."""
+
+    class Kind(models.TextChoices):
+        FOLD = "fold"
+        DROP = "drop"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, db_index=False)
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, db_index=False)
+    op_position = models.IntegerField()
+    op = models.CharField(max_length=16)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    result_msg_id = models.CharField(max_length=200, null=True, blank=True)
+    original = models.ForeignKey(Message, on_delete=models.CASCADE, db_index=False)
+    original_msg_id = models.CharField(max_length=200)
+    # The step index that brought it back, if a reload did.
+    reloaded_at = models.IntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "cv_fold"
+        indexes = [
+            models.Index(fields=["session", "original_msg_id"], name="fold_by_original"),
+            models.Index(fields=["step"], name="fold_by_step"),
+        ]
+
+
+class Directive(models.Model):
+    class Type(models.TextChoices):
+        SET_MODE = "set_mode"
+        RESTORE = "restore"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPLIED = "applied"
+        REJECTED = "rejected"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, db_index=False)
+    type = models.CharField(max_length=16, choices=Type.choices)
+    payload = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    detail = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+    created_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_by_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    # "ack" when the agent acknowledged it, "step" when a later step showed it applied.
+    resolved_via = models.CharField(max_length=8, blank=True, default="")
+
+    class Meta:
+        db_table = "cv_directive"
+        indexes = [models.Index(fields=["session", "status", "id"], name="directive_by_session")]
+
+    @property
+    def public_id(self) -> str:
+        return f"d-{self.pk}"

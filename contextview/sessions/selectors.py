@@ -1,0 +1,258 @@
+"""Reads for sessions, steps, diffs and archives, shared by the API and the pages."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+from django.db.models import Q
+
+from contextview.core.diff import diff_contexts
+from contextview.core.model import Message as CoreMessage
+from contextview.core.refs import decode_refs
+from contextview.projects.models import Project
+from contextview.sessions.models import Fold, Operation, Session, Step
+
+_MESSAGE_SQL = (
+    "SELECT m.id, m.msg_id, m.role, m.partition, m.tool, m.pinned, m.expirable, m.extra, "
+    "b.text, b.parts, b.id FROM cv_message m JOIN cv_blob b ON b.id = m.blob_id "
+    "WHERE m.id = ANY(%s::bigint[])"
+)
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    pk: int
+    blob_pk: int
+    message: CoreMessage
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def messages_by_pk(pks: Iterable[int]) -> dict[int, StoredMessage]:
+    wanted = sorted(set(pks))
+    if not wanted:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(_MESSAGE_SQL, [wanted])
+        rows = cursor.fetchall()
+    out: dict[int, StoredMessage] = {}
+    for pk, msg_id, role, partition, tool, pinned, expirable, extra, text, parts, blob in rows:
+        parts = _json(parts)
+        out[pk] = StoredMessage(
+            pk=pk,
+            blob_pk=blob,
+            message=CoreMessage(
+                id=msg_id,
+                role=role,
+                content=parts if parts is not None else text,
+                partition=partition,
+                tool=tool,
+                pinned=pinned,
+                expirable=expirable,
+                extra=_json(extra),
+            ),
+        )
+    return out
+
+
+def step_contexts(steps: Sequence[Step]) -> dict[int, tuple[list[StoredMessage], list[StoredMessage]]]:
+    """Before and after contexts of several steps, loaded with one query for all messages."""
+    decoded = {s.pk: (decode_refs(bytes(s.before_refs)), decode_refs(bytes(s.after_refs))) for s in steps}
+    stored = messages_by_pk(pk for before, after in decoded.values() for pk in (*before, *after))
+    return {
+        step_pk: ([stored[pk] for pk in before], [stored[pk] for pk in after])
+        for step_pk, (before, after) in decoded.items()
+    }
+
+
+def session_get(*, project: Project, external_id: str) -> Session | None:
+    return Session.objects.filter(project=project, external_id=external_id).first()
+
+
+def step_get(*, session: Session, index: int) -> Step | None:
+    return Step.objects.filter(session=session, index=index).first()
+
+
+# --- sessions list ---------------------------------------------------------------------
+
+
+def encode_cursor(started_at: datetime, pk: int) -> str:
+    raw = f"{started_at.isoformat()}|{pk}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, int] | None:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        when, pk = raw.rsplit("|", 1)
+        return datetime.fromisoformat(when), int(pk)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def session_list(
+    *,
+    project: Project,
+    agent: str | None = None,
+    mode: str | None = None,
+    status: str | None = None,
+    after: tuple[datetime, int] | None = None,
+    limit: int = 50,
+) -> tuple[list[Session], str | None]:
+    """A page of sessions, newest first, and the cursor of the next page (None at the end)."""
+    qs = Session.objects.filter(project=project)
+    if agent:
+        qs = qs.filter(agent=agent)
+    if mode:
+        qs = qs.filter(mode=mode)
+    if status:
+        qs = qs.filter(status=status)
+    if after is not None:
+        started, pk = after
+        qs = qs.filter(Q(started_at__lt=started) | Q(started_at=started, pk__lt=pk))
+    page = list(qs.order_by("-started_at", "-pk")[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    cursor = encode_cursor(page[-1].started_at, page[-1].pk) if more and page else None
+    return page, cursor
+
+
+def session_as_dict(session: Session) -> dict[str, Any]:
+    return {
+        "session_id": session.external_id,
+        "agent": session.agent or None,
+        "model": session.model or None,
+        "encoding": session.encoding or None,
+        "mode": session.mode or None,
+        "budget": session.budget,
+        "pinned": session.pinned,
+        "metadata": session.metadata,
+        "status": session.status,
+        "score": session.score,
+        "started_at": session.started_at.isoformat(),
+        "ended_at": session.ended_at.isoformat() if session.ended_at else None,
+        "last_event_at": session.last_event_at.isoformat(),
+        "steps": session.step_count,
+        "aggregates": session.aggregates,
+        "stats_status": session.stats_status,
+    }
+
+
+# --- one step --------------------------------------------------------------------------
+
+
+def message_as_dict(stored: StoredMessage, tokens: dict[int, int] | None = None) -> dict[str, Any]:
+    m = stored.message
+    out: dict[str, Any] = {
+        "id": m.id,
+        "role": m.role,
+        "partition": m.partition,
+        "content": m.content,
+        "tokens": tokens.get(stored.blob_pk) if tokens is not None else None,
+    }
+    if m.tool:
+        out["tool"] = m.tool
+    if m.pinned:
+        out["pinned"] = True
+    if m.expirable:
+        out["expirable"] = True
+    if m.extra:
+        out.update({k: v for k, v in m.extra.items() if k not in out})
+    return out
+
+
+def token_counts(*, blob_pks: Iterable[int], encoding: str) -> dict[int, int]:
+    """Measured tokens per blob in an encoding, for those the workers have counted."""
+    wanted = sorted(set(blob_pks))
+    if not wanted or not encoding:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT blob_id, tokens FROM cv_token_count "
+            "WHERE encoding = %s AND blob_id = ANY(%s::bigint[])",
+            [encoding, wanted],
+        )
+        return dict(cursor.fetchall())
+
+
+def step_as_dict(*, session: Session, step: Step) -> dict[str, Any]:
+    before, after = step_contexts([step])[step.pk]
+    encoding = (step.stats or {}).get("encoding", "")
+    tokens = token_counts(blob_pks=(s.blob_pk for s in (*before, *after)), encoding=encoding)
+    ops = Operation.objects.filter(step=step).select_related("result").order_by("position")
+    folds = Fold.objects.filter(step=step).order_by("op_position", "id")
+    grouped: dict[tuple[int, str | None], list[str]] = defaultdict(list)
+    for fold in folds:
+        grouped[(fold.op_position, fold.result_msg_id)].append(fold.original_msg_id)
+    return {
+        "session_id": session.external_id,
+        "index": step.index,
+        "timestamp": step.timestamp.isoformat(),
+        "mode": step.mode or None,
+        "reason": step.reason or None,
+        "obs_extra": step.obs_extra,
+        "outcome": step.outcome,
+        "before": [message_as_dict(s, tokens) for s in before],
+        "after": [message_as_dict(s, tokens) for s in after],
+        "after_given": step.after_given,
+        "ops": [
+            {
+                "op": op.op,
+                "form": op.form,
+                "targets": op.targets,
+                "result_id": op.result.msg_id if op.result else None,
+                "reason": op.reason or None,
+                "params": op.params or {},
+            }
+            for op in ops
+        ],
+        "folds": [
+            {"op_index": position, "result_id": result_id, "originals": originals}
+            for (position, result_id), originals in grouped.items()
+        ],
+        "reported": {"before_tokens": step.reported_before, "after_tokens": step.reported_after},
+        "stats": step.stats,
+        "stats_status": step.stats_status,
+    }
+
+
+# --- diff and archive ------------------------------------------------------------------
+
+
+def steps_diff(*, session: Session, start: Step, end: Step) -> dict[str, Any]:
+    contexts = step_contexts([start, end])
+    before = [s.message for s in contexts[start.pk][0]]
+    after = [s.message for s in contexts[end.pk][1]]
+    out = diff_contexts(before, after).as_dict()
+    out.update({"session_id": session.external_id, "from": start.index, "to": end.index})
+    return out
+
+
+def session_archive(*, session: Session) -> list[dict[str, Any]]:
+    folds = list(
+        Fold.objects.filter(session=session).select_related("step").order_by("step__index", "id")
+    )
+    stored = messages_by_pk(f.original_id for f in folds)
+    return [
+        {
+            "id": f.original_msg_id,
+            "kind": f.kind,
+            "step": f.step.index,
+            "op_index": f.op_position,
+            "op": f.op,
+            "result_id": f.result_msg_id,
+            "reloaded": f.reloaded_at is not None,
+            "reloaded_at": f.reloaded_at,
+            "message": message_as_dict(stored[f.original_id]),
+        }
+        for f in folds
+    ]

@@ -1,0 +1,144 @@
+"""Writes for sessions: directives of the control channel."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.utils import timezone
+
+from contextview.core.errors import InputError
+from contextview.projects.models import ApiKey
+from contextview.sessions.models import Directive, Fold, Session
+
+_DIRECTIVE_ID = re.compile(r"^d-(\d{1,18})$")
+
+
+def directive_as_dict(d: Directive, *, full: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": d.public_id,
+        "session_id": d.session.external_id,
+        "type": d.type,
+        **d.payload,
+    }
+    if full:
+        out.update(
+            status=d.status,
+            detail=d.detail,
+            created_at=d.created_at.isoformat(),
+            created_by=(
+                d.created_by_user.username
+                if d.created_by_user_id and d.created_by_user
+                else (f"key {d.created_by_key.prefix}…" if d.created_by_key_id else None)
+            ),
+            resolved_at=d.resolved_at.isoformat() if d.resolved_at else None,
+            resolved_via=d.resolved_via or None,
+        )
+    return out
+
+
+def directive_pk(public_id: str) -> int | None:
+    match = _DIRECTIVE_ID.match(public_id)
+    return int(match.group(1)) if match else None
+
+
+def directives_pending_for(*, sessions: Sequence[Session]) -> list[dict[str, Any]]:
+    if not sessions:
+        return []
+    pending = (
+        Directive.objects.filter(session__in=sessions, status=Directive.Status.PENDING)
+        .select_related("session")
+        .order_by("id")
+    )
+    return [directive_as_dict(d) for d in pending]
+
+
+def directive_create(
+    *,
+    session: Session,
+    type: str,
+    mode: Any = None,
+    targets: Any = None,
+    step: Any = None,
+    user: User | None = None,
+    key: ApiKey | None = None,
+) -> Directive:
+    """A new pending directive; raises InputError naming the field that is wrong."""
+    payload: dict[str, Any]
+    if type == Directive.Type.SET_MODE:
+        if not isinstance(mode, str) or not mode.strip() or len(mode) > 64:
+            raise InputError("mode", "a mode name is required (for example 'sliding')")
+        payload = {"mode": mode.strip()}
+    elif type == Directive.Type.RESTORE:
+        if (
+            not isinstance(targets, list)
+            or not targets
+            or not all(isinstance(t, str) and t for t in targets)
+        ):
+            raise InputError("targets", "a non-empty list of message ids is required")
+        if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
+            raise InputError("step", "must be a step index (an integer >= 0)")
+        archived = set(
+            Fold.objects.filter(session=session, original_msg_id__in=targets).values_list(
+                "original_msg_id", flat=True
+            )
+        )
+        missing = [t for t in targets if t not in archived]
+        if missing:
+            raise InputError(
+                "targets", f"not folded or dropped in this session: {', '.join(missing)}", 422
+            )
+        payload = {"targets": list(targets)}
+        if step is not None:
+            payload["step"] = step
+    else:
+        raise InputError("type", "must be 'set_mode' or 'restore'")
+    return Directive.objects.create(
+        project_id=session.project_id,
+        session=session,
+        type=type,
+        payload=payload,
+        created_by_user=user,
+        created_by_key=key,
+    )
+
+
+def directive_ack(*, directive: Directive, status: str, detail: str = "") -> bool:
+    """Record the agent's answer; False when it contradicts an earlier answer."""
+    if status not in (Directive.Status.APPLIED, Directive.Status.REJECTED):
+        raise InputError("status", "must be 'applied' or 'rejected'")
+    with transaction.atomic():
+        updated = Directive.objects.filter(
+            pk=directive.pk, status=Directive.Status.PENDING
+        ).update(status=status, detail=detail[:2000], resolved_at=timezone.now(), resolved_via="ack")
+        directive.refresh_from_db()
+    return bool(updated) or directive.status == status
+
+
+def directives_settle_from_steps(*, steps: Sequence[tuple[Session, int, str, list[str]]]) -> None:
+    """Mark applied what later steps show done: the new mode reported, the targets reloaded."""
+    by_session: dict[int, list[tuple[int, str, list[str]]]] = defaultdict(list)
+    for session, index, mode, reloaded in steps:
+        if mode or reloaded:
+            by_session[session.pk].append((index, mode, reloaded))
+    if not by_session:
+        return
+    pending = Directive.objects.filter(
+        session_id__in=list(by_session), status=Directive.Status.PENDING
+    )
+    now = timezone.now()
+    for directive in pending:
+        entries = by_session[directive.session_id]
+        if directive.type == Directive.Type.SET_MODE:
+            done = any(mode == directive.payload.get("mode") for _, mode, _ in entries)
+        else:
+            reloaded = {msg_id for _, _, ids in entries for msg_id in ids}
+            done = set(directive.payload.get("targets", [])) <= reloaded
+        if done:
+            Directive.objects.filter(pk=directive.pk, status=Directive.Status.PENDING).update(
+                status=Directive.Status.APPLIED, resolved_at=now, resolved_via="step"
+            )

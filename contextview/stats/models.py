@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from django.db import models
+
+from contextview.sessions.models import Blob
+
+
+class TokenCount(models.Model):
+    """Measured tokens of one distinct content in one encoding: counted once, reused."""
+
+    blob = models.ForeignKey(Blob, on_delete=models.CASCADE, db_index=False)
+    encoding = models.CharField(max_length=64)
+    tokens = models.IntegerField()
+
+    class Meta:
+        db_table = "cv_token_count"
+        constraints = [
+            models.UniqueConstraint(fields=["blob", "encoding"], name="token_count_unique")
+        ]
