@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from tests.api_client import Api, step
+
+SYSTEM = {"id": "sys", "role": "system", "content": "You answer customers."}
+CHAT = {"id": "t1", "role": "user", "content": "My member id is A12345."}
+
+
+def _seed(api: Api) -> None:
+    batch = [
+        step("chat", 0, [SYSTEM, CHAT], mode="summary",
+             action={"action": "drop", "target": "t1", "reason": "old turn"}),
+    ]
+    assert api.ingest({"batch": batch}).status_code == 207
+
+
+def test_it_carries_a_set_mode_directive_until_a_step_reports_the_mode(api: Api) -> None:
+    _seed(api)
+    created = api.post("/sessions/chat/directives", {"type": "set_mode", "mode": "sliding"})
+    assert created.status_code == 201
+    directive = created.json()
+    assert directive["status"] == "pending" and directive["mode"] == "sliding"
+    assert directive["created_by"].startswith("key ")
+
+    listed = api.get("/sessions/chat/control").json()
+    assert [d["id"] for d in listed["directives"]] == [directive["id"]]
+    assert api.get("/sessions/chat/control", after=listed["cursor"]).json()["directives"] == []
+
+    carried = api.ingest({"batch": [step("chat", 1, [{"id": "sys"}], mode="summary")]}).json()
+    assert carried["directives"] == [
+        {"id": directive["id"], "session_id": "chat", "type": "set_mode", "mode": "sliding"}
+    ]
+    applied = api.ingest({"batch": [step("chat", 2, [{"id": "sys"}], mode="sliding")]}).json()
+    assert applied["directives"] == []
+    assert api.get("/sessions/chat/control").json()["directives"] == []
+    assert api.get("/sessions/chat").json()["mode"] == "sliding"
+
+
+def test_it_takes_acknowledgements_once(api: Api) -> None:
+    _seed(api)
+    directive = api.post(
+        "/sessions/chat/directives", {"type": "restore", "targets": ["t1"], "step": 0}
+    ).json()
+    path = f"/sessions/chat/control/{directive['id']}/ack"
+    rejected = api.post(path, {"status": "rejected", "detail": "context is full"})
+    assert rejected.status_code == 200
+    assert rejected.json()["status"] == "rejected"
+    assert rejected.json()["detail"] == "context is full"
+    assert api.post(path, {"status": "rejected"}).status_code == 200
+    assert api.post(path, {"status": "applied"}).status_code == 409
+    assert api.post(path, {"status": "maybe"}).status_code == 400
+    assert api.post("/sessions/chat/control/d-999999/ack", {"status": "applied"}).status_code == 404
+
+
+def test_it_marks_a_restore_applied_when_the_agent_reloads_it(api: Api) -> None:
+    _seed(api)
+    directive = api.post("/sessions/chat/directives", {"type": "restore", "targets": ["t1"]}).json()
+    reload = {"action": "reload", "target": "t1", "reason": "engineer restored it"}
+    api.ingest({"batch": [step("chat", 1, [{"id": "sys"}], action=reload)]})
+    assert api.get("/sessions/chat/control").json()["directives"] == []
+    assert directive["type"] == "restore"
+
+
+def test_it_names_what_is_wrong_with_a_directive(api: Api) -> None:
+    _seed(api)
+    bad_type = api.post("/sessions/chat/directives", {"type": "explode"})
+    assert bad_type.status_code == 400 and bad_type.json()["error"].startswith("type:")
+    no_mode = api.post("/sessions/chat/directives", {"type": "set_mode"})
+    assert no_mode.status_code == 400 and no_mode.json()["error"].startswith("mode:")
+    unknown = api.post("/sessions/chat/directives", {"type": "restore", "targets": ["sys"]})
+    assert unknown.status_code == 422 and "sys" in unknown.json()["error"]
+    missing = api.post("/sessions/nope/directives", {"type": "set_mode", "mode": "rag"})
+    assert missing.status_code == 404
