@@ -1,0 +1,164 @@
+"""How one context became another, message by message and word by word.
+
+Messages are matched by id: an id in both contexts is the same message, whose
+content may have changed and whose place may have moved.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Any
+
+from contextview.core.messages import same_message
+from contextview.core.model import Message
+
+# Chinese and Japanese have no spaces between words, so without splitting every
+# ideograph and kana apart, one changed character would mark a whole sentence.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
+_TOKEN = re.compile(rf"\s+|[{_CJK}]|[^\W{_CJK}]+|.", re.DOTALL)
+
+
+def tokenize(text: str) -> list[str]:
+    """Whitespace runs, word runs, single punctuation and single CJK characters.
+
+    The tokens join back to exactly `text`.
+    """
+    return _TOKEN.findall(text)
+
+
+def word_diff(a: str, b: str) -> list[tuple[str, str]]:
+    """(tag, text) pieces with tags equal/delete/insert; equal+delete joins to `a`,
+    equal+insert joins to `b`."""
+    if a == b:
+        return [("equal", a)] if a else []
+    pieces: list[tuple[str, str]] = []
+
+    def add(tag: str, texts: list[str]) -> None:
+        text = "".join(texts)
+        if not text:
+            return
+        if pieces and pieces[-1][0] == tag:
+            pieces[-1] = (tag, pieces[-1][1] + text)
+        else:
+            pieces.append((tag, text))
+
+    # Lines first: a long tool output usually changes in a few lines, and matching
+    # its tens of thousands of tokens at once is what makes a diff slow.
+    lines_a, lines_b = a.splitlines(keepends=True), b.splitlines(keepends=True)
+    for op, i1, i2, j1, j2 in SequenceMatcher(None, lines_a, lines_b).get_opcodes():
+        if op == "equal":
+            add("equal", lines_a[i1:i2])
+            continue
+        ta, tb = tokenize("".join(lines_a[i1:i2])), tokenize("".join(lines_b[j1:j2]))
+        # autojunk stays on: in long text, whitespace and common words would
+        # otherwise make matching quadratic.
+        for wop, k1, k2, l1, l2 in SequenceMatcher(None, ta, tb).get_opcodes():
+            if wop == "equal":
+                add("equal", ta[k1:k2])
+            else:
+                add("delete", ta[k1:k2])
+                add("insert", tb[l1:l2])
+    return pieces
+
+
+@dataclass(slots=True)
+class Changed:
+    id: str
+    before: Message
+    after: Message
+    words: list[tuple[str, str]]
+
+
+@dataclass(slots=True)
+class Moved:
+    id: str
+    from_index: int
+    to_index: int
+
+
+@dataclass(slots=True)
+class ContextDiff:
+    added: list[Message] = field(default_factory=list)
+    removed: list[Message] = field(default_factory=list)
+    changed: list[Changed] = field(default_factory=list)
+    moved: list[Moved] = field(default_factory=list)
+    # Messages in both contexts, equal in every field and not moved.
+    unchanged: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "added": [_message_dict(m) for m in self.added],
+            "removed": [_message_dict(m) for m in self.removed],
+            "changed": [
+                {
+                    "id": c.id,
+                    "before": _message_dict(c.before),
+                    "after": _message_dict(c.after),
+                    "words": [[tag, text] for tag, text in c.words],
+                }
+                for c in self.changed
+            ],
+            "moved": [
+                {"id": m.id, "from_index": m.from_index, "to_index": m.to_index} for m in self.moved
+            ],
+            "unchanged": self.unchanged,
+        }
+
+
+def _message_dict(m: Message) -> dict[str, Any]:
+    return {"id": m.id, "role": m.role, "partition": m.partition, "content": m.content}
+
+
+def diff_contexts(a: Sequence[Message], b: Sequence[Message]) -> ContextDiff:
+    index_a: dict[str, int] = {}
+    for i, m in enumerate(a):
+        index_a.setdefault(m.id, i)
+    index_b: dict[str, int] = {}
+    for j, m in enumerate(b):
+        index_b.setdefault(m.id, j)
+
+    diff = ContextDiff(
+        added=[m for j, m in enumerate(b) if m.id not in index_a and index_b[m.id] == j],
+        removed=[m for i, m in enumerate(a) if m.id not in index_b and index_a[m.id] == i],
+    )
+    # Shared ids in b's order, ranked by their place in a: those on a longest
+    # increasing run kept their relative order; every other one moved.
+    shared = [m.id for j, m in enumerate(b) if m.id in index_a and index_b[m.id] == j]
+    stayed = _longest_increasing([index_a[x] for x in shared])
+
+    for k, mid in enumerate(shared):
+        before, after = a[index_a[mid]], b[index_b[mid]]
+        moved = k not in stayed
+        if moved:
+            diff.moved.append(Moved(mid, index_a[mid], index_b[mid]))
+        if not same_message(before, after):
+            diff.changed.append(Changed(mid, before, after, word_diff(before.text, after.text)))
+        elif not moved:
+            diff.unchanged += 1
+    return diff
+
+
+def _longest_increasing(values: list[int]) -> set[int]:
+    """Positions in `values` of one longest strictly increasing subsequence (O(n log n))."""
+    tails: list[int] = []  # smallest tail value of an increasing run of each length
+    tail_at: list[int] = []  # position in `values` of that tail
+    previous = [-1] * len(values)
+    for k, v in enumerate(values):
+        n = bisect_left(tails, v)
+        if n == len(tails):
+            tails.append(v)
+            tail_at.append(k)
+        else:
+            tails[n] = v
+            tail_at[n] = k
+        previous[k] = tail_at[n - 1] if n else -1
+    kept: set[int] = set()
+    k = tail_at[-1] if tail_at else -1
+    while k != -1:
+        kept.add(k)
+        k = previous[k]
+    return kept

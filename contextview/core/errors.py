@@ -1,0 +1,21 @@
+"""The one error the core raises for bad input, naming the field at fault."""
+
+from __future__ import annotations
+
+
+class InputError(Exception):
+    """Input the core cannot use.
+
+    `status` is 400 for malformed input and 422 for input that is well formed but
+    cannot apply (a target not in the context, an id never recorded), so the API
+    can answer per event without knowing which check failed.
+    """
+
+    def __init__(self, field: str, message: str, status: int = 400) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+        self.status = status
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"

@@ -1,0 +1,213 @@
+"""Turning raw message dicts into Messages, and hashing them.
+
+A message sent with `id` alone stands for the latest content the session recorded
+under that id; resolving it needs the session's `latest` map, which the caller
+supplies (the core never looks anything up itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from contextview.core.errors import InputError
+from contextview.core.model import Message, default_partition
+
+MAX_PARTITION_LENGTH = 64
+
+# Keys with a meaning of their own; anything else an agent sends rides along in
+# Message.extra so nothing it logged is lost.
+_KNOWN_KEYS = frozenset({"id", "role", "content", "partition", "tool", "pinned"})
+
+# One shared encoder: building the encoder per call costs more than encoding a
+# short message. sort_keys and fixed separators make the bytes the same in every
+# process, which content addressing relies on.
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def canonical_json(value: Any) -> str:
+    return _CANONICAL.encode(value)
+
+
+def blob_hash(content: str | list[Any]) -> bytes:
+    """sha256 of a message's content in canonical JSON (a str and a list never collide)."""
+    return hashlib.sha256(_CANONICAL.encode(content).encode("utf-8")).digest()
+
+
+def message_hash(m: Message, *, blob: bytes | None = None) -> bytes:
+    """sha256 of everything that makes a message what it is.
+
+    Pass `blob` when the content's hash is already known (the store computes it to
+    address the content), so a large content is hashed only once.
+    """
+    if blob is None:
+        blob = blob_hash(m.content)
+    # A list, not a dict: positions fix the meaning and it encodes faster.
+    head = [m.id, m.role, m.partition, m.tool, m.pinned, m.expirable, m.extra, blob.hex()]
+    return hashlib.sha256(_CANONICAL.encode(head).encode("utf-8")).digest()
+
+
+def same_message(a: Message, b: Message) -> bool:
+    """Whether two messages are equal in every field (id included), not merely identical."""
+    return a is b or a == b
+
+
+class Overlay(Mapping[str, Message]):
+    """`base` as seen by a step that has recorded more messages of its own.
+
+    Writes go to `local` only, so the session's map is never changed by parsing.
+    """
+
+    def __init__(self, base: Mapping[str, Message]) -> None:
+        self.base = base
+        self.local: dict[str, Message] = {}
+
+    def __getitem__(self, key: str) -> Message:
+        found = self.local.get(key)
+        return self.base[key] if found is None else found
+
+    def get(self, key: str, default: Any = None) -> Any:
+        found = self.local.get(key)
+        return self.base.get(key, default) if found is None else found
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.local or key in self.base
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.local
+        for key in self.base:
+            if key not in self.local:
+                yield key
+
+    def __len__(self) -> int:
+        return len(self.local) + sum(1 for key in self.base if key not in self.local)
+
+
+def parse_id(raw: Any, *, field: str) -> str:
+    # Agents often number their messages; an int id means the same as its digits.
+    if isinstance(raw, str):
+        if raw:
+            return raw
+        raise InputError(field, "must not be empty")
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return str(raw)
+    if raw is None:
+        raise InputError(field, "field required")
+    raise InputError(field, "must be a string")
+
+
+def optional_str(raw: Mapping[str, Any], key: str, field: str) -> str | None:
+    value = raw.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise InputError(f"{field}.{key}", "must be a string")
+
+
+def _optional_bool(raw: Mapping[str, Any], key: str, field: str) -> bool | None:
+    value = raw.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    raise InputError(f"{field}.{key}", "must be true or false")
+
+
+def _optional_partition(raw: Mapping[str, Any], field: str) -> str | None:
+    value = raw.get("partition")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{field}.partition", "must be a non-empty string")
+    if len(value) > MAX_PARTITION_LENGTH:
+        raise InputError(f"{field}.partition", f"must be at most {MAX_PARTITION_LENGTH} characters")
+    return value
+
+
+def _extra(raw: Mapping[str, Any]) -> dict[str, Any] | None:
+    extra = {k: v for k, v in raw.items() if k not in _KNOWN_KEYS}
+    return extra or None
+
+
+def parse_message(
+    raw: Any,
+    *,
+    field: str,
+    latest: Mapping[str, Message],
+    inherit_partition: bool = False,
+) -> Message:
+    """One message from its raw dict.
+
+    With `inherit_partition` (used for operation results), an absent partition is
+    left as "" so that applying the operation can take it from the message the
+    result replaces instead of guessing it from the role.
+    """
+    if not isinstance(raw, dict):
+        raise InputError(field, "must be an object")
+    mid = parse_id(raw.get("id"), field=f"{field}.id")
+    role = optional_str(raw, "role", field)
+    partition = _optional_partition(raw, field)
+    tool = optional_str(raw, "tool", field)
+    pinned = _optional_bool(raw, "pinned", field)
+
+    if "content" not in raw:
+        recorded = latest.get(mid)
+        if recorded is None:
+            raise InputError(f"{field}.id", f"id '{mid}' was never recorded for this session", 422)
+        extra = _extra(raw)
+        if extra is not None and recorded.extra is not None:
+            extra = {**recorded.extra, **extra}
+        return Message(
+            id=mid,
+            role=recorded.role if "role" not in raw else role,
+            content=recorded.content,
+            # A new role does not move the message: its partition stays as recorded
+            # unless the reference names one.
+            partition=recorded.partition if partition is None else partition,
+            tool=recorded.tool if "tool" not in raw else tool,
+            pinned=recorded.pinned if pinned is None else pinned,
+            expirable=recorded.expirable,
+            extra=recorded.extra if extra is None else extra,
+        )
+
+    content = raw["content"]
+    # OpenAI-style assistant messages that only call tools carry `content: null`.
+    if content is None:
+        content = ""
+    if not isinstance(content, str | list):
+        raise InputError(f"{field}.content", "must be a string or a list of parts")
+    if partition is None:
+        partition = "" if inherit_partition else default_partition(role)
+    return Message(
+        id=mid,
+        role=role,
+        content=content,
+        partition=partition,
+        tool=tool,
+        pinned=bool(pinned),
+        extra=_extra(raw),
+    )
+
+
+def parse_message_list(
+    raw: Any,
+    *,
+    field: str,
+    latest: Mapping[str, Message],
+    inherit_partition: bool = False,
+) -> list[Message]:
+    """A context: a list of messages whose ids are unique within it."""
+    if raw is None:
+        raise InputError(field, "field required")
+    if not isinstance(raw, list):
+        raise InputError(field, "must be a list of messages")
+    messages: list[Message] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(raw):
+        m = parse_message(
+            item, field=f"{field}[{i}]", latest=latest, inherit_partition=inherit_partition
+        )
+        first = seen.setdefault(m.id, i)
+        if first != i:
+            raise InputError(f"{field}[{i}].id", f"duplicate id '{m.id}' (also at [{first}])")
+        messages.append(m)
+    return messages

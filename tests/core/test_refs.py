@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextview.core.refs import decode_refs, encode_refs
+
+MAX_ID = (1 << 63) - 1
+
+
+@given(st.lists(st.integers(min_value=1, max_value=MAX_ID), max_size=300))
+def test_it_round_trips_any_list_of_ids(ids: list[int]) -> None:
+    assert decode_refs(encode_refs(ids)) == ids
+
+
+def test_it_spends_one_byte_on_a_small_step() -> None:
+    # a session's messages get nearby ids: the usual context after the first ref
+    ids = [1_000_000 + k for k in range(0, 400, 2)]
+    data = encode_refs(ids)
+    assert len(data) == len(encode_refs(ids[:1])) + len(ids) - 1
+    assert decode_refs(data) == ids
+
+
+def test_it_spends_one_byte_on_a_small_step_back() -> None:
+    assert len(encode_refs([500, 490])) - len(encode_refs([500])) == 1
+
+
+def test_it_encodes_the_empty_list_as_nothing() -> None:
+    assert encode_refs([]) == b""
+    assert decode_refs(b"") == []
+
+
+def test_it_encodes_known_bytes() -> None:
+    # deltas +1, +1, -1, +300 -> zigzag 2, 2, 1, 600; 600 takes two varint bytes
+    assert encode_refs([1, 2, 1, 301]) == bytes([2, 2, 1, 0xD8, 0x04])
+
+
+@pytest.mark.parametrize("bad", [0, -5, 1 << 63])
+def test_it_rejects_ids_outside_positive_int64(bad: int) -> None:
+    with pytest.raises(ValueError):
+        encode_refs([3, bad])
+
+
+def test_it_rejects_a_truncated_list() -> None:
+    data = encode_refs([10, 1 << 40])
+    with pytest.raises(ValueError):
+        decode_refs(data[:-1])
