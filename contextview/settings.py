@@ -140,10 +140,28 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", "300")
 CELERY_TASK_SOFT_TIME_LIMIT = envint("CELERY_TASK_SOFT_TIME_LIMIT", "240")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Ingest queues work after commit; with the broker down it must give up quickly
+# (the periodic sweep finds the work later) rather than hold the agent's request.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.5,
+}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1}
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "WARNING")},
+}
+
+# Statistics workers: steps left pending longer than this are re-queued by beat.
+STATS_SWEEP_AFTER_SECONDS = envint("STATS_SWEEP_AFTER_SECONDS", "60")
+CELERY_BEAT_SCHEDULE = {
+    "sweep-pending-stats": {
+        "task": "contextview.stats.tasks.sweep_pending_stats",
+        "schedule": float(envint("STATS_SWEEP_EVERY_SECONDS", "30")),
+    }
 }

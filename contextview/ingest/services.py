@@ -43,7 +43,8 @@ from contextview.ingest.schemas import (
 )
 from contextview.projects.models import Project
 from contextview.sessions.models import Session
-from contextview.sessions.services import directives_settle_from_steps, directives_pending_for
+from contextview.sessions.services import directives_pending_for, directives_settle_from_steps
+from contextview.stats.scheduling import stats_schedule
 
 
 @dataclass
@@ -404,6 +405,9 @@ def batch_ingest(*, project: Project, batch: list[Any]) -> IngestOutcome:
         if states:
             live = [st.session for st in states.values() if st.session.pk not in unused]
             directives = directives_pending_for(sessions=live)
+        changed = sorted(st.session.pk for st in states.values() if st.touched)
+        if changed:
+            transaction.on_commit(lambda: stats_schedule(session_ids=changed))
     final = [r if r is not None else EventResult(None, 500, "not processed") for r in results]
     return IngestOutcome(results=final, directives=directives, step_ids=step_ids)
 

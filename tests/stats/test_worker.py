@@ -1,0 +1,150 @@
+"""The statistics path end to end: ingest, a real broker, real worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from contextview.core.tokens import load_encoding
+from contextview.sessions.models import Session, Step
+from contextview.stats.tasks import sweep_pending_stats
+from tests.api_client import Api, step
+from tests.conftest import ROOT, _process_env, _stop, database_url
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+LOG = (
+    "2026/01/15 10:00:03 [error] 1234#0: *88 upstream timed out (110: Connection timed out) "
+    "while reading response header from upstream, client: 10.0.0.7, server: shop, "
+    'request: "GET /api/orders/SO20260101007 HTTP/1.1", upstream: "http://inventory-svc:8080", '
+    "status 504 after 3 s"
+)
+
+
+def _wait(predicate: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the worker")
+        time.sleep(0.1)
+
+
+def test_it_fills_in_stats_through_a_real_worker(api: Api, celery_worker_process: Any) -> None:
+    session = {
+        "id": "sess",
+        "type": "session",
+        "body": {
+            "session_id": "orders",
+            "encoding": "cl100k_base",
+            "budget": {"max_tokens": 120, "reserved_tokens": 10},
+            "pinned": ["SO20260101007"],
+        },
+    }
+    first = step(
+        "orders",
+        0,
+        [
+            {"id": "u1", "role": "user", "content": "Why does order SO20260101007 time out?"},
+            {"id": "log", "role": "tool", "tool": "read_file", "content": LOG},
+        ],
+        action={
+            "action": "summarize",
+            "target": "log",
+            "result": {"id": "sum", "role": "tool", "content": "inventory-svc timed out"},
+        },
+        before_tokens=10,
+    )
+    assert api.ingest({"batch": [session, first]}).status_code == 207
+
+    def ready() -> bool:
+        return api.get("/sessions/orders/steps/0").json()["stats_status"] == "ready"
+
+    _wait(ready)
+    got = api.get("/sessions/orders/steps/0").json()
+    stats = got["stats"]
+    enc = load_encoding("cl100k_base")
+    assert stats["encoding"] == "cl100k_base"
+    assert stats["ops"][0]["tokens_in"] == len(enc.encode_ordinary(LOG))
+    assert stats["ops"][0]["tokens_out"] == len(enc.encode_ordinary("inventory-svc timed out"))
+    lost = stats["ops"][0]["entities"]["lost"]
+    assert "status 504" in lost and "3 s" in lost
+    assert any("SO20260101007" in entity for entity in lost)
+    assert "entity_loss" in stats["flags"]
+    assert "token_estimate_off" in stats["flags"]
+    assert {m["tokens"] for m in got["before"]} == {
+        len(enc.encode_ordinary("Why does order SO20260101007 time out?")),
+        len(enc.encode_ordinary(LOG)),
+    }
+    _wait(lambda: api.get("/sessions/orders").json()["stats_status"] == "ready")
+    aggregates = api.get("/sessions/orders").json()["aggregates"]
+    assert aggregates["steps"] == 1
+    assert aggregates["flag_counts"]["entity_loss"] == 1
+
+
+def _worker(name: str) -> subprocess.Popen[bytes]:
+    from django.conf import settings
+
+    from contextview.celery import app
+
+    node = f"{name}-{os.getpid()}@{socket.gethostname()}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "contextview", "worker", "--pool", "solo",
+         "-l", "warning", "-Q", app.conf.task_default_queue, "-n", node,
+         "--without-gossip", "--without-mingle"],
+        cwd=ROOT,
+        env=_process_env(
+            DATABASE_URL=database_url(connection.settings_dict),
+            CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    return proc
+
+
+def test_it_loses_nothing_when_the_worker_is_killed_mid_batch(api: Api) -> None:
+    from contextview.celery import app
+
+    app.control.purge()
+    batch = []
+    for s in range(6):
+        context = [{"id": "sys", "role": "system", "content": "You read logs."}]
+        for i in range(60):
+            context = [*context, {"id": f"l{i}", "role": "tool", "tool": "grep",
+                                  "content": f"{LOG} line {i} of session {s}"}]
+            batch.append(step(f"s{s}", i, list(context)))
+    assert api.ingest({"batch": batch}).status_code == 207
+    total = Step.objects.count()
+    assert total == 360
+
+    doomed = _worker("doomed")
+    try:
+        _wait(lambda: Step.objects.filter(stats_status="ready").exists(), timeout=60)
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(10)
+    finally:
+        _stop(doomed)
+    assert Step.objects.filter(stats_status="pending").exists()
+
+    # A new worker, and the sweep that finds what the lost messages left pending.
+    survivor = _worker("survivor")
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr("django.conf.settings.STATS_SWEEP_AFTER_SECONDS", -1)
+            sweep_pending_stats()
+        _wait(lambda: not Step.objects.exclude(stats_status="ready").exists(), timeout=90)
+        _wait(lambda: not Session.objects.exclude(stats_status="ready").exists(), timeout=30)
+    finally:
+        _stop(survivor)
+    assert Step.objects.filter(stats_status="ready").count() == 360
+    for session in Session.objects.all():
+        assert session.aggregates["steps"] == 60
+        assert session.step_count == 60
