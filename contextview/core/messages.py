@@ -32,8 +32,14 @@ def canonical_json(value: Any) -> str:
 
 
 def blob_hash(content: str | list[Any]) -> bytes:
-    """sha256 of a message's content in canonical JSON (a str and a list never collide)."""
-    return hashlib.sha256(_CANONICAL.encode(content).encode("utf-8")).digest()
+    """sha256 of a message's content; a leading tag byte keeps a str and a list apart.
+
+    Text is hashed as its UTF-8 bytes: JSON-escaping a large log first would cost
+    more than the hash itself, on every message of every resent context.
+    """
+    if isinstance(content, str):
+        return hashlib.sha256(b"s" + content.encode("utf-8")).digest()
+    return hashlib.sha256(b"l" + _CANONICAL.encode(content).encode("utf-8")).digest()
 
 
 def message_hash(m: Message, *, blob: bytes | None = None) -> bytes:
@@ -141,6 +147,14 @@ def parse_message(
     left as "" so that applying the operation can take it from the message the
     result replaces instead of guessing it from the role.
     """
+    if type(raw) is dict and len(raw) == 1:
+        # The common case by far, a message sent by id alone: the very message
+        # recorded, shared rather than copied. Anything unusual takes the full path.
+        mid = raw.get("id")
+        if type(mid) is str:
+            recorded = latest.get(mid)
+            if recorded is not None:
+                return recorded
     if not isinstance(raw, dict):
         raise InputError(field, "must be an object")
     mid = parse_id(raw.get("id"), field=f"{field}.id")

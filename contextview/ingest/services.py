@@ -69,6 +69,7 @@ class _Event:
     head: EventHead
     body: SessionBody | StepBody | SessionEndBody
     raw_body: dict[str, Any]
+    body_hash: bytes
     event_hash: bytes
     timestamp: datetime
 
@@ -81,6 +82,8 @@ class _StepRow:
     result: StepResult
     body_hash: bytes
     obs_extra: dict[str, Any] | None
+    # messages whose recording changed what their id stands for
+    recorded: dict[str, CoreMessage]
 
 
 @dataclass
@@ -121,7 +124,12 @@ def _validate(position: int, raw: Any, now: datetime) -> _Event | EventResult:
         head=head,
         body=body,  # type: ignore[arg-type]
         raw_body=head.body,
-        event_hash=_sha(canonical_json({k: v for k, v in raw.items() if k != "id"})),
+        body_hash=(body_hash := _sha(canonical_json(head.body))),
+        # The body is hashed once; the event's hash covers it and the other fields.
+        event_hash=_sha(
+            canonical_json({k: v for k, v in raw.items() if k not in ("id", "body")})
+            + body_hash.hex()
+        ),
         timestamp=_aware(head.timestamp, now),
     )
 
@@ -531,7 +539,7 @@ def _apply_session_event(state: _SessionState, body: SessionBody, e: _Event) -> 
 def _process_step(
     state: _SessionState, e: _Event, body: StepBody, store: _Store
 ) -> _StepRow | EventResult:
-    body_hash = _sha(canonical_json(e.raw_body))
+    body_hash = e.body_hash
     existing = state.step_hashes.get(body.index)
     if existing is not None:
         if existing == body_hash:
@@ -564,6 +572,13 @@ def _process_step(
     for fold in result.folds:
         for m in fold.originals:
             store.hash(m)
+    # Only a recording that changes what an id stands for needs writing.
+    hash_of = store.hash
+    changed = {
+        mid: m
+        for mid, m in result.recorded.items()
+        if (old := state.latest.get(mid)) is not m and (old is None or hash_of(old) != hash_of(m))
+    }
     state.latest.update(result.recorded)
     for fold in result.folds:
         for m in fold.originals:
@@ -577,6 +592,7 @@ def _process_step(
         result=result,
         body_hash=body_hash,
         obs_extra=obs_extra,
+        recorded=changed,
     )
 
 
@@ -645,7 +661,7 @@ def _record_session_messages(
     by_session: dict[int, dict[int, tuple[str, int]]] = defaultdict(dict)
     for row in rows:
         s = row.session
-        for message in row.result.recorded.values():
+        for message in row.recorded.values():
             pk = store.pk_of_hash[store.hash_of[id(message)]]
             s.record_seq += 1
             by_session[s.pk][pk] = (message.id, s.record_seq)
