@@ -156,31 +156,46 @@ def batches(
         yield group, b'{"batch":[' + b",".join(parts) + b"]}"
 
 
+def prepare(
+    args: argparse.Namespace, mode: str, session_ids: list[str]
+) -> list[tuple[str, list[tuple[list[dict[str, Any]], bytes]]]]:
+    """Generate and serialize every batch before the clock starts: the server is measured."""
+    by_id = MODES[mode]
+    prepared = []
+    for session_id in session_ids:
+        events = itertools.chain(
+            [session_event(session_id, seed=args.seed, by_id=by_id)],
+            long_session(session_id, args.steps, args.max_context, args.seed, by_id=by_id),
+        )
+        bodies = [
+            (group, gzip.compress(body, compresslevel=5) if args.gzip else body)
+            for group, body in batches(events, args.batch_size, args.max_body_bytes)
+        ]
+        prepared.append((session_id, bodies))
+    return prepared
+
+
 def run_worker(
-    args: argparse.Namespace, mode: str, session_ids: list[str], deadline: float
+    args: argparse.Namespace,
+    mode: str,
+    prepared: list[tuple[str, list[tuple[list[dict[str, Any]], bytes]]]],
+    deadline: float,
 ) -> ModeStats:
     stats = ModeStats(mode)
-    by_id = MODES[mode]
     headers = {"Content-Type": "application/json"}
     if args.gzip:
         headers["Content-Encoding"] = "gzip"
     with httpx.Client(timeout=args.request_timeout) as client:
-        for session_id in session_ids:
+        for session_id, bodies in prepared:
             if time.monotonic() > deadline:
                 stats.timed_out = True
                 break
             stats.sessions += 1
             stats.steps_per_session[session_id] = 0
-            events = itertools.chain(
-                [session_event(session_id, seed=args.seed, by_id=by_id)],
-                long_session(session_id, args.steps, args.max_context, args.seed, by_id=by_id),
-            )
-            for group, body in batches(events, args.batch_size, args.max_body_bytes):
+            for group, body in bodies:
                 if time.monotonic() > deadline:
                     stats.timed_out = True
                     break
-                if args.gzip:
-                    body = gzip.compress(body, compresslevel=5)
                 started = time.perf_counter()
                 try:
                     answer = post_body(client, args.url, args.key, body, headers)
@@ -212,14 +227,13 @@ def run_worker(
 def run_mode(args: argparse.Namespace, mode: str) -> ModeStats:
     session_ids = [f"{args.prefix}-{mode}-{n:03d}" for n in range(args.sessions)]
     before = database_size(args.database_url) if args.database_url else None
-    deadline = time.monotonic() + args.time_limit
     shares = [session_ids[w :: args.workers] for w in range(args.workers)]
+    prepared = [prepare(args, mode, share) for share in shares if share]
     total = ModeStats(mode)
+    deadline = time.monotonic() + args.time_limit
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=args.workers) as pool:
-        futures = [
-            pool.submit(run_worker, args, mode, share, deadline) for share in shares if share
-        ]
+        futures = [pool.submit(run_worker, args, mode, share, deadline) for share in prepared]
         for future in futures:
             total.merge(future.result())
     total.wall_s = time.perf_counter() - started
