@@ -1,0 +1,327 @@
+"""Key entities: what a summary must not lose.
+
+Seed 002 (section 6.3) checks a compression by listing the key entities of the
+original (order numbers, user ids, the task goal) and looking for each one in the
+compressed text. This module does both halves for Chinese and English text alike:
+
+- `extract_entities` finds identifiers (SO20260101007, A12345, tool_result_32,
+  ERR_TIMEOUT, E1001, TimeoutError), numbers with units (3 s, 48h, 3 秒, 20 万,
+  128K, 2 MiB, 70%), dates and times, status codes (504, HTTP 502), emails, URLs,
+  paths, IP addresses and versions, hashes, quoted strings, and the pinned texts
+  the text contains. A plain number needs three digits to count, so list markers
+  and small counts ("1", "2", "5.3") are not reported; neither are ordinary words.
+- `is_kept` says whether an entity survives in a text, comparing normalized forms
+  (`normalize`), so "3 s" is kept by "3s" and "ERR_TIMEOUT" by "err_timeout".
+
+Only ASCII classes are used for identifiers, because Chinese text runs into them
+without spaces ("SO20260101007物流停滞超 48h").
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Sequence
+from functools import lru_cache
+
+# Full-width ASCII (Ｅ１００１, ５０４, ％) and the ideographic space, as ASCII:
+# a character-for-character mapping, so an entity's form stays a substring of
+# its text's form.
+_FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+# After a digit, a space is dropped before whatever follows: "3 s" == "3s",
+# "20 万" == "20万", "HTTP 502 error" -> "http 502error" on both sides alike.
+_DIGIT_SPACE = re.compile(r"(?<=[0-9]) (?=\S)")
+_THOUSANDS = re.compile(r"(?<=[0-9]),(?=[0-9]{3}(?![0-9]))")
+
+
+def normalize(text: str) -> str:
+    """The form entities are compared in.
+
+    Casefolded, full-width ASCII as ASCII, whitespace collapsed, no space after a
+    digit ("3 s" -> "3s") and no thousands separators ("16,000" -> "16000").
+    """
+    if not text.isascii():
+        text = text.translate(_FULLWIDTH)
+    # str.split() splits on exactly what str.isspace() calls whitespace.
+    text = " ".join(text.casefold().split())
+    text = _DIGIT_SPACE.sub("", text)
+    if "," in text:
+        text = _THOUSANDS.sub("", text)
+    return text
+
+
+_NUMBER = r"(?>[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?)"
+# Checked as a set after the match: one alternation per unit, tried after every
+# number, cost more than the rest of the scan.
+_LATIN_UNITS = frozenset(
+    """
+    ms µs μs us ns s sec secs second seconds millisecond milliseconds microseconds
+    min mins minute minutes h hr hrs hour hours d day days w wk week weeks
+    mo month months y yr yrs year years
+    b byte bytes bit bits k kb kib m mb mib g gb gib tb tib pb
+    kbps mbps gbps qps rps tps rpm tpm req/s
+    tok token tokens char chars characters line lines row rows item items
+    request requests call calls step steps turn turns times px hz khz mhz ghz x
+    """.split()
+)
+# In the regex as an alternation, so a longer unit comes before its prefix.
+_CJK_UNITS = "|".join(
+    """
+    毫秒 秒钟 秒 分钟 小时 天 周 个月 年 百万 千万 万 亿 千
+    元 块 条 次 个 行 字 步 轮 倍 人 页 件 笔 位
+    """.split()
+)
+# "第 5 个问题" is "the fifth question": a position, not a quantity.
+_NOT_ORDINAL = "(?<!第)(?<!第 )"
+# Words that make a following 1xx-5xx number a status code ("HTTP 502").
+_STATUS_WORDS = r"https?|status(?: code)?|code|状态码|错误码|返回码"
+_PATH_PART = r"[A-Za-z0-9_.\-]+"
+_EXTENSION = r"\.[A-Za-z][A-Za-z0-9]{0,7}"
+# A bare file name needs a known extension: "e.g" and "example.com" are not files.
+_FILE_EXTENSIONS = (
+    "py|pyi|js|mjs|ts|tsx|jsx|go|rs|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|sh|sql"
+    "|log|json|jsonl|yaml|yml|toml|ini|cfg|conf|env|xml|html|css|md|rst|txt|csv|tsv"
+    "|parquet|pdf|docx?|xlsx?|pptx?|png|jpe?g|gif|svg|zip|tar|gz|tgz|whl|lock"
+)
+
+# One scan over the text; at each position the first alternative that matches
+# wins, so more specific shapes come first (a URL before the path inside it, a
+# date before its numbers, "128K" before a bare number).
+_ALTERNATIVES = (
+    ("url", r"""(?:https?|ftp|wss?)://[^\s<>"'`“”‘’「」『』（）()\[\]{}，。；！？、]+"""),
+    ("email", r"(?<![.%+\-])[A-Za-z0-9._%+\-]++@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}"),
+    ("winpath", r"""[A-Za-z]:\\(?:[^\s\\<>"'|?*]+\\)*[^\s\\<>"'|?*，。]+"""),
+    (
+        "abspath",
+        rf"(?<![.~/:\-])(?:~|\.{{1,2}})?(?>/{_PATH_PART}(?:/{_PATH_PART})+)/?"
+        rf"|(?<![.~/:\-])/[A-Za-z0-9_\-]+{_EXTENSION}(?![A-Za-z0-9])",
+    ),
+    (
+        "relpath",
+        rf"(?<![.~/:@\-]){_PATH_PART}(?:/{_PATH_PART})*/[A-Za-z0-9_\-]+{_EXTENSION}(?![A-Za-z0-9])"
+        rf"|(?<![.~/:@\-])[A-Za-z0-9_\-]+(?:/{_PATH_PART}){{2,}}(?![A-Za-z0-9/])",
+    ),
+    (
+        "date",
+        r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}"
+        r"(?:T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+\-][0-9]{2}:?[0-9]{2})?)?(?![0-9])"
+        r"|[0-9]{4}/[0-9]{1,2}/[0-9]{1,2}(?![0-9])"
+        r"|[0-9]{4} ?年 ?[0-9]{1,2} ?月(?: ?[0-9]{1,2} ?[日号])?"
+        r"|[0-9]{1,2} ?月 ?[0-9]{1,2} ?[日号]",
+    ),
+    ("time", r"(?<![:.])[0-9]{1,2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?![0-9:])"),
+    (
+        "uuid",
+        r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![A-Za-z0-9])",
+    ),
+    ("dotted", r"(?<!\.)v?(?>[0-9]+(?:\.[0-9]+){2,})(?::[0-9]{1,5})?(?![0-9A-Za-z]|\.[0-9])"),
+    ("hex", r"(?<!-)(?=[0-9a-f]*[a-f])[0-9][0-9a-f]{6,63}(?![A-Za-z0-9_])"),
+    ("status", rf"(?i:{_STATUS_WORDS})[ :：=]*[1-5][0-9]{{2}}(?![0-9])"),
+    ("money", rf"[$¥€£￥] ?{_NUMBER}(?: ?(?:万|亿|千|[KMBkmb](?![A-Za-z])))?"),
+    (
+        "quantity",
+        rf"{_NOT_ORDINAL}(?<![.,\-]){_NUMBER}(?: ?(?:%|％|‰|{_CJK_UNITS})"
+        r"| ?(?P<unit>[A-Za-zµμ][A-Za-z]{0,11}(?:/s)?)(?![A-Za-z0-9_]))",
+    ),
+    ("filename", rf"(?<![.\-/@])[A-Za-z0-9_\-]+\.(?:{_FILE_EXTENSIONS})(?![A-Za-z0-9_\-/@])"),
+    (
+        "ident",
+        r"(?<![.\-/@])(?=[A-Za-z]*[0-9_.\-])(?>[A-Za-z][A-Za-z0-9]*(?:[_.\-][A-Za-z0-9]+)*)"
+        r"(?![A-Za-z0-9_\-/@])",
+    ),
+    (
+        "errname",
+        r"(?:[A-Z][a-z0-9]+)+(?:Error|Exception|Timeout|Failure|Fault)(?![A-Za-z0-9_])"
+        r"|E[A-Z]{3,}(?![A-Za-z0-9_])",
+    ),
+    ("number", rf"{_NOT_ORDINAL}(?<![.,\-]){_NUMBER}(?![A-Za-z0-9_]|[.,][0-9])"),
+)
+# Every entity starts at the start of an ASCII token (or at a status word such as
+# 状态码), and a token starting with a lowercase letter is only worth the full
+# scan when a digit or one of _@/:.- follows, or it is a status word. Testing
+# that once, before the alternatives, keeps the scan fast on prose and Chinese,
+# where most positions are inside words, in plain words, or not ASCII at all.
+_TOKEN_START = (
+    r"(?<![A-Za-z0-9_])"
+    r"(?=[0-9A-Z$¥€£￥/~.\\状错返]|[a-z]*+[0-9_@/:\\.\-]|(?i:https?|status|code)[^A-Za-z])"
+)
+_ENTITY = re.compile(
+    _TOKEN_START + "(?:" + "|".join(f"(?P<{name}>{rx})" for name, rx in _ALTERNATIVES) + ")"
+)
+_URL_TRAILING = ".,;:!?'\")]}>"
+_CAPS_SNAKE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+# errno names carry no digit or underscore but are error codes all the same.
+_ERRNO = frozenset(
+    {
+        "ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "ETIMEDOUT", "EHOSTUNREACH",
+        "ENETUNREACH", "ENOENT", "EACCES", "EPERM", "EPIPE", "EADDRINUSE", "ENOTFOUND",
+        "EAI_AGAIN", "ENOMEM", "ENOSPC", "EEXIST", "EINVAL", "EAGAIN",
+    }
+)  # fmt: skip
+
+# Quoted strings are scanned apart from the rest, because they hold other
+# entities. A quote around one ('"GET /api/orders/SO20260101007 HTTP/1.1"' in a
+# log) is the data's own and only what is inside counts; a quote around none
+# (“answer in a table”) is a phrase someone chose to quote, and counts itself.
+_QUOTED = re.compile(
+    r"""(?<![A-Za-z0-9])"(?P<dq>[^"\n]{1,200})"
+    | (?<![A-Za-z0-9])'(?P<sq>[^'\n]{1,200})'(?![A-Za-z0-9])
+    | `(?P<bq>[^`\n]{1,200})`
+    | “(?P<cdq>[^”\n]{1,200})”
+    | ‘(?P<csq>[^’\n]{1,200})’
+    | 「(?P<cjq>[^」\n]{1,200})」
+    | 『(?P<cjdq>[^』\n]{1,200})』
+    """,
+    re.VERBOSE,
+)
+# A quoted bare word ("success", 'shipped') is data, not something someone
+# chose to quote; an identifier inside quotes is found as an identifier anyway.
+_BARE_WORD = re.compile(r"[A-Za-z][A-Za-z_\-]*|[0-9.,:\-]+")
+# JSON and Python reprs quote every key and value; those quotes mean nothing. A
+# key or value follows "{", "[" or ":", or sits between commas; prose quotes
+# ('he said, "hi there".') do not.
+_JSON_OPENER = re.compile(r"[\[{:]\s*$")
+_JSON_COMMA = re.compile(r",\s*$")
+_JSON_KEY_AFTER = re.compile(r"\s*:")
+_JSON_ITEM_AFTER = re.compile(r"\s*[,\]}]")
+# Entities that may hold identifiers, and those identifiers: a letter, a digit
+# somewhere, three characters at least.
+_CONTAINERS = frozenset({"url", "email", "winpath", "abspath", "relpath"})
+_INNER_ID = re.compile(
+    r"(?<![A-Za-z0-9_\-])(?=[A-Za-z0-9_\-]*[0-9])"
+    r"[A-Za-z][A-Za-z0-9]*(?:[_\-][A-Za-z0-9]+)*(?![A-Za-z0-9_\-])"
+)
+# The normalized form of a `status` entity, e.g. "http 502", "状态码:504".
+_STATUS_CODE = re.compile(rf"(?:{_STATUS_WORDS})[ :=]*([1-5][0-9]{{2}})")
+
+
+def _digits(value: str) -> int:
+    return sum(c.isdigit() for c in value)
+
+
+def _value(m: re.Match[str]) -> str | None:
+    """The entity a match stands for, or None for a shape that is only noise."""
+    kind = m.lastgroup
+    value = m.group()
+    if kind == "url":
+        return value.rstrip(_URL_TRAILING)
+    if kind == "ident":
+        if any(c.isdigit() for c in value):
+            return value if len(value) >= 3 else None
+        return value if _CAPS_SNAKE.fullmatch(value) else None
+    if kind == "errname":
+        return value if value in _ERRNO or not value.isupper() else None
+    if kind == "quantity":
+        unit = m.group("unit")
+        if unit is None or unit.casefold() in _LATIN_UNITS:
+            return value
+        # "123 apples": not a unit, but the number may still count on its own.
+        number = value[: m.start("unit") - m.start()]
+        if number.endswith(" ") and _digits(number) >= 3:
+            return number.rstrip()
+        return None
+    if kind == "number":
+        # "1", "2", "90", "5.3" are list markers and small counts; 504, 2026,
+        # 16000 and 0.05 are things a summary must carry.
+        return value if _digits(value) >= 3 else None
+    return value
+
+
+def _jsonish(text: str, start: int, end: int) -> bool:
+    before = max(0, start - 20)
+    if _JSON_OPENER.search(text, before, start) or _JSON_KEY_AFTER.match(text, end):
+        return True
+    return bool(_JSON_COMMA.search(text, before, start) and _JSON_ITEM_AFTER.match(text, end))
+
+
+def _scan(text: str) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    ends: list[int] = []
+    for m in _ENTITY.finditer(text):
+        value = _value(m)
+        if value is not None:
+            found.append((m.start(), value))
+            ends.append(m.start() + len(value))
+            if m.lastgroup in _CONTAINERS:
+                # The order number in "/api/orders/SO20260101007" is an entity
+                # of its own: a summary may keep it and drop the path.
+                for part in _INNER_ID.finditer(text, m.start() + 1, m.start() + len(value)):
+                    if part.end() - part.start() >= 3:
+                        found.append((part.start(), part.group()))
+                        ends.append(part.end())
+    starts = [start for start, _ in found]
+    quoted: list[tuple[int, str]] = []
+    for m in _QUOTED.finditer(text):
+        kind = m.lastgroup or ""
+        inner = m.group(kind).strip()
+        if not inner or _BARE_WORD.fullmatch(inner):
+            continue
+        if kind in ("dq", "sq") and _jsonish(text, m.start(), m.end()):
+            continue
+        # A quote around an order number or a path is the log's or the data's,
+        # not the writer's: the entities inside are what matter, and already found.
+        k = bisect_left(starts, m.start(kind))
+        if k < len(starts) and ends[k] <= m.end(kind):
+            continue
+        quoted.append((m.start(kind), inner))
+    if quoted:
+        found = sorted(found + quoted, key=lambda item: item[0])
+    return found
+
+
+def extract_entities(text: str, pinned: Sequence[str] = ()) -> list[str]:
+    """Key entities of `text`, unique (by normalized form), in order of appearance.
+
+    Pinned texts count when `text` contains them (normalized); one that is not
+    there cannot be lost by rewriting this text, so it is not an entity of it.
+    """
+    found = _scan(text)
+    if pinned:
+        folded = normalize(text)
+        lowered = text.casefold()
+        for p in pinned:
+            key = normalize(p)
+            if key and key in folded:
+                at = text.find(p)
+                if at < 0:
+                    at = lowered.find(p.casefold())
+                # Only spacing told them apart: place it after the rest.
+                found.append((at if at >= 0 else len(text), p))
+        found.sort(key=lambda item: item[0])
+    out: list[str] = []
+    seen_raw: set[str] = set()
+    seen: set[str] = set()
+    for _, value in found:
+        # Logs repeat the same ids many times; normalizing each once is enough.
+        if value in seen_raw:
+            continue
+        seen_raw.add(value)
+        key = normalize(value)
+        if key and key not in seen:
+            seen.add(key)
+            out.append(value)
+    return out
+
+
+@lru_cache(maxsize=65536)
+def entity_forms(entity: str) -> tuple[str, ...]:
+    """The normalized forms any one of which keeps `entity` in a text.
+
+    A status code said with its protocol ("HTTP 502") is kept by the code alone:
+    "the gateway returned 502" lost nothing.
+    """
+    key = normalize(entity)
+    code = _STATUS_CODE.fullmatch(key)
+    if code:
+        return (key, code.group(1))
+    return (key,)
+
+
+def is_kept_normalized(entity: str, normalized_text: str) -> bool:
+    """`is_kept` for a text already passed through `normalize` (callers cache that)."""
+    return any(form in normalized_text for form in entity_forms(entity))
+
+
+def is_kept(entity: str, text: str) -> bool:
+    """Whether `text` still contains `entity`, compared as normalized text."""
+    return is_kept_normalized(entity, normalize(text))

@@ -1,0 +1,506 @@
+"""Statistics of a step and of a session: the contract's "Statistics" section.
+
+`step_stats` turns one step (its before and after contexts, operations and folds)
+into the `stats` object of the read API; `session_aggregates` sums those objects
+into a session's `aggregates`. Token counts come in through `tokens_of`, so the
+caller decides how they are counted and cached (tiktoken, see `tokens.py`).
+
+Reward
+------
+Every step gets a deterministic `reward`. It follows the per-action reward of
+seed 000 (section 5.3) and the process rewards of seed 003:
+
+    reward =   sum over replacing operations (summarize, fold, merge, rewrite, truncate) of
+                 +1.0  when it keeps every key entity and at least halves the tokens
+                       (tokens_out <= tokens_in / 2)
+                 -0.5  when it loses a key entity (entity_loss)
+             + 0.2 per summarize, when the step has a budget and its after context
+                   is within it (after <= max_tokens - reserved_tokens)
+             - 1.0 when the step reloads something folded in an earlier step
+                   (reload_regret)
+             - 0.5 * (1 + min(1, overflow)) when the after context exceeds the budget
+                   (budget_exceeded), overflow = (after - limit) / limit,
+                   limit = max_tokens - reserved_tokens: from -0.5 just over to -1.0
+                   at twice the limit
+             - 0.3 when the step's new tool message uses the same tool as the
+                   previous step's (repeated_tool_call)
+
+rounded to 4 decimals. Seed 000 gives its +0.2 "while the task is succeeding",
+which a step cannot know; staying within budget is the observable stand-in.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence, Set
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextview.core.entities import entity_forms, extract_entities, is_kept_normalized, normalize
+from contextview.core.model import PARTITIONS, REPLACING_OPS, Fold, Message, Operation
+
+FLAGS = (
+    "after_mismatch",
+    "budget_exceeded",
+    "entity_loss",
+    "over_70",
+    "over_90",
+    "partition_over",
+    "pinned_missing",
+    "ratio_aggressive",
+    "ratio_ineffective",
+    "reload_regret",
+    "repeated_tool_call",
+    "token_estimate_off",
+)
+
+# Thresholds of seed 002: its ContextBuilder compresses lightly at 70% and
+# forcibly at 90%; validate_compression warns below 0.05 and above 0.8.
+OVER_70 = 0.7
+OVER_90 = 0.9
+RATIO_INEFFECTIVE = 0.8
+RATIO_AGGRESSIVE = 0.05
+ESTIMATE_OFF = 0.1
+
+REWARD_EFFECTIVE = 1.0
+REWARD_SUMMARIZE_IN_BUDGET = 0.2
+PENALTY_RELOAD_REGRET = 1.0
+PENALTY_BUDGET = 0.5
+PENALTY_REPEATED_TOOL = 0.3
+PENALTY_ENTITY_LOSS = 0.5
+
+TokensOf = Callable[[Message], int]
+
+
+@dataclass(frozen=True, slots=True)
+class StepInput:
+    """What one step's statistics are computed from.
+
+    `folded_earlier`, `prev_new_tool` and `prev_ids` carry what the earlier steps
+    of the session left behind; the caller keeps them from step to step (the
+    `new_tool` of one step's stats is the next step's `prev_new_tool`).
+    """
+
+    before: Sequence[Message]
+    after: Sequence[Message]
+    ops: Sequence[Operation] = ()
+    folds: Sequence[Fold] = ()
+    # ids brought back by reload operations in this step
+    reloaded: Sequence[str] = ()
+    # ids folded or dropped in earlier steps of the session
+    folded_earlier: Set[str] = frozenset()
+    # the tool of the previous step's new tool message
+    prev_new_tool: str | None = None
+    # ids of the previous step's before context; None for a session's first step
+    prev_ids: Set[str] | None = None
+    # the session's budget as sent: max_tokens, reserved_tokens, partitions
+    budget: Mapping[str, Any] | None = None
+    # the session's pinned texts
+    pinned: Sequence[str] = ()
+    reported_before: int | None = None
+    reported_after: int | None = None
+    after_mismatch: bool = False
+    encoding: str = "cl100k_base"
+
+
+class TextCache:
+    """Text work that repeats across a session's steps, done once per text.
+
+    A context changes little from one step to the next; keyed by the text itself,
+    the normalization, entity extraction and pinned-text lookups of an unchanged
+    message cost a dict lookup. One cache serves one session's computation.
+    """
+
+    __slots__ = ("_normalized", "_entities", "_pinned")
+
+    def __init__(self) -> None:
+        self._normalized: dict[str, str] = {}
+        self._entities: dict[tuple[str, ...], dict[str, list[str]]] = {}
+        self._pinned: dict[tuple[str, ...], tuple[tuple[str, ...], dict[str, frozenset[int]]]] = {}
+
+    def normalized(self, text: str) -> str:
+        cached = self._normalized.get(text)
+        if cached is None:
+            cached = self._normalized[text] = normalize(text)
+        return cached
+
+    def entities(self, text: str, pinned: tuple[str, ...] = ()) -> list[str]:
+        by_text = self._entities.get(pinned)
+        if by_text is None:
+            by_text = self._entities[pinned] = {}
+        cached = by_text.get(text)
+        if cached is None:
+            cached = by_text[text] = extract_entities(text, pinned)
+        return cached
+
+    def pinned_in(self, pinned: tuple[str, ...], text: str) -> frozenset[int]:
+        """Positions in `pinned` of the pinned texts that `text` contains."""
+        hits = self.pinned_table(pinned).get(text)
+        if hits is None:
+            keys = self._pinned[pinned][0]
+            folded = self.normalized(text)
+            hits = frozenset(k for k, key in enumerate(keys) if key in folded)
+            self._pinned[pinned][1][text] = hits
+        return hits
+
+    def pinned_table(self, pinned: tuple[str, ...]) -> dict[str, frozenset[int]]:
+        """What `pinned_in` answered so far, by text: for callers that loop over contexts."""
+        entry = self._pinned.get(pinned)
+        if entry is None:
+            entry = self._pinned[pinned] = (tuple(normalize(p) for p in pinned), {})
+        return entry[1]
+
+
+@dataclass(slots=True)
+class _Budget:
+    max_tokens: int | None = None
+    reserved_tokens: int = 0
+    partitions: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def limit(self) -> int | None:
+        if self.max_tokens is None:
+            return None
+        return self.max_tokens - self.reserved_tokens
+
+
+def _count(value: Any) -> int | None:
+    # Budgets arrive as JSON; a bool is an int to Python but not a token count.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def _budget(raw: Mapping[str, Any] | None) -> _Budget:
+    if not raw:
+        return _Budget()
+    max_tokens = _count(raw.get("max_tokens"))
+    partitions: dict[str, int] = {}
+    raw_partitions = raw.get("partitions")
+    if isinstance(raw_partitions, Mapping):
+        for name, value in raw_partitions.items():
+            n = _count(value)
+            if n is not None:
+                partitions[str(name)] = n
+    return _Budget(
+        max_tokens=max_tokens if max_tokens is not None and max_tokens > 0 else None,
+        reserved_tokens=max(0, _count(raw.get("reserved_tokens")) or 0),
+        partitions=partitions,
+    )
+
+
+def _measure(messages: Sequence[Message], tokens_of: TokensOf) -> tuple[int, dict[str, int]]:
+    total = 0
+    parts: dict[str, int] = {}
+    get = parts.get  # the hottest loop of a session's statistics
+    for m in messages:
+        n = tokens_of(m)
+        total += n
+        parts[m.partition] = get(m.partition, 0) + n
+    return total, parts
+
+
+def _partition_order(name: str) -> tuple[int, str]:
+    # The contract's order (system, task, memory, ...), then any other name.
+    return (PARTITIONS.index(name), "") if name in PARTITIONS else (len(PARTITIONS), name)
+
+
+def _relative_error(reported: int | None, measured: int) -> float | None:
+    if reported is None or measured == 0:
+        return None
+    return (reported - measured) / measured
+
+
+def _new_tool(before: Sequence[Message], prev_ids: Set[str] | None) -> str | None:
+    """The tool of the latest tool message that the previous step's context did not have."""
+    for m in reversed(before):
+        if m.tool is not None and (prev_ids is None or m.id not in prev_ids):
+            return m.tool
+    return None
+
+
+class _Lookup:
+    """Messages by id, built only when an operation needs one."""
+
+    __slots__ = ("_before", "_after", "_by_id", "_after_by_id", "results")
+
+    def __init__(self, before: Sequence[Message], after: Sequence[Message]) -> None:
+        self._before = before
+        self._after = after
+        self._by_id: dict[str, Message] | None = None
+        self._after_by_id: dict[str, Message] | None = None
+        # results of this step's earlier operations: later ones may target them
+        self.results: dict[str, Message] = {}
+
+    def after_by_id(self) -> dict[str, Message]:
+        if self._after_by_id is None:
+            self._after_by_id = {m.id: m for m in self._after}
+        return self._after_by_id
+
+    def get(self, mid: str) -> Message | None:
+        found = self.results.get(mid)
+        if found is not None:
+            return found
+        if self._by_id is None:
+            # Before wins: a target rewritten under its own id is the old message.
+            self._by_id = dict(self.after_by_id())
+            self._by_id.update((m.id, m) for m in self._before)
+        return self._by_id.get(mid)
+
+
+def _op_stats(
+    op: Operation,
+    fold: Fold | None,
+    lookup: _Lookup,
+    tokens_of: TokensOf,
+    cache: TextCache,
+    pinned: tuple[str, ...],
+) -> dict[str, Any]:
+    name = op.op
+    result = op.result
+    if result is None and fold is not None and fold.result_id is not None:
+        result = lookup.get(fold.result_id)
+    if fold is not None:
+        originals: Sequence[Message] = fold.originals
+    else:
+        # An operation that did not apply (the agent's own after was taken):
+        # measure it on what its targets name.
+        originals = [m for m in map(lookup.get, op.targets) if m is not None]
+
+    entities: list[str] = []
+    lost: list[str] = []
+    tokens_in = tokens_out = 0
+    ratio: float | None = None
+    if name in REPLACING_OPS:
+        tokens_in = sum(tokens_of(m) for m in originals)
+        tokens_out = tokens_of(result) if result is not None else 0
+        ratio = tokens_out / tokens_in if tokens_in else None
+        entities = _entities_of(originals, cache, pinned)
+        kept_in = cache.normalized(result.text) if result is not None else ""
+        lost = [e for e in entities if not is_kept_normalized(e, kept_in)]
+    elif name == "drop":
+        # Archived, not rewritten: everything it carried left the context with it.
+        tokens_in = sum(tokens_of(m) for m in originals)
+        entities = _entities_of(originals, cache, pinned)
+        lost = list(entities)
+    elif name == "reload":
+        tokens_out = sum(tokens_of(m) for m in originals)
+    else:
+        # keep, pin, unpin, expire, reorder: the content stays as it was.
+        tokens_in = tokens_out = sum(tokens_of(m) for m in originals)
+
+    if result is not None:
+        lookup.results[result.id] = result
+    return {
+        "op": name,
+        "targets": list(op.targets),
+        "result_id": result.id if result is not None else None,
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "ratio": ratio,
+        "entities": {"total": len(entities), "kept": len(entities) - len(lost), "lost": lost},
+    }
+
+
+def _entities_of(
+    messages: Sequence[Message], cache: TextCache, pinned: tuple[str, ...]
+) -> list[str]:
+    if len(messages) == 1:
+        return cache.entities(messages[0].text, pinned)
+    out: list[str] = []
+    seen: set[str] = set()
+    for m in messages:
+        for e in cache.entities(m.text, pinned):
+            key = entity_forms(e)[0]
+            if key not in seen:
+                seen.add(key)
+                out.append(e)
+    return out
+
+
+def _missing_pinned(
+    step: StepInput, lookup: _Lookup, cache: TextCache, pinned: tuple[str, ...]
+) -> list[str]:
+    missing: list[str] = []
+    if pinned:
+        wanted = {k for k, p in enumerate(pinned) if p.strip()}
+        # Run for every step over the whole after context when a pinned text is
+        # missing, so the known answers are looked up directly, by string content.
+        known = cache.pinned_table(pinned)
+        for m in step.after:
+            if not wanted:
+                break  # pinned texts sit early (system, task): usually found at once
+            content = m.content
+            hits = known.get(content) if isinstance(content, str) else None
+            if hits is None:
+                hits = cache.pinned_in(pinned, m.text)
+            if hits:
+                wanted -= hits
+        missing.extend(pinned[k] for k in sorted(wanted))
+
+    # A message unpinned in this step may leave: that is what unpinning is for.
+    unpinned = {t for op in step.ops if op.op == "unpin" for t in op.targets}
+    marked = [m for m in step.before if m.pinned and m.id not in unpinned]
+    if marked:
+        after_by_id = lookup.after_by_id()
+        for m in marked:
+            same = after_by_id.get(m.id)
+            if same is not None and same.content == m.content:
+                continue
+            # Changed or gone: it still counts as present if its text survives.
+            key = cache.normalized(m.text)
+            if key and not any(key in cache.normalized(a.text) for a in step.after):
+                missing.append(m.text)
+    return missing
+
+
+def step_stats(
+    step: StepInput, *, tokens_of: TokensOf, cache: TextCache | None = None
+) -> dict[str, Any]:
+    """The contract's step `stats` object for one step."""
+    if cache is None:
+        cache = TextCache()
+    pinned = tuple(step.pinned)
+    budget = _budget(step.budget)
+    flags: set[str] = set()
+
+    before_tokens, before_parts = _measure(step.before, tokens_of)
+    after_tokens, after_parts = _measure(step.after, tokens_of)
+
+    names = set(before_parts) | set(after_parts) | set(budget.partitions)
+    partitions = {
+        name: {"before": before_parts.get(name, 0), "after": after_parts.get(name, 0)}
+        for name in sorted(names, key=_partition_order)
+    }
+
+    occupancy: dict[str, float | None] = {"before": None, "after": None}
+    limit = budget.limit
+    if budget.max_tokens is not None:
+        occupancy = {
+            "before": before_tokens / budget.max_tokens,
+            "after": after_tokens / budget.max_tokens,
+        }
+        if after_tokens > budget.max_tokens * OVER_70:
+            flags.add("over_70")
+        if after_tokens > budget.max_tokens * OVER_90:
+            flags.add("over_90")
+    exceeded = limit is not None and after_tokens > limit
+    if exceeded:
+        flags.add("budget_exceeded")
+    if any(after_parts.get(name, 0) > n for name, n in budget.partitions.items()):
+        flags.add("partition_over")
+
+    reported_error = {
+        "before": _relative_error(step.reported_before, before_tokens),
+        "after": _relative_error(step.reported_after, after_tokens),
+    }
+    if any(e is not None and abs(e) > ESTIMATE_OFF for e in reported_error.values()):
+        flags.add("token_estimate_off")
+    if step.after_mismatch:
+        flags.add("after_mismatch")
+
+    lookup = _Lookup(step.before, step.after)
+    folds = {f.op_index: f for f in step.folds}
+    ops = [
+        _op_stats(op, folds.get(i), lookup, tokens_of, cache, pinned)
+        for i, op in enumerate(step.ops)
+    ]
+
+    reward = 0.0
+    for entry in ops:
+        if entry["op"] not in REPLACING_OPS:
+            continue
+        ratio = entry["ratio"]
+        if ratio is not None and ratio > RATIO_INEFFECTIVE:
+            flags.add("ratio_ineffective")
+        if ratio is not None and ratio < RATIO_AGGRESSIVE:
+            flags.add("ratio_aggressive")
+        if entry["entities"]["lost"]:
+            flags.add("entity_loss")
+            reward -= PENALTY_ENTITY_LOSS
+        elif entry["tokens_in"] > 0 and entry["tokens_out"] * 2 <= entry["tokens_in"]:
+            reward += REWARD_EFFECTIVE
+        if entry["op"] == "summarize" and limit is not None and not exceeded:
+            reward += REWARD_SUMMARIZE_IN_BUDGET
+
+    reloaded = set(step.reloaded)
+    reloaded.update(t for op in step.ops if op.op == "reload" for t in op.targets)
+    regretted = sorted(reloaded & step.folded_earlier)
+    if regretted:
+        flags.add("reload_regret")
+        reward -= PENALTY_RELOAD_REGRET
+
+    if exceeded and limit is not None:
+        overflow = (after_tokens - limit) / limit if limit > 0 else 1.0
+        reward -= PENALTY_BUDGET * (1 + min(1.0, overflow))
+
+    new_tool = _new_tool(step.before, step.prev_ids)
+    if new_tool is not None and new_tool == step.prev_new_tool:
+        flags.add("repeated_tool_call")
+        reward -= PENALTY_REPEATED_TOOL
+
+    missing = _missing_pinned(step, lookup, cache, pinned)
+    if missing:
+        flags.add("pinned_missing")
+
+    return {
+        "tokens": {"before": before_tokens, "after": after_tokens},
+        "partitions": partitions,
+        "occupancy": occupancy,
+        "reported_error": reported_error,
+        "ops": ops,
+        "flags": sorted(flags),
+        "reward": round(reward, 4) + 0.0,  # + 0.0: never "-0.0"
+        "encoding": step.encoding,
+        # Beyond the contract: why flags were raised, and what the next step needs.
+        "missing_pinned": missing,
+        "regretted_reloads": regretted,
+        "new_tool": new_tool,
+    }
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def session_aggregates(step_stats_list: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The contract's session `aggregates`, from the stats of its steps."""
+    occupancies: list[float] = []
+    ratios: list[float] = []
+    ops_by_type: Counter[str] = Counter()
+    flag_counts: Counter[str] = Counter()
+    tokens_saved = entities_total = entities_kept = reload_regrets = 0
+    reward_total = 0.0
+    for stats in step_stats_list:
+        if "reload_regret" in stats["flags"]:
+            # One per original brought back; a step reloading three counts three.
+            reload_regrets += len(stats.get("regretted_reloads") or ()) or 1
+        after = stats["occupancy"]["after"]
+        if after is not None:
+            occupancies.append(after)
+        flag_counts.update(stats["flags"])
+        reward_total += stats["reward"]
+        for op in stats["ops"]:
+            name = op["op"]
+            ops_by_type[name] += 1
+            if name in REPLACING_OPS or name == "drop":
+                tokens_saved += op["tokens_in"] - op["tokens_out"]
+            if name in REPLACING_OPS:
+                entities_total += op["entities"]["total"]
+                entities_kept += op["entities"]["kept"]
+            if op["ratio"] is not None:
+                ratios.append(op["ratio"])
+    return {
+        "steps": len(step_stats_list),
+        "peak_occupancy": max(occupancies) if occupancies else None,
+        "mean_occupancy": _mean(occupancies),
+        "ops_by_type": dict(sorted(ops_by_type.items())),
+        "tokens_saved": tokens_saved,
+        "mean_ratio": _mean(ratios),
+        "entity_retention": entities_kept / entities_total if entities_total else None,
+        "reload_regrets": reload_regrets,
+        "budget_violations": flag_counts["budget_exceeded"],
+        "flag_counts": dict(sorted(flag_counts.items())),
+        # Beyond the contract.
+        "reward_total": round(reward_total, 4) + 0.0,
+    }

@@ -1,0 +1,226 @@
+"""Key entities: found in Chinese and English, kept or lost by a rewrite."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from contextview.core.entities import extract_entities, is_kept, normalize
+from tests.core.factories import NGINX_LOG, QUESTION, SUMMARY
+
+# (text, entities that must be found) — sentences from the seeds and the contract.
+FOUND = [
+    (QUESTION, ["SO20260101007", "A12345"]),
+    (SUMMARY, ["504", "3s", "/api/inventory/lock", "SO20260101007"]),
+    (
+        "异常订单SO20260101007物流停滞超 48h、SO20260101042地址异常、SO20260101103支付失败",
+        ["SO20260101007", "48h", "SO20260101042", "SO20260101103"],
+    ),
+    ("时间范围2026-01-01 至 2026-01-15", ["2026-01-01", "2026-01-15"]),
+    ("订单服务返回超时，上游库存服务耗时 3 秒", ["3 秒"]),
+    ("用户要求查看 nginx 访问日志，定位 504 错误", ["504"]),
+    ("128 条订单每条还带物流轨迹和商品明细轻松突破 2 万 token", ["128 条", "2 万"]),
+    ("通常要预留 4K 到 8K，留 10% 到 20% 的缓冲，以 128K 为例", ["4K", "8K", "10%", "20%", "128K"]),
+    ("我的会员号是 A12345", ["A12345"]),
+    ('"archive": {"tool_result_32_raw": "完整日志路径"}', ["tool_result_32_raw"]),
+    ("摘要里必须保留 read_file_12 和 api_call_09", ["read_file_12", "api_call_09"]),
+    ("the gateway answered HTTP 502 then ERR_TIMEOUT", ["HTTP 502", "ERR_TIMEOUT"]),
+    ("driver error E1001 after 500ms, retry in 2 MiB chunks", ["E1001", "500ms", "2 MiB"]),
+    ("read /var/log/nginx/access.log and src/app.py", ["/var/log/nginx/access.log", "src/app.py"]),
+    (
+        "mail ops@example.com or see https://example.com/runbook?id=3.",
+        [
+            "ops@example.com",
+            "https://example.com/runbook?id=3",
+        ],
+    ),
+    (
+        "the user said \"answer in a table\" and 'keep the error code'",
+        [
+            "answer in a table",
+            "keep the error code",
+        ],
+    ),
+    ("用户强调“物流停滞”和「会员号」", ["物流停滞", "会员号"]),
+    (
+        "raised TimeoutError, ECONNREFUSED at 10.0.3.7:8080",
+        [
+            "TimeoutError",
+            "ECONNREFUSED",
+            "10.0.3.7:8080",
+        ],
+    ),
+    ("budget 16,000 tokens, stop after 48 hours or 1.5x", ["16,000 tokens", "48 hours", "1.5x"]),
+    ("状态码 504，耗时 1.2 秒，费用 ¥20", ["状态码 504", "1.2 秒", "¥20"]),
+    ("model gpt-4o at 2026-11-29T10:00:00Z", ["gpt-4o", "2026-11-29T10:00:00Z"]),
+]
+
+# (text, what must not be reported)
+NOT_FOUND = [
+    ("1. read the log 2. summarize it", ["1", "2"]),
+    ("The quick brown fox jumps over the lazy dog.", ["The", "quick", "fox"]),
+    ("第 1 段 和 第 2 段", ["1", "2"]),
+    ('{"code": 0, "message": "success", "status": "shipped"}', ["success", "shipped", "code"]),
+    ("it's Bob's 3 secrets", ["s Bob", "3 s", "3"]),
+    ("HTTP/1.1 and/or km/h", ["HTTP/1.1", "and/or", "km/h"]),
+    ("an ERROR in the WARNING section of the API docs", ["ERROR", "WARNING", "API"]),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), FOUND)
+def test_it_finds_the_key_entities_of_seed_sentences(text: str, expected: list[str]) -> None:
+    found = extract_entities(text)
+    for entity in expected:
+        assert entity in found
+    assert found == [e for e in found if e in found]  # no duplicates below
+    assert len({normalize(e) for e in found}) == len(found)
+
+
+@pytest.mark.parametrize(("text", "noise"), NOT_FOUND)
+def test_it_does_not_report_noise(text: str, noise: list[str]) -> None:
+    found = extract_entities(text)
+    for entity in noise:
+        assert entity not in found
+
+
+def test_it_finds_the_ids_inside_paths_and_urls() -> None:
+    found = extract_entities(
+        "GET /api/orders/SO20260101007 then https://x.example/t/tool_result_32"
+    )
+    assert found == [
+        "/api/orders/SO20260101007",
+        "SO20260101007",
+        "https://x.example/t/tool_result_32",
+        "tool_result_32",
+    ]
+
+
+def test_it_does_not_count_ordinals_as_quantities() -> None:
+    assert extract_entities("用户追问第 5 个问题，共 128 条") == ["128 条"]
+
+
+def test_it_lists_entities_in_order_of_appearance() -> None:
+    text = "E1001 first, then SO20260101007, then 3 s, then A12345"
+    assert extract_entities(text) == ["E1001", "SO20260101007", "3 s", "A12345"]
+
+
+def test_it_lists_an_entity_once_whatever_its_spelling() -> None:
+    assert extract_entities("took 3 s, then 3s, then 3 S") == ["3 s"]
+
+
+def test_it_finds_the_entities_inside_a_log_but_not_its_quotes() -> None:
+    found = extract_entities(NGINX_LOG)
+    for entity in ("10.0.3.7", "/api/orders/SO20260101007", "504", "http://inventory:8080/lock"):
+        assert entity in found
+    assert not any(e.startswith("GET ") for e in found)
+
+
+def test_it_adds_pinned_texts_that_the_text_contains() -> None:
+    text = "Member id A12345. Please answer in a table."
+    found = extract_entities(text, pinned=["answer in a table", "member id A12345", "in French"])
+    assert "answer in a table" in found
+    assert "member id A12345" in found
+    assert "in French" not in found
+    # in order of appearance: the pinned member id comes first
+    assert found.index("member id A12345") < found.index("answer in a table")
+
+
+def test_it_normalizes_case_space_units_and_full_width() -> None:
+    assert normalize("3 s") == normalize("3s") == "3s"
+    assert normalize("3 秒") == normalize("3秒")
+    assert normalize("ERR_TIMEOUT") == normalize("err_timeout")
+    assert normalize("  answer \n in   a\ttable ") == "answer in a table"
+    assert normalize("Ｅ１００１ ５０４％") == normalize("E1001 504%")
+    assert normalize("16,000 tokens") == normalize("16000 tokens")
+
+
+def test_it_keeps_an_entity_across_spellings() -> None:
+    assert is_kept("3 s", "the inventory answered after 3s")
+    assert is_kept("ERR_TIMEOUT", "err_timeout twice")
+    assert is_kept("20 万", "约20万条")
+    assert is_kept("HTTP 502", "the gateway returned 502")
+    assert not is_kept("HTTP 502", "the gateway returned 504")
+    assert not is_kept("SO20260101007", "order SO20260101042 is stuck")
+    assert not is_kept("A12345", "会员号已记录")
+
+
+def test_it_judges_the_seed_summary() -> None:
+    # Seed 002's shaped order summary keeps what matters from its tool result.
+    original = (
+        '{"total": 128, "list": [{"order_id": "SO20260101007", "status": "stuck", '
+        '"hours": "48h"}, {"order_id": "SO20260101042"}]}'
+    )
+    summary = "共 128 条，异常订单 SO20260101007（物流停滞超 48h）"
+    entities = extract_entities(original)
+    lost = [e for e in entities if not is_kept(e, summary)]
+    assert lost == ["SO20260101042"]
+
+
+# Hypothesis: texts assembled from filler that holds no entity and entities of
+# every kind, in Chinese and English.
+FILLER = st.sampled_from(
+    [
+        "the",
+        "order",
+        "timed out",
+        "please check",
+        "用户",
+        "订单超时",
+        "请帮我排查",
+        "日志片段",
+        "并且",
+        "answer",
+        "问题",
+        ",",
+        "。",
+        "；",
+    ]
+)
+ENTITY = st.one_of(
+    st.from_regex(r"SO2026[0-9]{7}", fullmatch=True),
+    st.from_regex(r"[A-Z][0-9]{4,6}", fullmatch=True),
+    st.from_regex(r"tool_result_[0-9]{1,3}", fullmatch=True),
+    st.from_regex(r"ERR_[A-Z]{3,8}", fullmatch=True),
+    st.from_regex(r"[1-9][0-9]{0,2} ?(s|ms|h|MiB|秒|万|K|%)", fullmatch=True),
+    st.from_regex(r"HTTP [1-5][0-9]{2}", fullmatch=True),
+    st.from_regex(r"[1-5][0-9]{2}", fullmatch=True),
+    st.from_regex(r"20[0-9]{2}-[01][0-9]-[0-3][0-9]", fullmatch=True),
+    st.from_regex(r"[a-z]{2,6}@example\.com", fullmatch=True),
+    st.from_regex(r"/var/log/[a-z]{1,8}/[a-z]{1,8}\.log", fullmatch=True),
+    st.from_regex(r"src/[a-z]{1,8}\.py", fullmatch=True),
+    st.from_regex(r"https://example\.com/[a-z]{1,8}", fullmatch=True),
+)
+
+
+@given(before=st.lists(FILLER, max_size=6), entity=ENTITY, after=st.lists(FILLER, max_size=6))
+@example(before=["订单超时"], entity="3 秒", after=["。"])
+@example(before=["请帮我排查"], entity="SO20260101007", after=["日志片段"])
+def test_it_finds_an_entity_and_loses_it_when_removed(
+    before: list[str], entity: str, after: list[str]
+) -> None:
+    text = " ".join([*before, entity, *after])
+    found = extract_entities(text)
+    assert any(normalize(e) == normalize(entity) for e in found)
+    assert is_kept(entity, text)
+
+    without = " ".join([*before, *after])
+    assert not is_kept(entity, without)
+    assert extract_entities(without) == []
+
+
+@given(st.text(max_size=300))
+def test_it_keeps_every_entity_in_the_text_it_came_from(text: str) -> None:
+    for entity in extract_entities(text):
+        assert is_kept(entity, text)
+
+
+@given(
+    st.lists(
+        st.one_of(FILLER, ENTITY, st.sampled_from(['"', "'", "“", "”", "「", "」", " ", "\n"])),
+        max_size=20,
+    ).map("".join)
+)
+def test_it_keeps_every_entity_of_mixed_text(text: str) -> None:
+    for entity in extract_entities(text):
+        assert is_kept(entity, text)
