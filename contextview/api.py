@@ -119,11 +119,17 @@ def ingest(request: HttpRequest) -> HttpResponse:
     except (ValueError, UnicodeDecodeError) as exc:
         return _error(400, f"body is not JSON: {exc}")
     if not isinstance(envelope, dict):
-        return _error(400, 'body must be an object {"batch": [events]}, not a JSON ' + _kind(envelope))
+        return _error(
+            400, 'body must be an object {"batch": [events]}, not a JSON ' + _kind(envelope)
+        )
     batch = envelope.get("batch")
     if not isinstance(batch, list):
-        return _error(400, 'batch: field required, a list of events' if batch is None else
-                      f"batch: must be a list of events, not {_kind(batch)}")
+        return _error(
+            400,
+            "batch: field required, a list of events"
+            if batch is None
+            else f"batch: must be a list of events, not {_kind(batch)}",
+        )
     if len(batch) > settings.INGEST_MAX_EVENTS:
         return _error(
             413, f"batch has {len(batch)} events; the limit is {settings.INGEST_MAX_EVENTS}"
@@ -173,7 +179,11 @@ def sessions_list(
     }
 
 
-@api.get("/sessions/{session_id}", summary="One session with its aggregates", response={200: dict, 404: dict})
+@api.get(
+    "/sessions/{session_id}",
+    summary="One session with its aggregates",
+    response={200: dict, 404: dict},
+)
 def session_detail(request: HttpRequest, session_id: str) -> Any:
     session = _session_or_404(request, session_id)
     if isinstance(session, JsonResponse):
@@ -227,7 +237,10 @@ def session_archive(request: HttpRequest, session_id: str) -> Any:
     session = _session_or_404(request, session_id)
     if isinstance(session, JsonResponse):
         return session
-    return {"session_id": session.external_id, "originals": selectors.session_archive(session=session)}
+    return {
+        "session_id": session.external_id,
+        "originals": selectors.session_archive(session=session),
+    }
 
 
 @api.get(
@@ -241,7 +254,11 @@ def control_list(request: HttpRequest, session_id: str, after: str | None = None
         return session
     after_pk = 0
     if after:
-        parsed = directive_pk(after) if after.startswith("d-") else (int(after) if after.isdigit() else None)
+        parsed = (
+            directive_pk(after)
+            if after.startswith("d-")
+            else (int(after) if after.isdigit() else None)
+        )
         if parsed is None:
             return _error(400, "after: not a cursor this API gave out")
         after_pk = parsed

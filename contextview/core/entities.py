@@ -269,6 +269,25 @@ def _scan(text: str) -> list[tuple[int, str]]:
     return found
 
 
+def pinned_entities(base: Sequence[str], text: str, pinned: Sequence[str]) -> list[str]:
+    """`base` (the entities of `text` alone) plus the pinned texts `text` contains.
+
+    Extraction is per-content work that can be stored once per distinct content;
+    pinned texts belong to a session, so they are added afterwards, at the end.
+    """
+    if not pinned:
+        return list(base)
+    folded = normalize(text)
+    out = list(base)
+    seen = {normalize(e) for e in base}
+    for p in pinned:
+        key = normalize(p)
+        if key and key in folded and key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
 def extract_entities(text: str, pinned: Sequence[str] = ()) -> list[str]:
     """Key entities of `text`, unique (by normalized form), in order of appearance.
 

@@ -36,7 +36,13 @@ from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextview.core.entities import entity_forms, extract_entities, is_kept_normalized, normalize
+from contextview.core.entities import (
+    entity_forms,
+    extract_entities,
+    is_kept_normalized,
+    normalize,
+    pinned_entities,
+)
 from contextview.core.model import PARTITIONS, REPLACING_OPS, Fold, Message, Operation
 
 FLAGS = (
@@ -111,10 +117,12 @@ class TextCache:
     message cost a dict lookup. One cache serves one session's computation.
     """
 
-    __slots__ = ("_normalized", "_entities", "_pinned")
+    __slots__ = ("_normalized", "_base", "_entities", "_pinned")
 
     def __init__(self) -> None:
         self._normalized: dict[str, str] = {}
+        # entities of a text alone, which a caller may have stored per content
+        self._base: dict[str, list[str]] = {}
         self._entities: dict[tuple[str, ...], dict[str, list[str]]] = {}
         self._pinned: dict[tuple[str, ...], tuple[tuple[str, ...], dict[str, frozenset[int]]]] = {}
 
@@ -124,13 +132,25 @@ class TextCache:
             cached = self._normalized[text] = normalize(text)
         return cached
 
+    def prime(self, text: str, entities: list[str]) -> None:
+        """Entities of `text` extracted earlier (``extract_entities(text)``, no pinned)."""
+        self._base[text] = entities
+
+    def base_entities(self, text: str) -> list[str]:
+        cached = self._base.get(text)
+        if cached is None:
+            cached = self._base[text] = extract_entities(text)
+        return cached
+
     def entities(self, text: str, pinned: tuple[str, ...] = ()) -> list[str]:
+        if not pinned:
+            return self.base_entities(text)
         by_text = self._entities.get(pinned)
         if by_text is None:
             by_text = self._entities[pinned] = {}
         cached = by_text.get(text)
         if cached is None:
-            cached = by_text[text] = extract_entities(text, pinned)
+            cached = by_text[text] = pinned_entities(self.base_entities(text), text, pinned)
         return cached
 
     def pinned_in(self, pinned: tuple[str, ...], text: str) -> frozenset[int]:

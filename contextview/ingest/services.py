@@ -19,14 +19,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
@@ -35,6 +33,7 @@ from contextview.core.errors import InputError
 from contextview.core.messages import blob_hash, canonical_json, message_hash
 from contextview.core.model import Message as CoreMessage
 from contextview.core.refs import encode_refs
+from contextview.db import binary_cursor
 from contextview.ingest.schemas import (
     BODY_MODELS,
     EventHead,
@@ -96,19 +95,6 @@ class _SessionState:
     step_hashes: dict[int, bytes] = field(default_factory=dict)
     touched: bool = False
     fields: set[str] = field(default_factory=set)
-
-
-@contextmanager
-def _cursor() -> Iterator[psycopg.Cursor[Any]]:
-    """A server-side-binding cursor on Django's connection, in its transaction.
-
-    Django binds parameters client-side, escaping every text into the SQL string;
-    a batch carries megabytes of message text, which go faster as binary arrays
-    (``%b``) bound by the server.
-    """
-    connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
-        yield cursor
 
 
 def _sha(text: str) -> bytes:
@@ -359,7 +345,7 @@ def _load_archive(cursor: Any, store: _Store, wanted: dict[int, set[str]]) -> di
 def _lock_sessions(project: Project, external_ids: set[str], now: datetime) -> tuple[dict, set]:
     """Create missing sessions, then lock all of them in id order (no deadlocks)."""
     ids = sorted(external_ids)
-    with _cursor() as cursor:
+    with binary_cursor() as cursor:
         cursor.execute(
             "INSERT INTO cv_session (project_id, external_id, agent, model, encoding, mode, "
             "pinned, metadata, status, declared, started_at, last_event_at, created_at, "
@@ -438,7 +424,7 @@ def batch_ingest(*, project: Project, batch: list[Any]) -> IngestOutcome:
 def _dedupe(project: Project, events: list[_Event], results: list[EventResult | None]) -> list:
     """Answer event ids already stored (200 duplicate or 409) and repeats within the batch."""
     ids = [e.head.id for e in events]
-    with _cursor() as cursor:
+    with binary_cursor() as cursor:
         cursor.execute(
             "SELECT event_id, body_hash FROM cv_raw_event "
             "WHERE project_id = %s AND event_id = ANY(%b::text[])",
@@ -470,7 +456,7 @@ def _process(
     now: datetime,
 ) -> list[_StepRow]:
     steps = [e for e in todo if isinstance(e.body, StepBody)]
-    with _cursor() as cursor:
+    with binary_cursor() as cursor:
         if steps:
             sids = [states[e.body.session_id].session.pk for e in steps]
             cursor.execute(
@@ -620,7 +606,7 @@ def _write(
     now: datetime,
 ) -> list[int]:
     stored = [e for e in todo if (r := results[e.position]) is not None and r.status == 201]
-    with _cursor() as cursor:
+    with binary_cursor() as cursor:
         store.flush(cursor)
         _record_session_messages(cursor, project, states, store, rows)
         step_ids = _insert_steps(cursor, project, store, rows, now) if rows else []
@@ -647,7 +633,7 @@ def _write(
         if (r := results[e.position]) is not None and r.duplicate and isinstance(e.body, StepBody)
     ]
     if dup_steps:
-        with _cursor() as cursor:
+        with binary_cursor() as cursor:
             cursor.execute(
                 "INSERT INTO cv_raw_event (project_id, event_id, type, body_hash, "
                 "session_external_id, received_at) "
@@ -740,9 +726,7 @@ def _insert_steps(
         if row.body.mode:
             s.mode = row.body.mode
     directives_settle_from_steps(
-        steps=[
-            (r.session, r.body.index, r.body.mode or "", list(r.result.reloaded)) for r in rows
-        ]
+        steps=[(r.session, r.body.index, r.body.mode or "", list(r.result.reloaded)) for r in rows]
     )
     return step_ids
 

@@ -64,9 +64,13 @@ def messages_by_pk(pks: Iterable[int]) -> dict[int, StoredMessage]:
     return out
 
 
-def step_contexts(steps: Sequence[Step]) -> dict[int, tuple[list[StoredMessage], list[StoredMessage]]]:
+def step_contexts(
+    steps: Sequence[Step],
+) -> dict[int, tuple[list[StoredMessage], list[StoredMessage]]]:
     """Before and after contexts of several steps, loaded with one query for all messages."""
-    decoded = {s.pk: (decode_refs(bytes(s.before_refs)), decode_refs(bytes(s.after_refs))) for s in steps}
+    decoded = {
+        s.pk: (decode_refs(bytes(s.before_refs)), decode_refs(bytes(s.after_refs))) for s in steps
+    }
     stored = messages_by_pk(pk for before, after in decoded.values() for pk in (*before, *after))
     return {
         step_pk: ([stored[pk] for pk in before], [stored[pk] for pk in after])

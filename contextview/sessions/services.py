@@ -112,9 +112,9 @@ def directive_ack(*, directive: Directive, status: str, detail: str = "") -> boo
     if status not in (Directive.Status.APPLIED, Directive.Status.REJECTED):
         raise InputError("status", "must be 'applied' or 'rejected'")
     with transaction.atomic():
-        updated = Directive.objects.filter(
-            pk=directive.pk, status=Directive.Status.PENDING
-        ).update(status=status, detail=detail[:2000], resolved_at=timezone.now(), resolved_via="ack")
+        updated = Directive.objects.filter(pk=directive.pk, status=Directive.Status.PENDING).update(
+            status=status, detail=detail[:2000], resolved_at=timezone.now(), resolved_via="ack"
+        )
         directive.refresh_from_db()
     return bool(updated) or directive.status == status
 

@@ -17,3 +17,13 @@ class TokenCount(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["blob", "encoding"], name="token_count_unique")
         ]
+
+
+class BlobEntities(models.Model):
+    """Key entities of one distinct content (no pinned texts): extracted once, reused."""
+
+    blob = models.OneToOneField(Blob, on_delete=models.CASCADE, primary_key=True)
+    entities = models.JSONField(default=list)
+
+    class Meta:
+        db_table = "cv_blob_entities"

@@ -16,11 +16,13 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from contextview.core.entities import extract_entities
 from contextview.core.model import Fold as CoreFold
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
 from contextview.core.stats import StepInput, TextCache, session_aggregates, step_stats
 from contextview.core.tokens import EncodingChoice, TokenCounter, resolve_encoding
+from contextview.db import binary_cursor
 from contextview.sessions.models import Fold, Operation, Session, Step
 from contextview.sessions.selectors import StoredMessage, messages_by_pk, step_contexts
 
@@ -64,6 +66,30 @@ def tokens_for_blobs(*, blobs: dict[int, str], encoding: str) -> dict[int, int]:
                 [encoding, missing, counts],
             )
             known.update(zip(missing, counts, strict=True))
+    return known
+
+
+def entities_for_blobs(*, blobs: dict[int, str]) -> dict[int, list[str]]:
+    """Key entities per blob pk: read the extracted ones, extract and store the rest."""
+    if not blobs:
+        return {}
+    pks = sorted(blobs)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT blob_id, entities FROM cv_blob_entities WHERE blob_id = ANY(%s::bigint[])",
+            [pks],
+        )
+        known = {pk: json.loads(e) if isinstance(e, str) else e for pk, e in cursor.fetchall()}
+        missing = [pk for pk in pks if pk not in known]
+        if missing:
+            found = [extract_entities(blobs[pk]) for pk in missing]
+            cursor.execute(
+                "INSERT INTO cv_blob_entities (blob_id, entities) "
+                "SELECT b, e::jsonb FROM unnest(%s::bigint[], %s::text[]) AS x(b, e) "
+                "ON CONFLICT (blob_id) DO NOTHING",
+                [missing, [json.dumps(f) for f in found]],
+            )
+            known.update(zip(missing, found, strict=True))
     return known
 
 
@@ -115,8 +141,16 @@ def _compute_steps(session: Session, steps: Sequence[Step], previous: Step | Non
     op_rows = list(Operation.objects.filter(step_id__in=step_pks).order_by("step_id", "position"))
     folds_all = list(
         Fold.objects.filter(session=session)
-        .values_list("step__index", "step_id", "op_position", "op", "kind", "result_msg_id",
-                     "original_id", "original_msg_id")
+        .values_list(
+            "step__index",
+            "step_id",
+            "op_position",
+            "op",
+            "kind",
+            "result_msg_id",
+            "original_id",
+            "original_msg_id",
+        )
         .order_by("step__index", "op_position", "id")
     )
     chunk_folds = [f for f in folds_all if f[1] in set(step_pks)]
@@ -125,8 +159,8 @@ def _compute_steps(session: Session, steps: Sequence[Step], previous: Step | Non
     )
 
     # Tokens of every content this chunk shows, keyed by the message object.
-    stored: list[StoredMessage] = [s for b, a in contexts.values() for s in (*b, *a)]
-    stored += list(extra.values())
+    distinct = {s.pk: s for b, a in contexts.values() for s in (*b, *a)}
+    stored: list[StoredMessage] = [*distinct.values(), *extra.values()]
     blobs = {s.blob_pk: s.message.text for s in stored}
     counts = tokens_for_blobs(blobs=blobs, encoding=choice.name)
     tokens: dict[int, int] = {id(s.message): counts[s.blob_pk] for s in stored}
@@ -161,12 +195,17 @@ def _compute_steps(session: Session, steps: Sequence[Step], previous: Step | Non
         prev_new_tool = (previous.stats or {}).get("new_tool")
 
     cache = TextCache()
+    # Entities are only read from what operations took in: the folded originals.
+    originals = {extra[f[6]].blob_pk: extra[f[6]].message.text for f in chunk_folds}
+    for pk, found in entities_for_blobs(blobs=originals).items():
+        cache.prime(originals[pk], found)
     results: list[str] = []
     for step in steps:
         before, after = contexts[step.pk]
         folds = [
-            CoreFold(op_index=pos, op=op_name, kind=kind, result_id=result_id,
-                     originals=tuple(originals))
+            CoreFold(
+                op_index=pos, op=op_name, kind=kind, result_id=result_id, originals=tuple(originals)
+            )
             for (pos, op_name, kind, result_id), originals in grouped[step.pk].items()
         ]
         ops = ops_by_step[step.pk]
@@ -197,17 +236,17 @@ def _compute_steps(session: Session, steps: Sequence[Step], previous: Step | Non
         prev_ids = {s.message.id for s in before}
         prev_new_tool = stats.get("new_tool")
 
-    with connection.cursor() as cursor:
+    with binary_cursor() as cursor:
         cursor.execute(
             "UPDATE cv_step SET stats = x.s::jsonb, stats_status = 'ready' "
-            "FROM unnest(%s::bigint[], %s::text[]) AS x(i, s) WHERE cv_step.id = x.i",
+            "FROM unnest(%b::bigint[], %b::text[]) AS x(i, s) WHERE cv_step.id = x.i",
             [step_pks, results],
         )
 
 
 def _aggregate(session: Session) -> None:
-    rows = Step.objects.filter(session=session).order_by("index").values_list(
-        "stats", "stats_status"
+    rows = (
+        Step.objects.filter(session=session).order_by("index").values_list("stats", "stats_status")
     )
     stats = [s for s, status in rows if status == "ready" and s is not None]
     aggregates: dict[str, Any] = session_aggregates(stats)

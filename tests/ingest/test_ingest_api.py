@@ -113,7 +113,11 @@ def test_it_answers_each_bad_event_and_stores_the_rest(api: Api) -> None:
     batch = [
         {"type": "step", "body": {"session_id": "s", "index": 1, "obs": {"messages": []}}},
         {"id": "no-session", "type": "step", "body": {"index": 1, "obs": {"messages": []}}},
-        {"id": "negative", "type": "step", "body": {"session_id": "s", "index": -1, "obs": {"messages": []}}},
+        {
+            "id": "negative",
+            "type": "step",
+            "body": {"session_id": "s", "index": -1, "obs": {"messages": []}},
+        },
         good,
         step("s", 1, [{"id": "sys"}], action={"action": "drop", "target": "ghost"}),
         step("s", 2, [{"id": "never-recorded"}]),
@@ -171,11 +175,15 @@ def test_it_rejects_a_body_that_is_not_an_envelope(api: Api, body: bytes, needle
 
 def test_it_needs_a_valid_key(api: Api) -> None:
     response = api.client.post(
-        "/api/v1/ingest", b'{"batch": []}', content_type="application/json",
+        "/api/v1/ingest",
+        b'{"batch": []}',
+        content_type="application/json",
         HTTP_AUTHORIZATION="Bearer cv_deadbeef_wrong",
     )
     assert response.status_code == 401
-    assert api.client.post("/api/v1/ingest", b"{}", content_type="application/json").status_code == 401
+    assert (
+        api.client.post("/api/v1/ingest", b"{}", content_type="application/json").status_code == 401
+    )
 
 
 def test_it_refuses_other_content_types_and_encodings(api: Api) -> None:
@@ -235,7 +243,9 @@ def test_it_never_shows_another_projects_session(make_api) -> None:
         assert "You debug orders" not in response.content.decode()
     assert mine.get("/sessions").json()["sessions"] == []
     # Another project may use the same session id for a session of its own.
-    assert results(mine.ingest({"batch": [step("secret-session", 0, [QUESTION])]}))[0]["status"] == 201
+    assert (
+        results(mine.ingest({"batch": [step("secret-session", 0, [QUESTION])]}))[0]["status"] == 201
+    )
 
 
 def test_it_stores_resent_contexts_once(api: Api) -> None:
@@ -283,13 +293,27 @@ def test_it_lists_sessions_with_filters_and_a_cursor(api: Api) -> None:
 
 
 def test_it_diffs_two_steps_word_by_word(api: Api) -> None:
-    rewritten = {"ids": ["u1"], "role": "user", "justification": "shorter",
-                 "new_content": "Why does SO20260101007 time out after 3 s?"}
-    results(api.ingest({"batch": [
-        step("s", 0, [SYSTEM, QUESTION, LOG]),
-        step("s", 1, [{"id": "sys"}, {"id": "u1"}, {"id": "tool_result_32"}],
-             actions=[rewritten, {"ids": ["tool_result_32"], "new_content": ""}]),
-    ]}))
+    rewritten = {
+        "ids": ["u1"],
+        "role": "user",
+        "justification": "shorter",
+        "new_content": "Why does SO20260101007 time out after 3 s?",
+    }
+    results(
+        api.ingest(
+            {
+                "batch": [
+                    step("s", 0, [SYSTEM, QUESTION, LOG]),
+                    step(
+                        "s",
+                        1,
+                        [{"id": "sys"}, {"id": "u1"}, {"id": "tool_result_32"}],
+                        actions=[rewritten, {"ids": ["tool_result_32"], "new_content": ""}],
+                    ),
+                ]
+            }
+        )
+    )
     diff = api.get("/sessions/s/diff", **{"from": 0, "to": 1}).json()
     assert [m["id"] for m in diff["removed"]] == ["tool_result_32"]
     assert diff["changed"][0]["id"] == "u1"
@@ -320,10 +344,18 @@ def test_it_publishes_an_openapi_document(api: Api) -> None:
 def test_it_keeps_a_folded_original_when_an_edit_merges(api: Api) -> None:
     notes = [
         {"id": "n1", "role": "assistant", "content": "Hop 1: the paper was published in 2019."},
-        {"id": "n2", "role": "assistant", "content": "Hop 2: its first author moved to ETH Zurich."},
+        {
+            "id": "n2",
+            "role": "assistant",
+            "content": "Hop 2: its first author moved to ETH Zurich.",
+        },
     ]
-    merge = {"ids": ["n1", "n2"], "role": "assistant", "justification": "merge hops",
-             "new_content": "The 2019 paper's first author moved to ETH Zurich."}
+    merge = {
+        "ids": ["n1", "n2"],
+        "role": "assistant",
+        "justification": "merge hops",
+        "new_content": "The 2019 paper's first author moved to ETH Zurich.",
+    }
     results(api.ingest({"batch": [step("r", 0, [SYSTEM, *notes], actions=[merge])]}))
     got = api.get("/sessions/r/steps/0").json()
     assert [m["id"] for m in got["after"]] == ["sys", "n1"]

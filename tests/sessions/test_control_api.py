@@ -8,8 +8,13 @@ CHAT = {"id": "t1", "role": "user", "content": "My member id is A12345."}
 
 def _seed(api: Api) -> None:
     batch = [
-        step("chat", 0, [SYSTEM, CHAT], mode="summary",
-             action={"action": "drop", "target": "t1", "reason": "old turn"}),
+        step(
+            "chat",
+            0,
+            [SYSTEM, CHAT],
+            mode="summary",
+            action={"action": "drop", "target": "t1", "reason": "old turn"},
+        ),
     ]
     assert api.ingest({"batch": batch}).status_code == 207
 

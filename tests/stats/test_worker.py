@@ -118,8 +118,15 @@ def test_it_loses_nothing_when_the_worker_is_killed_mid_batch(api: Api) -> None:
     for s in range(6):
         context = [{"id": "sys", "role": "system", "content": "You read logs."}]
         for i in range(60):
-            context = [*context, {"id": f"l{i}", "role": "tool", "tool": "grep",
-                                  "content": f"{LOG} line {i} of session {s}"}]
+            context = [
+                *context,
+                {
+                    "id": f"l{i}",
+                    "role": "tool",
+                    "tool": "grep",
+                    "content": f"{LOG} line {i} of session {s}",
+                },
+            ]
             batch.append(step(f"s{s}", i, list(context)))
     assert api.ingest({"batch": batch}).status_code == 207
     total = Step.objects.count()

@@ -34,9 +34,7 @@ class Command(BaseCommand):
         else:
             project = Project.objects.filter(slug=slug).first()
             if project is None:
-                raise CommandError(
-                    f"no project {slug!r}; pass --create-project to create it"
-                )
+                raise CommandError(f"no project {slug!r}; pass --create-project to create it")
         issued = apikey_create(
             project=project, name=options["name"], can_write=not options["read_only"]
         )

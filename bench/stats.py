@@ -1,0 +1,264 @@
+"""Statistics benchmark: how fast steps become statistics.
+
+    python -m bench.stats [--steps 1000] [--max-context 200]
+        [--database-url postgres://...] [--url http://127.0.0.1:8000 --key cv_...]
+
+Parts (each printed as a table row, then all as one JSON line):
+
+* ``core``: the 1,000-step, 200-message session of ``bench.ingest_gen``, its
+  contexts derived by the core, statistics computed by ``step_stats`` with every
+  content already tokenized: steps per second in this one process.
+* ``tokenize``: the session's distinct texts counted by ``TokenCounter`` against
+  tiktoken's ``encode_ordinary`` called directly on the same texts.
+* ``worker`` (with ``--database-url``): the session ingested through the ingest
+  service into that database, then computed by the worker's service
+  (``session_stats_compute``) twice: cold (tokens not yet counted) and warm
+  (statistics recomputed with the counts in ``cv_token_count``).
+* ``latency`` (with ``--url`` and ``--key`` of a running server whose worker is
+  idle): one step posted at a time, the time until the read API says ``ready``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from bench.ingest_gen import long_session, session_event
+
+
+def _derive(events: list[dict[str, Any]]) -> Iterator[Any]:
+    """Each step's StepResult, with the session's latest messages and archive kept."""
+    from contextview.core.apply import derive_step
+
+    latest: dict[str, Any] = {}
+    archive: dict[str, Any] = {}
+    for event in events:
+        body = event["body"]
+        ops = body.get("actions", body.get("action"))
+        result = derive_step(
+            obs=body["obs"]["messages"],
+            ops_raw=ops,
+            ops_field="body.actions" if "actions" in body else "body.action",
+            after_raw=None,
+            latest=latest,
+            archive=archive,
+        )
+        latest.update(result.recorded)
+        for fold in result.folds:
+            for m in fold.originals:
+                archive[m.id] = m
+        yield body, result
+
+
+def bench_core(steps: int, max_context: int) -> dict[str, Any]:
+    from contextview.core.stats import StepInput, TextCache, step_stats
+    from contextview.core.tokens import TokenCounter
+
+    events = list(long_session("bench-stats", steps, max_context, seed=0, by_id=True))
+    derived = list(_derive(events))
+    counter = TokenCounter("cl100k_base")
+    tokens: dict[int, int] = {}
+    for _, result in derived:
+        for m in (*result.before, *result.after):
+            if id(m) not in tokens:
+                tokens[id(m)] = counter.count(m.text)
+
+    def tokens_of(m: Any) -> int:
+        return tokens[id(m)]
+
+    timings: list[float] = []
+    cache = TextCache()
+    # Pass 1 extracts every text's entities (per-content work, like tokenizing);
+    # passes 2 and 3 find them in the cache, as a recomputation would.
+    for _ in range(3):
+        folded: set[str] = set()
+        prev_ids: set[str] | None = None
+        prev_tool = None
+        started = time.perf_counter()
+        for body, result in derived:
+            stats = step_stats(
+                StepInput(
+                    before=result.before,
+                    after=result.after,
+                    ops=result.ops,
+                    folds=result.folds,
+                    reloaded=result.reloaded,
+                    folded_earlier=frozenset(folded),
+                    prev_new_tool=prev_tool,
+                    prev_ids=prev_ids,
+                    budget={"max_tokens": 128000, "reserved_tokens": 8000},
+                    reported_before=body.get("before_tokens"),
+                    reported_after=body.get("after_tokens"),
+                ),
+                tokens_of=tokens_of,
+                cache=cache,
+            )
+            folded.update(m.id for f in result.folds for m in f.originals)
+            prev_ids = {m.id for m in result.before}
+            prev_tool = stats["new_tool"]
+        timings.append(time.perf_counter() - started)
+    cold, warm = timings[0], min(timings[1:])
+    refs = sum(len(r.before) + len(r.after) for _, r in derived)
+    return {
+        "part": "core",
+        "steps": len(derived),
+        "references": refs,
+        "cold_s": round(cold, 3),
+        "cold_steps_per_s": round(len(derived) / cold),
+        "warm_s": round(warm, 3),
+        "steps_per_s": round(len(derived) / warm),
+    }
+
+
+def bench_tokenize(steps: int, max_context: int) -> dict[str, Any]:
+    from contextview.core.tokens import TokenCounter, load_encoding
+
+    texts: dict[str, None] = {}
+    for event in long_session("bench-stats", steps, max_context, seed=0, by_id=True):
+        for m in event["body"]["obs"]["messages"]:
+            if "content" in m:
+                texts[m["content"]] = None
+    distinct = list(texts)
+    encoding = load_encoding("cl100k_base")
+
+    def best(run: Any) -> float:
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    raw = best(lambda: [len(encoding.encode_ordinary(t)) for t in distinct])
+    ours = best(lambda: TokenCounter("cl100k_base").count_many(distinct))
+    total_bytes = sum(len(t.encode()) for t in distinct)
+    return {
+        "part": "tokenize",
+        "texts": len(distinct),
+        "mb": round(total_bytes / 1e6, 2),
+        "tiktoken_s": round(raw, 3),
+        "counter_s": round(ours, 3),
+        "factor": round(ours / raw, 2),
+    }
+
+
+def _django(database_url: str) -> None:
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextview.settings")
+    import django
+
+    django.setup()
+
+
+def bench_worker(steps: int, max_context: int, database_url: str) -> list[dict[str, Any]]:
+    _django(database_url)
+    from contextview.ingest.services import batch_ingest
+    from contextview.projects.services import project_get_or_create
+    from contextview.sessions.models import Session, Step
+    from contextview.stats.services import session_stats_compute
+
+    project, _ = project_get_or_create(slug="bench-stats")
+    sid = f"bench-stats-{uuid.uuid4().hex[:8]}"
+    events = [session_event(sid), *long_session(sid, steps, max_context, seed=0, by_id=True)]
+    for i in range(0, len(events), 100):
+        batch_ingest(project=project, batch=events[i : i + 100])
+    session = Session.objects.get(project=project, external_id=sid)
+    rows = []
+    for label in ("cold", "warm"):
+        Step.objects.filter(session=session).update(stats_status="pending")
+        started = time.perf_counter()
+        done = session_stats_compute(session_id=session.pk)
+        elapsed = time.perf_counter() - started
+        rows.append(
+            {
+                "part": f"worker-{label}",
+                "steps": done,
+                "seconds": round(elapsed, 3),
+                "steps_per_s": round(done / elapsed),
+            }
+        )
+    return rows
+
+
+def bench_latency(url: str, key: str, trials: int) -> dict[str, Any]:
+    import httpx
+
+    sid = f"bench-latency-{uuid.uuid4().hex[:8]}"
+    headers = {"Authorization": f"Bearer {key}"}
+    waits: list[float] = []
+    with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
+        for index in range(trials):
+            messages: list[dict[str, Any]] = (
+                [{"id": "sys"}]
+                if index
+                else [{"id": "sys", "role": "system", "content": "You debug orders."}]
+            )
+            messages.append(
+                {"id": f"t{index}", "role": "tool", "content": f"GET /orders/{index} 504 3 s"}
+            )
+            event = {
+                "id": f"{sid}-{index}",
+                "type": "step",
+                "body": {"session_id": sid, "index": index, "obs": {"messages": messages}},
+            }
+            started = time.perf_counter()
+            answer = client.post("/api/v1/ingest", json={"batch": [event]})
+            answer.raise_for_status()
+            deadline = started + 20
+            while time.perf_counter() < deadline:
+                got = client.get(f"/api/v1/sessions/{sid}/steps/{index}").json()
+                if got["stats_status"] == "ready":
+                    waits.append(time.perf_counter() - started)
+                    break
+                time.sleep(0.01)
+            else:
+                raise SystemExit(f"step {index} not ready after 20 s: is a worker running?")
+            time.sleep(0.2)  # an idle worker between trials
+    waits.sort()
+    return {
+        "part": "latency",
+        "trials": trials,
+        "p50_ms": round(statistics.median(waits) * 1000),
+        "p90_ms": round(waits[int(len(waits) * 0.9) - 1] * 1000),
+        "max_ms": round(waits[-1] * 1000),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.stats",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--max-context", type=int, default=200)
+    parser.add_argument("--database-url", help="run the worker part against this database")
+    parser.add_argument("--url", help="a running server (loopback), for the latency part")
+    parser.add_argument("--key", help="an API key of that server")
+    parser.add_argument("--trials", type=int, default=20, help="latency trials (default 20)")
+    args = parser.parse_args(argv)
+    if args.url and not args.key:
+        parser.error("--url needs --key")
+    rows = [bench_core(args.steps, args.max_context), bench_tokenize(args.steps, args.max_context)]
+    if args.database_url:
+        rows += bench_worker(args.steps, args.max_context, args.database_url)
+    if args.url:
+        host = args.url.split("//", 1)[-1].split(":", 1)[0].split("/", 1)[0]
+        if host not in ("127.0.0.1", "localhost", "[::1]"):
+            parser.error("--url must be a loopback address")
+        rows.append(bench_latency(args.url, args.key, args.trials))
+    for row in rows:
+        print("  ".join(f"{k}={v}" for k, v in row.items()))
+    print(json.dumps({"bench": "stats", "results": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
