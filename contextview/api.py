@@ -25,6 +25,7 @@ from contextview.sessions.services import (
     directive_create,
     directive_pk,
 )
+from contextview.stats.selectors import agent_mode_table
 
 
 class KeyAuth(HttpBearer):
@@ -241,6 +242,15 @@ def session_archive(request: HttpRequest, session_id: str) -> Any:
         "session_id": session.external_id,
         "originals": selectors.session_archive(session=session),
     }
+
+
+@api.get(
+    "/stats/agents",
+    summary="Per agent and mode: sessions, success rate, tokens per step, retention, violations",
+    response={200: dict},
+)
+def stats_agents(request: HttpRequest) -> Any:
+    return {"rows": agent_mode_table(project_id=_key(request).project.pk)}
 
 
 @api.get(

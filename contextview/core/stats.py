@@ -489,9 +489,10 @@ def session_aggregates(step_stats_list: Sequence[Mapping[str, Any]]) -> dict[str
     ratios: list[float] = []
     ops_by_type: Counter[str] = Counter()
     flag_counts: Counter[str] = Counter()
-    tokens_saved = entities_total = entities_kept = reload_regrets = 0
+    tokens_saved = entities_total = entities_kept = reload_regrets = tokens_after = 0
     reward_total = 0.0
     for stats in step_stats_list:
+        tokens_after += stats["tokens"]["after"]
         if "reload_regret" in stats["flags"]:
             # One per original brought back; a step reloading three counts three.
             reload_regrets += len(stats.get("regretted_reloads") or ()) or 1
@@ -521,6 +522,9 @@ def session_aggregates(step_stats_list: Sequence[Mapping[str, Any]]) -> dict[str
         "reload_regrets": reload_regrets,
         "budget_violations": flag_counts["budget_exceeded"],
         "flag_counts": dict(sorted(flag_counts.items())),
-        # Beyond the contract.
+        # Beyond the contract: what project-wide comparisons sum over sessions.
         "reward_total": round(reward_total, 4) + 0.0,
+        "tokens_after_total": tokens_after,
+        "entities_total": entities_total,
+        "entities_kept": entities_kept,
     }
