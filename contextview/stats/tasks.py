@@ -39,7 +39,7 @@ def compute_session_stats(self, session_id: int) -> int:  # type: ignore[no-unty
         raise self.retry(exc=exc, countdown=min(2 ** (self.request.retries + 1), 120)) from exc
 
 
-@shared_task(acks_late=True, time_limit=120)
+@shared_task(acks_late=True, soft_time_limit=100, time_limit=120)
 def sweep_pending_stats() -> int:
     """Re-queue sessions whose steps have waited too long (a lost message, a dead worker)."""
     cutoff = timezone.now() - timedelta(seconds=settings.STATS_SWEEP_AFTER_SECONDS)

@@ -155,3 +155,13 @@ def test_it_loses_nothing_when_the_worker_is_killed_mid_batch(api: Api) -> None:
     for session in Session.objects.all():
         assert session.aggregates["steps"] == 60
         assert session.step_count == 60
+
+
+def test_it_can_send_every_periodic_task_beat_schedules() -> None:
+    from django.conf import settings
+
+    from contextview.celery import app
+
+    for entry in settings.CELERY_BEAT_SCHEDULE.values():
+        # Sending checks the task's options (time limits) as beat would.
+        app.tasks[entry["task"]].apply_async()
