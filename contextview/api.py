@@ -7,7 +7,7 @@ import zlib
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from ninja import NinjaAPI, Query
 from ninja.security import HttpBearer
 
@@ -15,6 +15,7 @@ from contextview.core.errors import InputError
 from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.schemas import Envelope
 from contextview.ingest.services import batch_ingest
+from contextview.postmortems.export import dataset_jsonl
 from contextview.projects.models import ApiKey
 from contextview.projects.selectors import apikey_authenticate
 from contextview.sessions import selectors
@@ -251,6 +252,22 @@ def session_archive(request: HttpRequest, session_id: str) -> Any:
 )
 def stats_agents(request: HttpRequest) -> Any:
     return {"rows": agent_mode_table(project_id=_key(request).project.pk)}
+
+
+@api.get(
+    "/export/steps.jsonl",
+    summary="Every step as a JSON line (obs, operations, after, reward, outcome), streamed",
+)
+def export_steps(
+    request: HttpRequest,
+    agent: str | None = None,
+    mode: str | None = None,
+    status: str | None = None,
+) -> StreamingHttpResponse:
+    lines = dataset_jsonl(project=_key(request).project, agent=agent, mode=mode, status=status)
+    response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
+    response["Content-Disposition"] = 'attachment; filename="steps.jsonl"'
+    return response
 
 
 @api.get(

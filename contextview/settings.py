@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "contextview.sessions",
     "contextview.ingest",
     "contextview.stats",
+    "contextview.postmortems",
     "contextview.web",
 ]
 

@@ -1,0 +1,98 @@
+"""The training dataset export: one JSON line per step (seed 000 section 5, seed 003 3.2).
+
+Each line is ``(obs, operations, after, step reward, session outcome)``. Rows are
+produced a chunk of steps at a time, keyset-paginated, so a project of a million
+steps streams in constant memory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+from contextview.projects.models import Project
+from contextview.sessions.models import Operation, Session, Step
+from contextview.sessions.selectors import StoredMessage, step_contexts
+
+CHUNK = 200
+
+
+def _message(stored: StoredMessage) -> dict[str, Any]:
+    m = stored.message
+    out: dict[str, Any] = {"id": m.id, "role": m.role, "partition": m.partition}
+    if m.tool:
+        out["tool"] = m.tool
+    out["content"] = m.content
+    return out
+
+
+def dataset_rows(
+    *,
+    project: Project,
+    agent: str | None = None,
+    mode: str | None = None,
+    status: str | None = None,
+) -> Iterator[dict[str, Any]]:
+    sessions = Session.objects.filter(project=project)
+    if agent:
+        sessions = sessions.filter(agent=agent)
+    if mode:
+        sessions = sessions.filter(mode=mode)
+    if status:
+        sessions = sessions.filter(status=status)
+    last_session = 0
+    while True:
+        batch = list(sessions.filter(pk__gt=last_session).order_by("pk")[:100])
+        if not batch:
+            return
+        for session in batch:
+            yield from _session_rows(session)
+        last_session = batch[-1].pk
+
+
+def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
+    outcome = {"status": session.status, "score": session.score}
+    last_index = -1
+    while True:
+        steps = list(
+            Step.objects.filter(session=session, index__gt=last_index).order_by("index")[:CHUNK]
+        )
+        if not steps:
+            return
+        contexts = step_contexts(steps)
+        ops: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for op in (
+            Operation.objects.filter(step__in=steps).select_related("result").order_by("position")
+        ):
+            ops[op.step_id].append(
+                {
+                    "op": op.op,
+                    "targets": op.targets,
+                    "reason": op.reason or None,
+                    "params": op.params or {},
+                    "result_id": op.result.msg_id if op.result else None,
+                }
+            )
+        for step in steps:
+            before, after = contexts[step.pk]
+            stats = step.stats if step.stats_status == "ready" else None
+            yield {
+                "session_id": session.external_id,
+                "agent": session.agent or None,
+                "mode": step.mode or session.mode or None,
+                "index": step.index,
+                "obs": [_message(s) for s in before],
+                "operations": ops.get(step.pk, []),
+                "after": [_message(s) for s in after],
+                "reward": stats["reward"] if stats else None,
+                "flags": stats["flags"] if stats else None,
+                "outcome": outcome,
+            }
+        last_index = steps[-1].index
+
+
+def dataset_jsonl(**filters: Any) -> Iterator[str]:
+    for row in dataset_rows(**filters):
+        yield json.dumps(row, ensure_ascii=False) + "\n"

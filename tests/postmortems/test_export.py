@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from contextview.sessions.models import Session
+from contextview.stats.services import session_stats_compute
+from tests.api_client import Api, step
+
+LOG = "upstream inventory-svc timed out after 3 s, status 504 for order SO20260101007"
+
+
+def _ingest(api: Api, sid: str, status: str) -> None:
+    batch = [
+        {"id": f"{sid}-s", "type": "session", "body": {"session_id": sid, "agent": "ops"}},
+        step(
+            sid,
+            0,
+            [{"id": "log", "role": "tool", "tool": "grep", "content": LOG}],
+            action={
+                "action": "summarize",
+                "target": "log",
+                "reason": "long log",
+                "result": {"id": "sum", "role": "tool", "content": "inventory timed out"},
+            },
+        ),
+        step(sid, 1, [{"id": "sum"}, {"id": "q", "role": "user", "content": "Which order?"}]),
+        {
+            "id": f"{sid}-e",
+            "type": "session_end",
+            "body": {"session_id": sid, "status": status, "score": 0.0},
+        },
+    ]
+    assert api.ingest({"batch": batch}).status_code == 207
+    session_stats_compute(session_id=Session.objects.get(external_id=sid).pk)
+
+
+@pytest.mark.django_db
+def test_it_exports_each_step_with_obs_operations_after_reward_and_outcome(api: Api) -> None:
+    _ingest(api, "lossy", "failed")
+    response = api.get("/export/steps.jsonl")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/x-ndjson"
+    rows = [json.loads(line) for line in b"".join(response.streaming_content).splitlines()]
+    assert [(r["session_id"], r["index"]) for r in rows] == [("lossy", 0), ("lossy", 1)]
+    first = rows[0]
+    assert [m["id"] for m in first["obs"]] == ["log"]
+    assert first["obs"][0]["content"] == LOG
+    assert first["operations"][0]["op"] == "summarize"
+    assert first["operations"][0]["result_id"] == "sum"
+    assert [m["content"] for m in first["after"]] == ["inventory timed out"]
+    assert "entity_loss" in first["flags"]
+    assert first["reward"] < 0
+    assert first["outcome"] == {"status": "failed", "score": 0.0}
+
+
+@pytest.mark.django_db
+def test_it_filters_the_export_like_the_sessions_list(api: Api) -> None:
+    _ingest(api, "good", "succeeded")
+    _ingest(api, "bad", "failed")
+    out = StringIO()
+    call_command("exportdataset", "acme", "--status", "succeeded", stdout=out, stderr=StringIO())
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert {r["session_id"] for r in rows} == {"good"}
