@@ -13,7 +13,9 @@ class RawEvent(models.Model):
     tables, and keeping every raw body would make storage grow with resent text.
     """
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, db_index=False, db_constraint=False
+    )
     event_id = models.CharField(max_length=200)
     type = models.CharField(max_length=16)
     body_hash = models.BinaryField(max_length=32)

@@ -6,6 +6,12 @@ project in ``Message``; a step keeps its before and after contexts as compact
 ordered lists of ``Message`` ids (see ``contextview.core.refs``). Every large
 table carries ``project_id`` and a time column so it can later be partitioned by
 time and distributed by project.
+
+The high-volume tables (blobs, messages, steps, operations, folds) reference
+their parents without database foreign-key constraints: rows are only ever
+written by the ingest service, in one transaction with their parents, and a
+deferred check per row costs more at commit than the whole insert (and stands in
+the way of distributing the tables by project later).
 """
 
 from __future__ import annotations
@@ -73,7 +79,9 @@ class Session(models.Model):
 class Blob(models.Model):
     """A message content, stored once per project, addressed by its hash."""
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, db_index=False, db_constraint=False
+    )
     hash = models.BinaryField(max_length=32)
     text = models.TextField()
     # The content as sent when it was a list of parts; None for a plain string.
@@ -88,9 +96,11 @@ class Blob(models.Model):
 class Message(models.Model):
     """A message as the agent framed it (id, role, partition, ...), stored once per project."""
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, db_index=False, db_constraint=False
+    )
     hash = models.BinaryField(max_length=32)
-    blob = models.ForeignKey(Blob, on_delete=models.CASCADE, db_index=False)
+    blob = models.ForeignKey(Blob, on_delete=models.CASCADE, db_index=False, db_constraint=False)
     msg_id = models.CharField(max_length=200)
     role = models.CharField(max_length=32, null=True, blank=True)
     partition = models.CharField(max_length=64)
@@ -108,9 +118,15 @@ class Message(models.Model):
 class SessionMessage(models.Model):
     """Which messages a session has recorded; the highest ``seq`` per id is the latest."""
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, db_index=False)
-    message = models.ForeignKey(Message, on_delete=models.CASCADE, db_index=False)
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, db_index=False, db_constraint=False
+    )
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, db_index=False, db_constraint=False
+    )
+    message = models.ForeignKey(
+        Message, on_delete=models.CASCADE, db_index=False, db_constraint=False
+    )
     msg_id = models.CharField(max_length=200)
     seq = models.BigIntegerField()
     created_at = models.DateTimeField(default=timezone.now)
@@ -124,8 +140,12 @@ class SessionMessage(models.Model):
 
 
 class Step(models.Model):
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, db_index=False)
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, db_index=False, db_constraint=False
+    )
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, db_index=False, db_constraint=False
+    )
     index = models.IntegerField()
     timestamp = models.DateTimeField()
     received_at = models.DateTimeField(default=timezone.now)
@@ -161,14 +181,21 @@ class Step(models.Model):
 
 
 class Operation(models.Model):
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
-    step = models.ForeignKey(Step, on_delete=models.CASCADE, db_index=False)
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, db_index=False, db_constraint=False
+    )
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, db_index=False, db_constraint=False)
     position = models.IntegerField()
     op = models.CharField(max_length=16)
     form = models.CharField(max_length=8)
     targets = models.JSONField(default=list)
     result = models.ForeignKey(
-        Message, null=True, blank=True, on_delete=models.CASCADE, db_index=False
+        Message,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        db_index=False,
+        db_constraint=False,
     )
     reason = models.TextField(blank=True, default="")
     params = models.JSONField(null=True, blank=True)
@@ -188,14 +215,20 @@ class Fold(models.Model):
         FOLD = "fold"
         DROP = "drop"
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, db_index=False)
-    step = models.ForeignKey(Step, on_delete=models.CASCADE, db_index=False)
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, db_index=False, db_constraint=False
+    )
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, db_index=False, db_constraint=False
+    )
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, db_index=False, db_constraint=False)
     op_position = models.IntegerField()
     op = models.CharField(max_length=16)
     kind = models.CharField(max_length=8, choices=Kind.choices)
     result_msg_id = models.CharField(max_length=200, null=True, blank=True)
-    original = models.ForeignKey(Message, on_delete=models.CASCADE, db_index=False)
+    original = models.ForeignKey(
+        Message, on_delete=models.CASCADE, db_index=False, db_constraint=False
+    )
     original_msg_id = models.CharField(max_length=200)
     # The step index that brought it back, if a reload did.
     reloaded_at = models.IntegerField(null=True, blank=True)

@@ -8,7 +8,7 @@ from contextview.sessions.models import Blob
 class TokenCount(models.Model):
     """Measured tokens of one distinct content in one encoding: counted once, reused."""
 
-    blob = models.ForeignKey(Blob, on_delete=models.CASCADE, db_index=False)
+    blob = models.ForeignKey(Blob, on_delete=models.CASCADE, db_index=False, db_constraint=False)
     encoding = models.CharField(max_length=64)
     tokens = models.IntegerField()
 
@@ -22,7 +22,9 @@ class TokenCount(models.Model):
 class BlobEntities(models.Model):
     """Key entities of one distinct content (no pinned texts): extracted once, reused."""
 
-    blob = models.OneToOneField(Blob, on_delete=models.CASCADE, primary_key=True)
+    blob = models.OneToOneField(
+        Blob, on_delete=models.CASCADE, primary_key=True, db_constraint=False
+    )
     entities = models.JSONField(default=list)
 
     class Meta:
