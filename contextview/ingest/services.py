@@ -140,9 +140,15 @@ def _id_alone_refs(body: StepBody) -> set[str]:
     found: set[str] = set()
 
     def scan(messages: Iterable[Any]) -> None:
+        # Runs over every message of every step: kept to a membership test and a
+        # type check; anything malformed is left for the core to report.
         for m in messages:
-            if isinstance(m, dict) and "content" not in m and isinstance(m.get("id"), str | int):
-                found.add(str(m["id"]))
+            if type(m) is dict and "content" not in m:
+                mid = m.get("id")
+                if type(mid) is str:
+                    found.add(mid)
+                elif type(mid) is int:
+                    found.add(str(mid))
 
     scan(body.obs.messages)
     if body.after is not None:
