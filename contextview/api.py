@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
@@ -16,6 +17,7 @@ from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.schemas import Envelope
 from contextview.ingest.services import batch_ingest
 from contextview.postmortems.export import dataset_jsonl
+from contextview.postmortems.reports import report_markdown, session_export, session_report
 from contextview.projects.models import ApiKey
 from contextview.projects.selectors import apikey_authenticate
 from contextview.sessions import selectors
@@ -268,6 +270,47 @@ def export_steps(
     response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
     response["Content-Disposition"] = 'attachment; filename="steps.jsonl"'
     return response
+
+
+@api.get(
+    "/sessions/{session_id}/report.md",
+    summary="A Markdown report of the session for an incident review",
+    response={200: str, 404: dict},
+)
+def report_md(request: HttpRequest, session_id: str) -> HttpResponse:
+    session = _session_or_404(request, session_id)
+    if isinstance(session, JsonResponse):
+        return session
+    response = HttpResponse(
+        report_markdown(session_report(session)), content_type="text/markdown; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{_filename(session_id)}.md"'
+    return response
+
+
+@api.get(
+    "/sessions/{session_id}/report.json",
+    summary="The session report and every step as the read API gives it, streamed",
+    response={200: dict, 404: dict},
+)
+def report_json(request: HttpRequest, session_id: str) -> HttpResponse:
+    session = _session_or_404(request, session_id)
+    if isinstance(session, JsonResponse):
+        return session
+
+    def chunks() -> Iterator[str]:
+        yield '{"report": ' + json.dumps(session_report(session)) + ', "steps": ['
+        for n, step in enumerate(session_export(session)):
+            yield ("," if n else "") + json.dumps(step)
+        yield "]}"
+
+    response = StreamingHttpResponse(chunks(), content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{_filename(session_id)}.json"'
+    return response
+
+
+def _filename(session_id: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in session_id)[:100] or "session"
 
 
 @api.get(

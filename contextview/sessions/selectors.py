@@ -189,44 +189,66 @@ def token_counts(*, blob_pks: Iterable[int], encoding: str) -> dict[int, int]:
 
 
 def step_as_dict(*, session: Session, step: Step) -> dict[str, Any]:
-    before, after = step_contexts([step])[step.pk]
-    encoding = (step.stats or {}).get("encoding", "")
-    tokens = token_counts(blob_pks=(s.blob_pk for s in (*before, *after)), encoding=encoding)
-    ops = Operation.objects.filter(step=step).select_related("result").order_by("position")
-    folds = Fold.objects.filter(step=step).order_by("op_position", "id")
-    grouped: dict[tuple[int, str | None], list[str]] = defaultdict(list)
-    for fold in folds:
-        grouped[(fold.op_position, fold.result_msg_id)].append(fold.original_msg_id)
-    return {
-        "session_id": session.external_id,
-        "index": step.index,
-        "timestamp": step.timestamp.isoformat(),
-        "mode": step.mode or None,
-        "reason": step.reason or None,
-        "obs_extra": step.obs_extra,
-        "outcome": step.outcome,
-        "before": [message_as_dict(s, tokens) for s in before],
-        "after": [message_as_dict(s, tokens) for s in after],
-        "after_given": step.after_given,
-        "ops": [
+    return steps_as_dicts(session=session, steps=[step])[0]
+
+
+def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str, Any]]:
+    """Steps as the read API gives them, with a fixed number of queries for any count."""
+    contexts = step_contexts(steps)
+    # Token counts exist per encoding; a session's steps are counted in one.
+    encoding = next((st.stats.get("encoding", "") for st in steps if st.stats), "")
+    tokens = token_counts(
+        blob_pks=(s.blob_pk for b, a in contexts.values() for s in (*b, *a)), encoding=encoding
+    )
+    ops: dict[int, list[Operation]] = defaultdict(list)
+    for op in (
+        Operation.objects.filter(step__in=steps).select_related("result").order_by("position")
+    ):
+        ops[op.step_id].append(op)
+    grouped: dict[int, dict[tuple[int, str | None], list[str]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for fold in Fold.objects.filter(step__in=steps).order_by("op_position", "id"):
+        grouped[fold.step_id][(fold.op_position, fold.result_msg_id)].append(fold.original_msg_id)
+    out = []
+    for step in steps:
+        before, after = contexts[step.pk]
+        out.append(
             {
-                "op": op.op,
-                "form": op.form,
-                "targets": op.targets,
-                "result_id": op.result.msg_id if op.result else None,
-                "reason": op.reason or None,
-                "params": op.params or {},
+                "session_id": session.external_id,
+                "index": step.index,
+                "timestamp": step.timestamp.isoformat(),
+                "mode": step.mode or None,
+                "reason": step.reason or None,
+                "obs_extra": step.obs_extra,
+                "outcome": step.outcome,
+                "before": [message_as_dict(s, tokens) for s in before],
+                "after": [message_as_dict(s, tokens) for s in after],
+                "after_given": step.after_given,
+                "ops": [
+                    {
+                        "op": op.op,
+                        "form": op.form,
+                        "targets": op.targets,
+                        "result_id": op.result.msg_id if op.result else None,
+                        "reason": op.reason or None,
+                        "params": op.params or {},
+                    }
+                    for op in ops[step.pk]
+                ],
+                "folds": [
+                    {"op_index": position, "result_id": result_id, "originals": originals}
+                    for (position, result_id), originals in grouped[step.pk].items()
+                ],
+                "reported": {
+                    "before_tokens": step.reported_before,
+                    "after_tokens": step.reported_after,
+                },
+                "stats": step.stats,
+                "stats_status": step.stats_status,
             }
-            for op in ops
-        ],
-        "folds": [
-            {"op_index": position, "result_id": result_id, "originals": originals}
-            for (position, result_id), originals in grouped.items()
-        ],
-        "reported": {"before_tokens": step.reported_before, "after_tokens": step.reported_after},
-        "stats": step.stats,
-        "stats_status": step.stats_status,
-    }
+        )
+    return out
 
 
 # --- diff and archive ------------------------------------------------------------------

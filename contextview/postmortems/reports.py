@@ -1,0 +1,227 @@
+"""Session reports for incident reviews: the data, and its Markdown form.
+
+``session_report`` gathers what a postmortem rests on: the header, a timeline of
+every step's numbers, the flagged steps with what changed in them and what their
+operations lost, the annotations and the directives. The JSON export adds every
+step as the read API gives it. The HTML form is rendered by the web app from the
+same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from contextview.core.diff import diff_contexts
+from contextview.postmortems.markdown import render_markdown
+from contextview.postmortems.models import Annotation, Incident
+from contextview.sessions.models import Directive, Session, Step
+from contextview.sessions.selectors import session_as_dict, step_contexts, steps_as_dicts
+from contextview.sessions.services import directive_as_dict
+
+# A report shows the diffs of at most this many flagged steps (the timeline has all).
+MAX_FLAGGED = 50
+CHUNK = 500
+
+FLAG_EXPLANATIONS = {
+    "over_70": "the context after the step is over 70% of the budget",
+    "over_90": "the context after the step is over 90% of the budget",
+    "budget_exceeded": "the context after the step exceeds max_tokens - reserved_tokens",
+    "partition_over": "a partition is over its own budget",
+    "ratio_ineffective": "a compression kept more than 80% of its input tokens",
+    "ratio_aggressive": "a compression kept less than 5% of its input tokens",
+    "entity_loss": "a compression lost key entities (ids, numbers, codes, pinned texts)",
+    "reload_regret": "the step reloads something folded in an earlier step",
+    "repeated_tool_call": "the step's new tool message uses the same tool as the previous step's",
+    "pinned_missing": "a pinned text is not in the context after the step",
+    "after_mismatch": "the agent's own after-context differs from applying its operations",
+    "token_estimate_off": "the agent's token counts are off by more than 10%",
+}
+
+
+def _timeline(session: Session) -> Iterator[dict[str, Any]]:
+    rows = (
+        Step.objects.filter(session=session)
+        .order_by("index")
+        .values_list("index", "timestamp", "mode", "stats", "stats_status")
+    )
+    for index, timestamp, mode, stats, status in rows.iterator(chunk_size=CHUNK):
+        entry: dict[str, Any] = {
+            "index": index,
+            "timestamp": timestamp.isoformat(),
+            "mode": mode or None,
+            "stats_status": status,
+        }
+        if stats and status == "ready":
+            entry.update(
+                tokens_before=stats["tokens"]["before"],
+                tokens_after=stats["tokens"]["after"],
+                occupancy_after=stats["occupancy"]["after"],
+                flags=stats["flags"],
+                ops=[op["op"] for op in stats["ops"]],
+                lost=[
+                    e for op in stats["ops"] for e in op["entities"]["lost"] if op["op"] != "drop"
+                ],
+                reward=stats["reward"],
+            )
+        yield entry
+
+
+def _flagged_details(session: Session, indexes: list[int]) -> list[dict[str, Any]]:
+    steps = list(Step.objects.filter(session=session, index__in=indexes).order_by("index"))
+    contexts = step_contexts(steps)
+    out = []
+    for step in steps:
+        before, after = contexts[step.pk]
+        diff = diff_contexts([s.message for s in before], [s.message for s in after]).as_dict()
+        stats = step.stats or {}
+        out.append(
+            {
+                "index": step.index,
+                "reason": step.reason or None,
+                "flags": [
+                    {"flag": f, "why": FLAG_EXPLANATIONS.get(f, "")} for f in stats.get("flags", [])
+                ],
+                "ops": stats.get("ops", []),
+                "diff": diff,
+            }
+        )
+    return out
+
+
+def session_report(session: Session) -> dict[str, Any]:
+    timeline = list(_timeline(session))
+    flagged = [t["index"] for t in timeline if t.get("flags")][:MAX_FLAGGED]
+    annotations = Annotation.objects.filter(session=session).select_related("author")
+    directives = (
+        Directive.objects.filter(session=session)
+        .select_related("session", "created_by_user", "created_by_key")
+        .order_by("id")
+    )
+    incident = Incident.objects.filter(session=session).first()
+    return {
+        "session": session_as_dict(session),
+        "incident": (
+            {
+                "title": incident.title,
+                "severity": incident.severity,
+                "created_at": incident.created_at.isoformat(),
+                "resolved_at": incident.resolved_at.isoformat() if incident.resolved_at else None,
+            }
+            if incident
+            else None
+        ),
+        "timeline": timeline,
+        "flagged_steps": _flagged_details(session, flagged),
+        "lost_entities": [
+            {"step": t["index"], "entities": t["lost"]} for t in timeline if t.get("lost")
+        ],
+        "annotations": [
+            {
+                "id": a.pk,
+                "label": a.label,
+                "author": a.author.username,
+                "created_at": a.created_at.isoformat(),
+                "step": a.step_index,
+                "message": a.message_id or None,
+                "body": a.body,
+                "html": render_markdown(a.body),
+            }
+            for a in annotations.order_by("created_at")
+        ],
+        "directives": [directive_as_dict(d, full=True) for d in directives],
+    }
+
+
+def session_export(session: Session) -> Iterator[dict[str, Any]]:
+    """Every step as the read API gives it, for the JSON report, a chunk at a time."""
+    last = -1
+    while True:
+        steps = list(Step.objects.filter(session=session, index__gt=last).order_by("index")[:CHUNK])
+        if not steps:
+            return
+        yield from steps_as_dicts(session=session, steps=steps)
+        last = steps[-1].index
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def report_markdown(report: dict[str, Any]) -> str:
+    s = report["session"]
+    lines = [f"# Session {s['session_id']}", ""]
+    if report["incident"]:
+        inc = report["incident"]
+        lines += [f"**Incident ({inc['severity']}):** {inc['title']}", ""]
+    lines += [
+        f"- agent: {s['agent'] or '-'}; model: {s['model'] or '-'}; mode: {s['mode'] or '-'}",
+        f"- status: {s['status']}; score: {s['score'] if s['score'] is not None else '-'}",
+        f"- budget: {s['budget'] or '-'}",
+        f"- pinned: {', '.join(s['pinned']) or '-'}",
+        f"- steps: {s['steps']}; started {s['started_at']}",
+        "",
+        "## Timeline",
+        "",
+        "| step | mode | tokens before | tokens after | occupancy | operations | flags |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for t in report["timeline"]:
+        occ = t.get("occupancy_after")
+        lines.append(
+            f"| {t['index']} | {t['mode'] or '-'} | {t.get('tokens_before', '-')} | "
+            f"{t.get('tokens_after', '-')} | {f'{occ:.0%}' if occ is not None else '-'} | "
+            f"{', '.join(t.get('ops', [])) or '-'} | {', '.join(t.get('flags', [])) or '-'} |"
+        )
+    lines += ["", "## Flagged steps", ""]
+    if not report["flagged_steps"]:
+        lines.append("No step raised a flag.")
+    for f in report["flagged_steps"]:
+        lines += [f"### Step {f['index']}", ""]
+        if f["reason"]:
+            lines += [f"Reason: {f['reason']}", ""]
+        lines += [f"- **{x['flag']}**: {x['why']}" for x in f["flags"]]
+        for op in f["ops"]:
+            lost = op["entities"]["lost"]
+            ratio = f"{op['ratio']:.2f}" if op["ratio"] is not None else "-"
+            lines.append(
+                f"- `{op['op']}` {', '.join(op['targets'])} → {op['result_id'] or '-'}: "
+                f"{op['tokens_in']} → {op['tokens_out']} tokens (ratio {ratio})"
+                + (f"; lost: {', '.join(lost)}" if lost else "")
+            )
+        diff = f["diff"]
+        lines += [
+            "",
+            f"Removed: {', '.join(m['id'] for m in diff['removed']) or '-'}; "
+            f"added: {', '.join(m['id'] for m in diff['added']) or '-'}; "
+            f"changed: {', '.join(c['id'] for c in diff['changed']) or '-'}",
+            "",
+        ]
+    lines += ["## Lost entities", ""]
+    if not report["lost_entities"]:
+        lines.append("No compression lost a key entity.")
+    for entry in report["lost_entities"]:
+        lines.append(f"- step {entry['step']}: {', '.join(entry['entities'])}")
+    lines += ["", "## Annotations", ""]
+    if not report["annotations"]:
+        lines.append("No annotations.")
+    for a in report["annotations"]:
+        where = f"step {a['step']}" if a["step"] is not None else "session"
+        if a["message"]:
+            where += f", message {a['message']}"
+        lines += [
+            f"**{a['label']}** by {a['author']} on {where} ({a['created_at']}):",
+            "",
+            a["body"],
+            "",
+        ]
+    lines += ["## Directives", ""]
+    if not report["directives"]:
+        lines.append("No directives.")
+    for d in report["directives"]:
+        what = d.get("mode") or ", ".join(d.get("targets", []))
+        lines.append(
+            f"- {d['id']} {d['type']} {_md_escape(str(what))}: {d['status']} "
+            f"(by {d['created_by'] or '-'} at {d['created_at']})"
+        )
+    return "\n".join(lines) + "\n"

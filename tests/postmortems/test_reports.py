@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth.models import User
+
+from contextview.core.errors import InputError
+from contextview.postmortems.services import (
+    NotAllowed,
+    annotation_create,
+    annotation_delete,
+    annotation_update,
+    incident_mark,
+)
+from contextview.sessions.models import Session
+from contextview.stats.services import session_stats_compute
+from tests.api_client import Api, step
+
+LOG = "upstream inventory-svc timed out after 3 s, status 504 for order SO20260101007"
+
+
+@pytest.fixture
+def lossy_session(api: Api) -> Session:
+    batch = [
+        {
+            "id": "s",
+            "type": "session",
+            "body": {"session_id": "orders", "agent": "ops", "pinned": ["answer in a table"]},
+        },
+        step(
+            "orders",
+            0,
+            [{"id": "log", "role": "tool", "tool": "grep", "content": LOG}],
+            action={
+                "action": "summarize",
+                "target": "log",
+                "reason": "long log",
+                "result": {"id": "sum", "role": "tool", "content": "inventory timed out"},
+            },
+        ),
+        step("orders", 1, [{"id": "sum"}]),
+    ]
+    assert api.ingest({"batch": batch}).status_code == 207
+    session = Session.objects.get(external_id="orders")
+    session_stats_compute(session_id=session.pk)
+    return session
+
+
+@pytest.mark.django_db
+def test_it_reports_lost_entities_annotations_and_directives_in_markdown(
+    api: Api, lossy_session: Session
+) -> None:
+    alice = User.objects.create(username="alice")
+    annotation_create(
+        session=lossy_session,
+        author=alice,
+        step_index=0,
+        label="root-cause",
+        body="The summary dropped **SO20260101007**.",
+    )
+    incident_mark(session=lossy_session, user=alice, title="Order lost in summary", severity="sev2")
+    api.post("/sessions/orders/directives", {"type": "restore", "targets": ["log"], "step": 0})
+
+    response = api.get("/sessions/orders/report.md")
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "Incident (sev2):** Order lost in summary" in text
+    assert "### Step 0" in text
+    assert "SO20260101007" in text.split("## Lost entities")[1]
+    assert "**root-cause** by alice on step 0" in text
+    assert "restore log: pending" in text
+
+
+@pytest.mark.django_db
+def test_it_exports_the_report_and_every_step_as_json(api: Api, lossy_session: Session) -> None:
+    response = api.get("/sessions/orders/report.json")
+    data = json.loads(b"".join(response.streaming_content))
+    assert data["report"]["session"]["session_id"] == "orders"
+    assert [s["index"] for s in data["steps"]] == [0, 1]
+    assert data["steps"][0]["folds"] == [{"op_index": 0, "result_id": "sum", "originals": ["log"]}]
+    assert data["steps"][0]["before"][0]["tokens"] > 0
+    flagged = data["report"]["flagged_steps"][0]
+    assert {f["flag"] for f in flagged["flags"]} >= {"entity_loss", "pinned_missing"}
+
+
+@pytest.mark.django_db
+def test_it_lets_only_the_author_change_an_annotation(lossy_session: Session) -> None:
+    alice, bob = User.objects.create(username="alice"), User.objects.create(username="bob")
+    note = annotation_create(session=lossy_session, author=alice, body="look at step 0")
+    with pytest.raises(NotAllowed):
+        annotation_update(annotation=note, user=bob, body="mine now", label="note")
+    with pytest.raises(NotAllowed):
+        annotation_delete(annotation=note, user=bob)
+    annotation_update(annotation=note, user=alice, body="step 0 lost the order", label="root-cause")
+    annotation_delete(annotation=note, user=alice)
+    with pytest.raises(InputError, match="step"):
+        annotation_create(session=lossy_session, author=alice, body="x", step_index=9)
+
+
+def test_it_renders_annotation_markdown_without_active_content() -> None:
+    from contextview.postmortems.markdown import render_markdown
+
+    html = render_markdown(
+        "**bold** <script>alert(1)</script> [x](javascript:alert(1)) <img src=x onerror=alert(1)>"
+    )
+    assert "<strong>bold</strong>" in html
+    # What the markup tried is shown as text, never as elements or links.
+    assert "<script" not in html and "<img" not in html and "href=" not in html
+    assert "&lt;script&gt;" in html
