@@ -39,7 +39,7 @@ FLAG_EXPLANATIONS = {
 }
 
 
-def _timeline(session: Session) -> Iterator[dict[str, Any]]:
+def session_timeline(session: Session) -> Iterator[dict[str, Any]]:
     rows = (
         Step.objects.filter(session=session)
         .order_by("index")
@@ -90,7 +90,7 @@ def _flagged_details(session: Session, indexes: list[int]) -> list[dict[str, Any
 
 
 def session_report(session: Session) -> dict[str, Any]:
-    timeline = list(_timeline(session))
+    timeline = list(session_timeline(session))
     flagged = [t["index"] for t in timeline if t.get("flags")][:MAX_FLAGGED]
     annotations = Annotation.objects.filter(session=session).select_related("author")
     directives = (
