@@ -14,4 +14,17 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", api.urls),
     path("admin/", admin.site.urls),
+    # The dashboard (contextview.web).
+    path("sessions/<int:pk>/", views.session_page, name="web-session"),
+    path("sessions/<int:pk>/steps/<int:index>/", views.step_page, name="web-step"),
+    path("sessions/<int:pk>/steps/<int:index>/fold/", views.fold_page, name="web-fold"),
+    path("sessions/<int:pk>/steps/<int:index>/restore/", views.restore_page, name="web-restore"),
+    path("sessions/<int:pk>/compare/", views.compare_page, name="web-compare"),
+    path("sessions/<int:pk>/archive/", views.archive_page, name="web-archive"),
+    path("sessions/<int:pk>/restore/", views.restore_send, name="web-restore-send"),
+    path("sessions/<int:pk>/mode/", views.mode_switch, name="web-mode"),
+    path("sessions/<int:pk>/directives/", views.directives_fragment, name="web-directives"),
+    path("projects/<slug:slug>/keys/", views.keys_page, name="web-keys"),
+    path("projects/<slug:slug>/keys/<int:key_pk>/revoke/", views.key_revoke, name="web-key-revoke"),
+    path("vendor/plotly-<str:version>.min.js", views.plotly_js, name="web-plotly"),
 ]

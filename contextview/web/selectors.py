@@ -1,0 +1,885 @@
+"""Reads for the dashboard pages: what a signed-in user may see, shaped for templates.
+
+Every read starts from the user's memberships, so a page or fragment can only
+show the projects its user belongs to. Pages of a long session read compact
+per-step numbers with PostgreSQL JSON operators instead of loading contexts, so
+their query count and cost do not grow with what the session holds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from difflib import SequenceMatcher
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import connection
+from django.db.models import F, Q
+from django.db.models.expressions import RawSQL
+from django.utils import timezone
+
+from contextview.core.diff import diff_contexts
+from contextview.core.model import Message
+from contextview.core.tokens import EncodingUnavailable, TokenCounter
+from contextview.projects.models import ApiKey, Membership, Project
+from contextview.sessions.models import Directive, Fold, Operation, Session, Step
+from contextview.sessions.selectors import (
+    StoredMessage,
+    decode_cursor,
+    encode_cursor,
+    messages_by_pk,
+    step_contexts,
+    token_counts,
+)
+
+User = AbstractBaseUser | AnonymousUser
+
+STATUSES = [s.value for s in Session.Status]
+MODES = ["full", "sliding", "summary", "rag", "hybrid"]
+
+# One line per flag of the contract's Statistics section, shown beside the flag.
+FLAG_HELP = {
+    "over_70": "the context after this step is over 70% of the budget",
+    "over_90": "the context after this step is over 90% of the budget",
+    "budget_exceeded": "the context after this step is over max_tokens minus reserved_tokens",
+    "partition_over": "a partition is over its own budget",
+    "ratio_ineffective": "a compression kept more than 80% of the tokens it was given",
+    "ratio_aggressive": "a compression kept less than 5% of the tokens it was given",
+    "entity_loss": "a key entity (id, number, code, pinned text) did not survive a rewrite",
+    "reload_regret": "this step reloads something folded in an earlier step",
+    "repeated_tool_call": "the same tool as the previous step's new tool message",
+    "pinned_missing": "a pinned text is not in the context after this step",
+    "after_mismatch": "the agent's after context differs from applying its operations",
+    "token_estimate_off": "the agent's own token counts are off by more than 10%",
+}
+FLAGS = list(FLAG_HELP)
+
+
+# --- who sees what ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Access:
+    project: Project
+    role: str
+
+    @property
+    def can_direct(self) -> bool:
+        """Editors and admins may send directives (mode switches, restores)."""
+        return self.role in (Membership.Role.EDITOR, Membership.Role.ADMIN)
+
+    @property
+    def can_manage_keys(self) -> bool:
+        return self.role == Membership.Role.ADMIN
+
+
+def user_access(*, user: User) -> list[Access]:
+    """The user's projects with the role held in each, by slug."""
+    if not user.is_authenticated:
+        return []
+    rows = Membership.objects.filter(user=user).select_related("project").order_by("project__slug")
+    return [Access(project=m.project, role=m.role) for m in rows]
+
+
+def access_for(accesses: Sequence[Access], slug: str | None) -> Access | None:
+    return next((a for a in accesses if a.project.slug == slug), None)
+
+
+def session_for_user(*, user: User, pk: int) -> tuple[Session, str] | None:
+    """A session and the user's role in its project; None when the user may not see it."""
+    if not user.is_authenticated:
+        return None
+    session = (
+        Session.objects.filter(pk=pk, project__membership__user=user)
+        .select_related("project")
+        .annotate(role=F("project__membership__role"))
+        .first()
+    )
+    if session is None:
+        return None
+    return session, session.role  # type: ignore[attr-defined]
+
+
+# --- sessions list ---------------------------------------------------------------------
+
+
+@dataclass
+class SessionFilters:
+    agent: str = ""
+    mode: str = ""
+    status: str = ""
+    flag: str = ""
+    since: str = ""  # YYYY-MM-DD, inclusive
+    until: str = ""  # YYYY-MM-DD, inclusive
+    q: str = ""
+
+    @classmethod
+    def from_query(cls, params: Any) -> SessionFilters:
+        def get(name: str, limit: int = 200) -> str:
+            return (params.get(name) or "").strip()[:limit]
+
+        status = get("status")
+        flag = get("flag")
+        return cls(
+            agent=get("agent"),
+            mode=get("mode", 64),
+            status=status if status in STATUSES else "",
+            flag=flag if flag in FLAG_HELP else "",
+            since=get("since", 10) if _date(get("since", 10)) else "",
+            until=get("until", 10) if _date(get("until", 10)) else "",
+            q=get("q"),
+        )
+
+    def as_query(self) -> dict[str, str]:
+        return {k: v for k, v in vars(self).items() if v}
+
+    def __bool__(self) -> bool:
+        return bool(self.as_query())
+
+
+def _date(value: str) -> date | None:
+    try:
+        return date.fromisoformat(value) if value else None
+    except ValueError:
+        return None
+
+
+def _like(text: str) -> str:
+    return "%" + re.sub(r"([\\%_])", r"\\\1", text) + "%"
+
+
+def session_page(
+    *, project: Project, filters: SessionFilters, cursor: str | None, limit: int = 50
+) -> tuple[list[Session], str | None]:
+    """A page of the project's sessions, newest first, and the cursor of the next one.
+
+    Keyset pagination on (started_at, id) follows the ``session_recent`` index, so
+    page 2,000 of 100,000 sessions costs what page 1 does.
+    """
+    qs = Session.objects.filter(project=project)
+    if filters.agent:
+        qs = qs.filter(agent=filters.agent)
+    if filters.mode:
+        qs = qs.filter(mode=filters.mode)
+    if filters.status:
+        qs = qs.filter(status=filters.status)
+    if filters.flag:
+        qs = qs.filter(**{f"aggregates__flag_counts__{filters.flag}__gt": 0})
+    tz = timezone.get_current_timezone()
+    if since := _date(filters.since):
+        qs = qs.filter(started_at__gte=datetime.combine(since, time.min, tz))
+    if until := _date(filters.until):
+        qs = qs.filter(started_at__lt=datetime.combine(until + timedelta(days=1), time.min, tz))
+    if filters.q:
+        # A plain ILIKE over the project's distinct contents: each text is stored
+        # once per project, so this scans content, not steps. Fine at today's
+        # sizes; a pg_trgm index on cv_blob.text is the next step if it is not.
+        qs = qs.filter(
+            pk__in=RawSQL(
+                "SELECT sm.session_id FROM cv_session_message sm "
+                "JOIN cv_message m ON m.id = sm.message_id "
+                "JOIN cv_blob b ON b.id = m.blob_id "
+                "WHERE sm.project_id = %s AND b.project_id = %s AND b.text ILIKE %s",
+                [project.pk, project.pk, _like(filters.q)],
+            )
+        )
+    if cursor and (after := decode_cursor(cursor)) is not None:
+        started, pk = after
+        qs = qs.filter(Q(started_at__lt=started) | Q(started_at=started, pk__lt=pk))
+    page = list(
+        qs.order_by("-started_at", "-pk").defer("metadata", "pinned", "budget")[: limit + 1]
+    )
+    more = len(page) > limit
+    page = page[:limit]
+    return page, (encode_cursor(page[-1].started_at, page[-1].pk) if more and page else None)
+
+
+def project_agents(*, project: Project, limit: int = 200) -> list[str]:
+    return list(
+        Session.objects.filter(project=project)
+        .exclude(agent="")
+        .order_by("agent")
+        .values_list("agent", flat=True)
+        .distinct()[:limit]
+    )
+
+
+# --- session page ----------------------------------------------------------------------
+
+# The chart draws at most this many points; a longer session is shown in buckets
+# of consecutive steps, each drawn as its fullest step (so peaks stay visible),
+# with the union of the bucket's flags and operations.
+CHART_POINTS = 2000
+
+# One row per point: [index, mode, measured before, measured after, {partition: after},
+# flags, reported before, reported after, "op op ...", first index, last index].
+# Built as JSON text inside PostgreSQL, reading each step's statistics once
+# (jsonb_to_record), so a 10,000-step session costs one query and no Python per step.
+_CHART_SQL = """
+WITH s AS MATERIALIZED (
+  SELECT s.id, s.index, s.mode, s.reported_before, s.reported_after,
+         (x.tokens->>'before')::bigint AS before, (x.tokens->>'after')::bigint AS after,
+         CASE WHEN jsonb_typeof(x.flags) = 'array' THEN x.flags END AS flags,
+         s.index / %(k)s AS bucket
+  FROM cv_step s
+  CROSS JOIN LATERAL jsonb_to_record(coalesce(s.stats, '{}')) AS x(tokens jsonb, flags jsonb)
+  WHERE s.session_id = %(session)s
+), peak AS (
+  SELECT DISTINCT ON (bucket) * FROM s
+  ORDER BY bucket, coalesce(after, reported_after, 0) DESC, index
+), span AS (
+  SELECT bucket, min(index) AS lo, max(index) AS hi,
+         jsonb_agg(DISTINCT f) FILTER (WHERE f IS NOT NULL) AS flags
+  FROM s LEFT JOIN LATERAL jsonb_array_elements_text(s.flags) AS f ON true
+  GROUP BY bucket
+), ops AS (
+  SELECT s.bucket, string_agg(DISTINCT o.op, ' ') AS ops
+  FROM s JOIN cv_operation o ON o.step_id = s.id
+  GROUP BY s.bucket
+)
+SELECT coalesce(json_agg(json_build_array(
+         p.index, p.mode, p.before, p.after,
+         (SELECT jsonb_object_agg(e.key, e.value->'after')
+            FROM jsonb_each(CASE WHEN jsonb_typeof(st.stats->'partitions') = 'object'
+                                 THEN st.stats->'partitions' END) AS e),
+         span.flags, p.reported_before, p.reported_after, ops.ops, span.lo, span.hi
+       ) ORDER BY p.bucket), '[]')::text,
+       (SELECT coalesce(array_agg(DISTINCT mode), '{}') FROM s WHERE mode <> '')
+FROM peak p JOIN cv_step st ON st.id = p.id JOIN span USING (bucket) LEFT JOIN ops USING (bucket)
+"""
+
+
+def session_chart(*, session: Session) -> tuple[str, list[str]]:
+    """The chart's points as JSON text, and the modes the session's steps reported."""
+    per_point = max(1, -(-session.step_count // CHART_POINTS))
+    with connection.cursor() as cursor:
+        cursor.execute(_CHART_SQL, {"session": session.pk, "k": per_point})
+        rows, modes = cursor.fetchone()
+    return rows, sorted(modes or [])
+
+
+@dataclass
+class StepRow:
+    index: int
+    timestamp: datetime
+    mode: str
+    reason: str
+    stats_status: str
+    reported_before: int | None
+    reported_after: int | None
+    tokens_before: int | None
+    tokens_after: int | None
+    occupancy: float | None
+    flags: list[str]
+    ops: list[str] = field(default_factory=list)
+
+
+def step_rows(
+    *, session: Session, after: int | None = None, before: int | None = None, limit: int = 100
+) -> tuple[list[StepRow], bool, bool]:
+    """A window of the step list by index (keyset), and whether there are steps
+    before and after it. Two queries, whatever the window or the session size."""
+    qs = Step.objects.filter(session=session)
+    if before is not None:
+        qs = qs.filter(index__lt=before).order_by("-index")
+    else:
+        qs = qs.filter(index__gt=after if after is not None else -1).order_by("index")
+    # Whole `stats` values, read in Python: JSON operators in the select list
+    # would run on every step of the session before the sort and limit.
+    raw = list(
+        qs.values("id", "index", "timestamp", "mode", "reason", "stats_status",
+                  "reported_before", "reported_after", "stats")[: limit + 1]
+    )  # fmt: skip
+    more = len(raw) > limit
+    raw = raw[:limit]
+    if before is not None:
+        raw.reverse()
+    ops: dict[int, list[str]] = {}
+    for step_id, op in (
+        Operation.objects.filter(step_id__in=[r["id"] for r in raw])
+        .order_by("step_id", "position")
+        .values_list("step_id", "op")
+    ):
+        ops.setdefault(step_id, []).append(op)
+    rows = []
+    for r in raw:
+        stats = r["stats"] if isinstance(r["stats"], dict) else {}
+        tokens = stats.get("tokens") if isinstance(stats.get("tokens"), dict) else {}
+        occupancy = stats.get("occupancy") if isinstance(stats.get("occupancy"), dict) else {}
+        flags = stats.get("flags")
+        rows.append(
+            StepRow(
+                index=r["index"],
+                timestamp=r["timestamp"],
+                mode=r["mode"],
+                reason=r["reason"],
+                stats_status=r["stats_status"],
+                reported_before=r["reported_before"],
+                reported_after=r["reported_after"],
+                tokens_before=tokens.get("before"),
+                tokens_after=tokens.get("after"),
+                occupancy=_float(occupancy.get("after")),
+                flags=flags if isinstance(flags, list) else [],
+                ops=ops.get(r["id"], []),
+            )
+        )
+    if before is not None:
+        has_prev, has_next = more, True
+    else:
+        has_prev, has_next = after is not None and after >= 0 and bool(rows), more
+    return rows, has_prev, has_next
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass
+class DirectiveRow:
+    directive: Directive
+    created_by: str
+    applied_step: int | None
+
+    @property
+    def summary(self) -> str:
+        payload = self.directive.payload
+        if self.directive.type == Directive.Type.SET_MODE:
+            return f"mode → {payload.get('mode', '')}"
+        targets = payload.get("targets") or []
+        at = f" at step {payload['step']}" if payload.get("step") is not None else ""
+        return f"restore {', '.join(str(t) for t in targets)}{at}"
+
+
+def session_directives(*, session: Session, limit: int = 20) -> list[DirectiveRow]:
+    """The latest directives, who asked, and the first step that shows each one applied."""
+    shown_in = RawSQL(
+        "SELECT min(s.index) FROM cv_step s WHERE s.session_id = cv_directive.session_id "
+        "AND s.received_at >= cv_directive.created_at AND ("
+        "  (cv_directive.type = 'set_mode' AND s.mode = cv_directive.payload->>'mode')"
+        "  OR (cv_directive.type = 'restore' AND cv_directive.status = 'applied'"
+        "      AND s.received_at >= cv_directive.resolved_at))",
+        [],
+    )
+    directives = (
+        Directive.objects.filter(session=session)
+        .select_related("created_by_user", "created_by_key")
+        .annotate(applied_step=shown_in)
+        .order_by("-id")[:limit]
+    )
+    rows = []
+    for d in directives:
+        if d.created_by_user is not None:
+            who = d.created_by_user.get_username()
+        elif d.created_by_key is not None:
+            who = f"key {d.created_by_key.prefix}…"
+        else:
+            who = "—"
+        rows.append(DirectiveRow(d, who, d.applied_step))  # type: ignore[attr-defined]
+    return rows
+
+
+# --- one step --------------------------------------------------------------------------
+
+
+@dataclass
+class Cell:
+    """One message as shown in a diff column."""
+
+    message: Message
+    tokens: int | None
+    # Word pieces (tag, text) when the message changed; tags equal/delete/insert.
+    pieces: list[tuple[str, str]] | None = None
+    # Where it stood in its context (0-based), for "moved from #3".
+    position: int = 0
+
+
+@dataclass
+class Row:
+    """One line of the side-by-side diff: a message before, after, or both."""
+
+    kind: str  # same, changed, moved, removed, added, folded, dropped, summary, merged, reloaded
+    left: Cell | None = None
+    right: Cell | None = None
+    label: str = ""
+    fold_result: str | None = None  # a summary/merge result: its originals can be opened
+    originals: list[str] = field(default_factory=list)
+    # What each side is, when a row pairs a message that left with one that came.
+    left_kind: str = ""
+    right_kind: str = ""
+
+    @property
+    def collapsed(self) -> bool:
+        return self.kind == "same"
+
+
+@dataclass
+class FoldInfo:
+    kind: str
+    op: str
+    result_id: str | None
+
+
+def diff_rows(
+    before: Sequence[Message],
+    after: Sequence[Message],
+    *,
+    tokens_before: Sequence[int | None],
+    tokens_after: Sequence[int | None],
+    folds: dict[str, FoldInfo] | None = None,
+    results: dict[str, tuple[str, list[str]]] | None = None,
+    reloaded: set[str] | None = None,
+) -> list[Row]:
+    """Side-by-side rows of how `before` became `after`, message by message.
+
+    Messages are matched by id (as in the core diff, which decides what changed
+    and what moved); rows follow the after order, with messages that left shown
+    where they stood. `folds` says which removed ids an operation of this step
+    folded or dropped, `results` which added ids are an operation's result (its
+    op and targets), `reloaded` which ids came back from the archive.
+    """
+    folds = folds or {}
+    results = results or {}
+    reloaded = reloaded or set()
+    diff = diff_contexts(before, after)
+    changed = {c.id: c.words for c in diff.changed}
+    moved = {m.id for m in diff.moved}
+    ids_b = [m.id for m in before]
+    ids_a = [m.id for m in after]
+    in_b, in_a = set(ids_b), set(ids_a)
+
+    def left(i: int, pieces: list[tuple[str, str]] | None = None) -> Cell:
+        return Cell(before[i], tokens_before[i], pieces, i)
+
+    def right(j: int, pieces: list[tuple[str, str]] | None = None) -> Cell:
+        return Cell(after[j], tokens_after[j], pieces, j)
+
+    def both(i: int, j: int) -> Row:
+        mid = after[j].id
+        words = changed.get(mid)
+        kind = "moved" if mid in moved else ("changed" if words is not None else "same")
+        row = Row(kind, left(i, words), right(j, words))
+        if mid in moved:
+            row.label = f"moved from #{i + 1} to #{j + 1}"
+        if words is not None and mid in results:
+            op, _ = results[mid]
+            row.label = (row.label + "; " if row.label else "") + f"{_past(op)} ({op})"
+            row.fold_result = mid
+        elif words is not None:
+            row.label = (row.label + "; " if row.label else "") + "content changed"
+        if row.kind == "moved" and words is not None:
+            row.kind = "changed"
+        row.left_kind = row.right_kind = row.kind
+        return row
+
+    def gone(i: int) -> tuple[str, str]:
+        info = folds.get(before[i].id)
+        if info is None:
+            return "removed", "removed"
+        if info.kind == "drop":
+            return "dropped", f"dropped ({info.op})"
+        return "folded", f"folded into {info.result_id} ({info.op})"
+
+    def came(j: int) -> tuple[str, str, str | None, list[str]]:
+        mid = after[j].id
+        if mid in results:
+            op, targets = results[mid]
+            kind = "merged" if op == "merge" else "summary"
+            return kind, f"{_past(op)} from {', '.join(targets)} ({op})", mid, targets
+        if mid in reloaded:
+            return "reloaded", "reloaded from the archive", None, []
+        return "added", "added", None, []
+
+    rows: list[Row] = []
+    position_b = {mid: i for i, mid in enumerate(ids_b)}
+    matcher = SequenceMatcher(None, ids_b, ids_a, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            rows.extend(both(i, j) for i, j in zip(range(i1, i2), range(j1, j2), strict=True))
+            continue
+        # Messages that left stand beside what arrived in their place; ids that
+        # only moved are shown once, where they are now.
+        lefts = [i for i in range(i1, i2) if ids_b[i] not in in_a]
+        for j in range(j1, j2):
+            if ids_a[j] in in_b:
+                rows.append(both(position_b[ids_a[j]], j))
+                continue
+            kind, label, result, targets = came(j)
+            row = Row(kind, right=right(j), label=label, fold_result=result, originals=targets)
+            row.right_kind = kind
+            if lefts:
+                i = lefts.pop(0)
+                gone_kind, gone_label = gone(i)
+                row.left, row.left_kind = left(i), gone_kind
+                row.label = f"{gone_label} · {label}"
+                if kind == "added":
+                    row.kind = gone_kind
+            rows.append(row)
+        for i in lefts:
+            kind, label = gone(i)
+            rows.append(Row(kind, left=left(i), label=label, left_kind=kind))
+    return rows
+
+
+def _past(op: str) -> str:
+    return {
+        "summarize": "summarized",
+        "fold": "folded",
+        "merge": "merged",
+        "rewrite": "rewritten",
+        "truncate": "truncated",
+    }.get(op, op)
+
+
+@dataclass
+class OpView:
+    position: int
+    op: str
+    form: str
+    targets: list[str]
+    result_id: str | None
+    reason: str
+    params: dict[str, Any]
+    stats: dict[str, Any] | None
+
+    @property
+    def lost(self) -> list[str]:
+        entities = (self.stats or {}).get("entities") or {}
+        lost = entities.get("lost") if isinstance(entities, dict) else None
+        return [str(x) for x in lost] if isinstance(lost, list) else []
+
+
+@dataclass
+class StepView:
+    session: Session
+    step: Step
+    rows: list[Row]
+    ops: list[OpView]
+    flags: list[tuple[str, str]]
+    before_tokens: int | None
+    after_tokens: int | None
+    before_count: int
+    after_count: int
+    neighbors: dict[str, int | None]
+    stats: dict[str, Any] | None
+
+    @property
+    def reported_error(self) -> dict[str, Any]:
+        value = (self.stats or {}).get("reported_error")
+        return value if isinstance(value, dict) else {}
+
+
+def _context_tokens(cells: Sequence[int | None]) -> int | None:
+    return sum(t for t in cells if t is not None) if cells and None not in cells else None
+
+
+def _encoding(session: Session, step: Step | None = None) -> str:
+    stats = step.stats if step is not None and isinstance(step.stats, dict) else {}
+    return str(stats.get("encoding") or session.encoding or "cl100k_base")
+
+
+_NEIGHBORS_SQL = """
+SELECT
+  (SELECT index FROM cv_step WHERE session_id = %(s)s AND index < %(i)s
+    ORDER BY index DESC LIMIT 1),
+  (SELECT index FROM cv_step WHERE session_id = %(s)s AND index > %(i)s
+    ORDER BY index LIMIT 1),
+  (SELECT index FROM cv_step WHERE session_id = %(s)s AND index < %(i)s
+    AND jsonb_typeof(stats->'flags') = 'array' AND jsonb_array_length(stats->'flags') > 0
+    ORDER BY index DESC LIMIT 1),
+  (SELECT index FROM cv_step WHERE session_id = %(s)s AND index > %(i)s
+    AND jsonb_typeof(stats->'flags') = 'array' AND jsonb_array_length(stats->'flags') > 0
+    ORDER BY index LIMIT 1)
+"""
+
+
+def step_neighbors(*, session: Session, index: int) -> dict[str, int | None]:
+    """Previous and next step, and previous and next flagged step, in one query."""
+    with connection.cursor() as cursor:
+        cursor.execute(_NEIGHBORS_SQL, {"s": session.pk, "i": index})
+        prev, next_, prev_flagged, next_flagged = cursor.fetchone()
+    return {"prev": prev, "next": next_, "prev_flagged": prev_flagged, "next_flagged": next_flagged}
+
+
+def step_view(*, session: Session, step: Step) -> StepView:
+    """Everything the step fragment shows, in a fixed number of queries."""
+    before, after = step_contexts([step])[step.pk]
+    tokens = token_counts(
+        blob_pks=(s.blob_pk for s in (*before, *after)), encoding=_encoding(session, step)
+    )
+    ops = list(Operation.objects.filter(step=step).select_related("result").order_by("position"))
+    fold_rows = list(Fold.objects.filter(step=step).order_by("op_position", "id"))
+    stats = step.stats if isinstance(step.stats, dict) else None
+    stat_ops = (stats or {}).get("ops") or []
+
+    folds = {
+        f.original_msg_id: FoldInfo(kind=f.kind, op=f.op, result_id=f.result_msg_id)
+        for f in fold_rows
+    }
+    results: dict[str, tuple[str, list[str]]] = {}
+    reloaded: set[str] = set()
+    for op in ops:
+        if op.op == "reload":
+            reloaded.update(str(t) for t in op.targets)
+        elif op.result is not None:
+            results[op.result.msg_id] = (op.op, [str(t) for t in op.targets])
+
+    tb = [tokens.get(s.blob_pk) for s in before]
+    ta = [tokens.get(s.blob_pk) for s in after]
+    rows = diff_rows(
+        [s.message for s in before],
+        [s.message for s in after],
+        tokens_before=tb,
+        tokens_after=ta,
+        folds=folds,
+        results=results,
+        reloaded=reloaded,
+    )
+    measured = (stats or {}).get("tokens") or {}
+    flags = [(f, FLAG_HELP.get(f, "")) for f in (stats or {}).get("flags") or []]
+    return StepView(
+        session=session,
+        step=step,
+        rows=rows,
+        ops=[
+            OpView(
+                position=op.position,
+                op=op.op,
+                form=op.form,
+                targets=[str(t) for t in op.targets],
+                result_id=op.result.msg_id if op.result else None,
+                reason=op.reason,
+                params=op.params or {},
+                stats=stat_ops[op.position] if op.position < len(stat_ops) else None,
+            )
+            for op in ops
+        ],
+        flags=flags,
+        before_tokens=measured.get("before", _context_tokens(tb)),
+        after_tokens=measured.get("after", _context_tokens(ta)),
+        before_count=len(before),
+        after_count=len(after),
+        neighbors=step_neighbors(session=session, index=step.index),
+        stats=stats,
+    )
+
+
+# --- compare two steps -----------------------------------------------------------------
+
+
+@dataclass
+class CompareView:
+    rows: list[Row]
+    partitions: list[tuple[str, int | None, int | None, int | None]]  # name, from, to, delta
+    total: tuple[int | None, int | None, int | None]
+
+
+def steps_compare(*, session: Session, start: Step, end: Step) -> CompareView:
+    """Step `start`'s before against step `end`'s after, with token deltas per partition."""
+    contexts = step_contexts([start, end])
+    before = contexts[start.pk][0]
+    after = contexts[end.pk][1]
+    tokens = token_counts(
+        blob_pks=(s.blob_pk for s in (*before, *after)), encoding=_encoding(session, end)
+    )
+    tb = [tokens.get(s.blob_pk) for s in before]
+    ta = [tokens.get(s.blob_pk) for s in after]
+    rows = diff_rows([s.message for s in before], [s.message for s in after],
+                     tokens_before=tb, tokens_after=ta)  # fmt: skip
+
+    def by_partition(stored: Sequence[StoredMessage], counts: Sequence[int | None]) -> dict:
+        out: dict[str, int | None] = {}
+        for s, n in zip(stored, counts, strict=True):
+            name = s.message.partition
+            out[name] = None if n is None or out.get(name, 0) is None else out.get(name, 0) + n
+        return out
+
+    pb, pa = by_partition(before, tb), by_partition(after, ta)
+    # Measured per-partition totals from the statistics, where the worker has them.
+    stats_b = ((start.stats or {}).get("partitions") or {}) if isinstance(start.stats, dict) else {}
+    stats_a = ((end.stats or {}).get("partitions") or {}) if isinstance(end.stats, dict) else {}
+    for name, value in stats_b.items():
+        if isinstance(value, dict) and value.get("before") is not None:
+            pb[name] = value["before"]
+    for name, value in stats_a.items():
+        if isinstance(value, dict) and value.get("after") is not None:
+            pa[name] = value["after"]
+    partitions = []
+    for name in sorted(set(pb) | set(pa)):
+        x, y = pb.get(name, 0), pa.get(name, 0)
+        delta = y - x if x is not None and y is not None else None
+        partitions.append((name, x, y, delta))
+    total_b = None if any(p[1] is None for p in partitions) else sum(p[1] or 0 for p in partitions)
+    total_a = None if any(p[2] is None for p in partitions) else sum(p[2] or 0 for p in partitions)
+    delta = total_a - total_b if total_a is not None and total_b is not None else None
+    return CompareView(rows=rows, partitions=partitions, total=(total_b, total_a, delta))
+
+
+# --- folded originals and restore ------------------------------------------------------
+
+
+@dataclass
+class Original:
+    fold: Fold
+    step_index: int
+    message: Message
+    tokens: int | None
+
+
+def _originals(session: Session, folds: list[Fold], step_index: dict[int, int]) -> list[Original]:
+    stored = messages_by_pk(f.original_id for f in folds)
+    blobs = (s.blob_pk for s in stored.values())
+    tokens = token_counts(blob_pks=blobs, encoding=_encoding(session))
+    return [
+        Original(
+            fold=f,
+            step_index=step_index[f.step_id],
+            message=stored[f.original_id].message,
+            tokens=tokens.get(stored[f.original_id].blob_pk),
+        )
+        for f in folds
+    ]
+
+
+def fold_originals(*, session: Session, step: Step, result_id: str) -> list[Original]:
+    """The originals an operation of `step` folded into `result_id`."""
+    folds = list(
+        Fold.objects.filter(step=step, result_msg_id=result_id).order_by("op_position", "id")
+    )
+    return _originals(session, folds, {step.pk: step.index})
+
+
+def archive_page(
+    *, session: Session, after: int | None = None, limit: int = 200
+) -> tuple[list[Original], int | None]:
+    """A page of the session's folded and dropped originals, oldest first."""
+    qs = Fold.objects.filter(session=session).select_related("step").order_by("id")
+    if after is not None:
+        qs = qs.filter(pk__gt=after)
+    folds = list(qs[: limit + 1])
+    more = len(folds) > limit
+    folds = folds[:limit]
+    originals = _originals(session, folds, {f.step_id: f.step.index for f in folds})
+    return originals, (folds[-1].pk if more and folds else None)
+
+
+@dataclass
+class RestorePreview:
+    step: Step
+    cells: list[tuple[Cell, bool]]  # (message, restored?)
+    restoring: list[str]
+    unknown: list[str]
+    tokens: int | None
+    max_tokens: int | None
+    limit: int | None  # max_tokens - reserved_tokens: what must not be exceeded
+
+    @property
+    def fits(self) -> bool | None:
+        if self.tokens is None or self.limit is None:
+            return None
+        return self.tokens <= self.limit
+
+    @property
+    def occupancy(self) -> float | None:
+        if self.tokens is None or not self.max_tokens:
+            return None
+        return self.tokens / self.max_tokens
+
+
+def session_budget(session: Session) -> tuple[int | None, int | None]:
+    budget = session.budget if isinstance(session.budget, dict) else {}
+    max_tokens = budget.get("max_tokens")
+    reserved = budget.get("reserved_tokens") or 0
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
+        return None, None
+    return max_tokens, max_tokens - (reserved if isinstance(reserved, int) else 0)
+
+
+def restore_preview(*, session: Session, step: Step, ids: Sequence[str]) -> RestorePreview:
+    """Step `step`'s after context with archived originals put back where they stood.
+
+    An original goes back just before the message that replaced it when that is
+    still in the context; a dropped one after the message that preceded it in the
+    context it left; otherwise at the end, where a plain reload would put it.
+    Tokens are the measured counts; any the workers have not counted yet are
+    counted here with tiktoken in the session's encoding.
+    """
+    wanted = list(dict.fromkeys(i for i in ids if i))
+    after = step_contexts([step])[step.pk][1]
+    present = {s.message.id for s in after}
+    candidates = (
+        Fold.objects.filter(
+            session=session, original_msg_id__in=wanted, step__index__lte=step.index
+        )
+        .select_related("step")
+        .order_by("original_msg_id", "-step__index", "-id")
+        .distinct("original_msg_id")
+    )
+    latest = {f.original_msg_id: f for f in candidates if f.original_msg_id not in present}
+    restoring = [i for i in wanted if i in latest]
+    unknown = [i for i in wanted if i not in latest]
+    fold_steps = list({f.step_id: f.step for f in latest.values()}.values())
+    contexts = step_contexts(fold_steps) if fold_steps else {}
+    stored = messages_by_pk(f.original_id for f in latest.values())
+
+    positions = {s.message.id: k for k, s in enumerate(after)}
+    inserts: dict[int, list[StoredMessage]] = {}
+    for mid in restoring:
+        f = latest[mid]
+        at = len(after)
+        if f.result_msg_id and f.result_msg_id in positions:
+            at = positions[f.result_msg_id]
+        else:
+            fold_before = [s.message.id for s in contexts[f.step_id][0]]
+            if mid in fold_before:
+                for previous in reversed(fold_before[: fold_before.index(mid)]):
+                    if previous in positions:
+                        at = positions[previous] + 1
+                        break
+                else:
+                    at = 0
+        inserts.setdefault(at, []).append(stored[f.original_id])
+
+    sequence: list[tuple[StoredMessage, bool]] = []
+    for k in range(len(after) + 1):
+        sequence.extend((s, True) for s in inserts.get(k, []))
+        if k < len(after):
+            sequence.append((after[k], False))
+
+    encoding = _encoding(session, step)
+    counted = token_counts(blob_pks=(s.blob_pk for s, _ in sequence), encoding=encoding)
+    missing = {s.blob_pk: s.message.text for s, _ in sequence if s.blob_pk not in counted}
+    if missing:
+        try:
+            counter = TokenCounter(encoding)
+            counted.update(zip(missing, counter.count_many(list(missing.values())), strict=True))
+        except EncodingUnavailable:
+            pass
+    cells = [
+        (Cell(s.message, counted.get(s.blob_pk), None, k), restored)
+        for k, (s, restored) in enumerate(sequence)
+    ]
+    max_tokens, limit = session_budget(session)
+    return RestorePreview(
+        step=step,
+        cells=cells,
+        restoring=restoring,
+        unknown=unknown,
+        tokens=_context_tokens([c.tokens for c, _ in cells]),
+        max_tokens=max_tokens,
+        limit=limit,
+    )
+
+
+# --- API keys --------------------------------------------------------------------------
+
+
+def project_keys(*, project: Project) -> list[ApiKey]:
+    return list(
+        ApiKey.objects.filter(project=project).select_related("created_by").order_by("-created_at")
+    )

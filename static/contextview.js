@@ -1,0 +1,215 @@
+// contextview dashboard behaviour. No inline scripts anywhere (the CSP forbids them):
+// data comes in data- attributes.
+(function () {
+  "use strict";
+
+  const PARTITION_ORDER = ["system", "task", "memory", "tool", "retrieval", "question", "other"];
+  const PARTITION_COLORS = {
+    system: "#64748b", task: "#0ea5e9", memory: "#8b5cf6", tool: "#f59e0b",
+    retrieval: "#10b981", question: "#3b82f6", other: "#a3a3a3",
+  };
+  const OP_SYMBOLS = {
+    summarize: "diamond", fold: "diamond", merge: "triangle-up", rewrite: "square",
+    truncate: "square-open", drop: "x", reload: "circle", reorder: "star",
+    pin: "cross", unpin: "cross-open", expire: "hourglass", keep: "circle-open",
+  };
+
+  // Plotly renders a few HTML-like tags (<b>, <a href>, <br>) and entities in names
+  // and labels; agent-sent names must show as the text they are.
+  function text(value) {
+    return String(value).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+
+
+  function loadStep(url) {
+    const panel = document.getElementById("step-panel");
+    if (!panel || !window.htmx) { window.location.href = url; return; }
+    window.htmx.ajax("GET", url, { target: "#step-panel", swap: "innerHTML" }).then(function () {
+      window.history.pushState({}, "", url);
+    });
+  }
+
+  // --- the occupancy chart ----------------------------------------------------------
+
+  function drawChart(el) {
+    if (!window.Plotly || el.dataset.drawn) return;
+    const rows = JSON.parse(el.dataset.rows || "[]");
+    const meta = JSON.parse(el.dataset.meta || "{}");
+    el.dataset.drawn = "1";
+    // row: [index, mode, before, after, {partition: after}, flags, reported_before,
+    // reported_after, ops, first, last]; a long session comes in buckets of steps
+    // first..last, drawn at their fullest step `index`.
+    const x = rows.map(function (r) { return r[0]; });
+    const where = rows.map(function (r) {
+      return r[9] === r[10] ? "step " + r[0] : "steps " + r[9] + "–" + r[10] + ", fullest " + r[0];
+    });
+    const measured = rows.some(function (r) { return r[3] !== null; });
+    const names = new Set();
+    rows.forEach(function (r) { if (r[4]) Object.keys(r[4]).forEach(function (k) { names.add(k); }); });
+    const partitions = PARTITION_ORDER.filter(function (p) { return names.has(p); })
+      .concat(Array.from(names).filter(function (p) { return PARTITION_ORDER.indexOf(p) < 0; }).sort());
+
+    const traces = partitions.map(function (p) {
+      return {
+        type: "scatter", mode: "lines", stackgroup: "tokens", name: text(p), x: x,
+        y: rows.map(function (r) { return r[4] && r[4][p] !== undefined ? r[4][p] : null; }),
+        line: { width: 0.5, color: PARTITION_COLORS[p] },
+        customdata: where, hovertemplate: "%{customdata}<br>%{fullData.name}: %{y} tokens<extra></extra>",
+      };
+    });
+    const reported = rows.map(function (r) { return r[7]; });
+    if (reported.some(function (v) { return v !== null; })) {
+      traces.push({
+        type: "scatter", mode: "lines", name: measured ? "reported by agent" : "tokens (reported by agent; measured pending)",
+        x: x, y: reported, line: { dash: "dot", color: "#334155", width: 1.5 }, customdata: where,
+        visible: measured ? "legendonly" : true,
+        hovertemplate: "%{customdata}<br>reported: %{y} tokens<extra></extra>",
+      });
+    }
+    // One marker trace per operation type, at the step's tokens after.
+    const byOp = {};
+    rows.forEach(function (r) {
+      if (!r[8]) return;
+      const y = r[3] !== null ? r[3] : (r[7] !== null ? r[7] : 0);
+      r[8].split(" ").forEach(function (op, k) {
+        (byOp[op] = byOp[op] || { x: [], y: [], text: [] });
+        if (k === 0 || byOp[op].x[byOp[op].x.length - 1] !== r[0]) {
+          byOp[op].x.push(r[0]); byOp[op].y.push(y); byOp[op].text.push(r[8]);
+        }
+      });
+    });
+    Object.keys(byOp).sort().forEach(function (op) {
+      traces.push({
+        type: "scatter", mode: "markers", name: text(op), x: byOp[op].x, y: byOp[op].y, text: byOp[op].text,
+        marker: { symbol: OP_SYMBOLS[op] || "circle", size: 9, color: "#111827", line: { width: 1, color: "#fff" } },
+        hovertemplate: "step %{x}: %{text}<extra></extra>", meta: "op",
+      });
+    });
+    // The flags strip: one row per flag name under the chart.
+    const flagX = [], flagY = [];
+    rows.forEach(function (r) { (r[5] || []).forEach(function (f) { flagX.push(r[0]); flagY.push(f); }); });
+    const hasFlags = flagX.length > 0;
+    if (hasFlags) {
+      traces.push({
+        type: "scatter", mode: "markers", name: "flags", x: flagX, y: flagY, yaxis: "y2",
+        marker: { symbol: "square", size: 8, color: "#dc2626" }, showlegend: false,
+        hovertemplate: "step %{x}: %{y}<extra></extra>",
+      });
+    }
+    const shapes = [], annotations = [];
+    const budget = meta.budget || {};
+    if (budget.max_tokens) {
+      [[1, "budget", "#b91c1c", "solid"], [0.9, "90%", "#ea580c", "dash"], [0.7, "70%", "#ca8a04", "dot"]]
+        .forEach(function (b) {
+          const y = budget.max_tokens * b[0];
+          shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: y, y1: y,
+                        line: { color: b[2], width: 1.2, dash: b[3] } });
+          annotations.push({ xref: "paper", x: 1, xanchor: "right", yref: "y", y: y, yanchor: "bottom",
+                             text: b[1] + " " + Math.round(y), showarrow: false, font: { size: 10, color: b[2] } });
+        });
+    }
+    // Mode changes and applied directives on the timeline.
+    let lastMode = null;
+    rows.forEach(function (r) {
+      if (r[1] && r[1] !== lastMode && lastMode !== null) {
+        shapes.push({ type: "line", x0: r[0], x1: r[0], yref: "y domain", y0: 0, y1: 1,
+                      line: { color: "#6366f1", width: 1, dash: "dot" } });
+        annotations.push({ x: r[0], yref: "y domain", y: 1, yanchor: "bottom", text: "mode " + text(r[1]),
+                           showarrow: false, font: { size: 10, color: "#4338ca" } });
+      }
+      if (r[1]) lastMode = r[1];
+    });
+    (meta.directives || []).forEach(function (d) {
+      annotations.push({ x: d.step, yref: "y domain", y: 0, yanchor: "bottom",
+                         text: "✔ " + text(d.label) + " (" + text(d.by) + ")", showarrow: true, arrowhead: 0, ay: -24,
+                         font: { size: 10, color: "#047857" } });
+    });
+    // The flags strip gets a row per flag name, under the tokens chart, sharing its x axis.
+    const flagNames = Array.from(new Set(flagY));
+    const main = 300, strip = hasFlags ? 22 * flagNames.length + 16 : 0, gap = hasFlags ? 24 : 0;
+    const plotHeight = main + gap + strip, bottom = 40, top = 28;
+    const layout = {
+      height: plotHeight + top + bottom, margin: { l: 130, r: 20, t: top, b: bottom },
+      hovermode: "closest", showlegend: true, legend: { x: 1.01, y: 1, font: { size: 11 } },
+      xaxis: { rangemode: "tozero", anchor: hasFlags ? "y2" : "y", automargin: true,
+               title: { text: "step", standoff: 4 } },
+      yaxis: { title: { text: "tokens" }, rangemode: "tozero",
+               domain: [hasFlags ? (strip + gap) / plotHeight : 0, 1] },
+      shapes: shapes, annotations: annotations,
+    };
+    if (hasFlags) {
+      layout.yaxis2 = { domain: [0, strip / plotHeight], type: "category", categoryarray: flagNames,
+                        tickfont: { size: 10, color: "#912018" }, fixedrange: true };
+    }
+    window.Plotly.newPlot(el, traces, layout, { responsive: true, displaylogo: false });
+    el.on("plotly_click", function (ev) {
+      if (!ev.points || !ev.points.length) return;
+      loadStep(meta.step_url + ev.points[0].x + "/");
+    });
+  }
+
+  function drawCharts(root) {
+    (root || document).querySelectorAll("[data-chart]").forEach(drawChart);
+  }
+
+  // --- keyboard: j/k between steps, [ and ] between flagged steps ----------------------
+
+  document.addEventListener("keydown", function (ev) {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const t = ev.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+    if (["j", "k", "[", "]"].indexOf(ev.key) < 0) return;
+    const link = document.querySelector('#step-view a[data-key="' + ev.key + '"]');
+    if (link) { ev.preventDefault(); link.click(); }
+  });
+
+  // --- small behaviours ---------------------------------------------------------------
+
+  document.addEventListener("change", function (ev) {
+    const form = ev.target.closest && ev.target.closest("form[data-autosubmit]");
+    if (form) form.submit();
+  });
+  document.addEventListener("submit", function (ev) {
+    const message = ev.target.dataset && ev.target.dataset.confirm;
+    if (message && !window.confirm(message)) ev.preventDefault();
+  });
+
+  function markCurrentStep() {
+    const view = document.getElementById("step-view");
+    document.querySelectorAll("tr.current").forEach(function (tr) { tr.classList.remove("current"); });
+    if (!view) return;
+    const row = document.getElementById("step-row-" + view.dataset.step);
+    if (row) row.classList.add("current");
+  }
+
+  document.addEventListener("htmx:afterSettle", function (ev) {
+    if (ev.detail.target && ev.detail.target.id === "step-panel") {
+      markCurrentStep();
+      ev.detail.target.scrollIntoView({ block: "start" });
+    }
+    // An outerHTML swap leaves ev.detail.target detached: look in the whole page.
+    drawCharts(document);
+  });
+  document.addEventListener("directive-sent", function () {
+    document.querySelectorAll(".sent-note").forEach(function (el) { el.hidden = false; });
+  });
+  document.addEventListener("directives-settled", function () {
+    // A directive was applied: redraw the header and the timeline from the server.
+    const url = window.location.pathname.replace(/steps\/\d+\/.*$/, "");
+    if (window.htmx && document.getElementById("overview")) {
+      window.htmx.ajax("GET", url, { target: "#overview", select: "#overview", swap: "outerHTML" });
+    }
+  });
+
+  function start() {
+    document.querySelectorAll(".js-hide").forEach(function (el) { el.hidden = true; });
+    drawCharts(document);
+    markCurrentStep();
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+  window.addEventListener("load", function () { drawCharts(document); });
+})();

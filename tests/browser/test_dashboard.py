@@ -1,0 +1,214 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from contextview.sessions.models import Session
+from tests.api_client import Api, step
+from tests.browser.conftest import Watched
+from tests.web.conftest import compute_stats, order_session_events
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _seed(api: Api, events: list[dict[str, Any]]) -> Session:
+    response = api.ingest({"batch": events})
+    assert response.status_code == 207
+    assert all(r["status"] < 300 for r in response.json()["results"]), response.json()
+    return compute_stats(api.project, events[0]["body"]["session_id"])
+
+
+def _click_chart_step(page: Any, index: int) -> None:
+    """Click the chart where step `index`'s operation marker is drawn."""
+    x, y = page.evaluate(
+        """(index) => {
+            const gd = document.getElementById("occupancy-chart");
+            const marker = gd.data.find((t) => t.meta === "op" && t.x.includes(index));
+            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+            const box = gd.getBoundingClientRect();
+            const value = marker.y[marker.x.indexOf(index)];
+            return [box.left + xa._offset + xa.l2p(index), box.top + ya._offset + ya.l2p(value)];
+        }""",
+        index,
+    )
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+
+
+def test_it_walks_through_a_session_in_the_browser(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    session = _seed(api, order_session_events())
+    watched = open_page(api.project, "editor")
+    page = watched.page
+
+    page.click("text=order-debug-42")
+    page.wait_for_selector("#occupancy-chart .main-svg")
+
+    # A step from the chart.
+    _click_chart_step(page, 1)
+    page.wait_for_selector('#step-view[data-step="1"]')
+    assert page.url.endswith(f"/sessions/{session.pk}/steps/1/")
+
+    # A step from the list: what its summary lost stands out.
+    page.click('table.steps a[data-step="0"]')
+    page.wait_for_selector('#step-view[data-step="0"]')
+    assert page.locator('.lost-entity:text-is("SO20260101007")').is_visible()
+
+    # Step 1 (j): a dropped message and a word-level change.
+    page.keyboard.press("j")
+    page.wait_for_selector('#step-view[data-step="1"]')
+    dropped = page.locator(".cell.left.k-dropped")
+    assert "Member id A12345" in dropped.inner_text()
+    inserted = page.locator(".cell.right.k-changed ins")
+    assert inserted.inner_text().strip() == "at checkout since Monday"
+    assert inserted.evaluate("el => getComputedStyle(el).backgroundColor") != "rgba(0, 0, 0, 0)"
+
+    # Keyboard: ] and [ between flagged steps.
+    page.keyboard.press("]")
+    page.wait_for_selector('#step-view[data-step="2"]')
+    page.keyboard.press("[")
+    page.wait_for_selector('#step-view[data-step="1"]:not(.htmx-request)')
+
+    # Open the fold of step 0: the original log it replaced.
+    page.keyboard.press("k")
+    page.wait_for_selector('#step-view[data-step="0"]')
+    page.click("a.open-fold")
+    page.wait_for_selector(".fold-view")
+    assert "upstream timed out" in page.locator(".fold-view .original-content").inner_text()
+
+    # Preview restoring it, then send it to the agent.
+    page.click(".fold-view button[type=submit]")
+    page.wait_for_selector(".restore-view")
+    assert page.locator(".preview li.restored").count() == 1
+    assert "400-token budget" in page.locator(".restore-view").inner_text()
+    page.click(".restore-send button[type=submit]")
+    page.wait_for_selector("#directives-panel .state-pending")
+    assert "restore tool_result_32 at step 0" in page.locator("#directives-panel").inner_text()
+
+    control = api.get("/sessions/order-debug-42/control").json()["directives"]
+    assert [(d["type"], d["targets"], d["step"]) for d in control] == [
+        ("restore", ["tool_result_32"], 0)
+    ]
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
+
+
+def test_it_shows_a_mode_switch_pending_then_applied(
+    api: Api, open_page: Callable[..., Watched]
+) -> None:
+    _seed(api, order_session_events())
+    watched = open_page(api.project, "editor")
+    page = watched.page
+    page.click("text=order-debug-42")
+    page.wait_for_selector("#occupancy-chart .main-svg")
+
+    page.select_option("#mode-select", "hybrid")
+    page.click(".mode-form button[type=submit]")
+    page.wait_for_selector("#directives-panel .state-pending")
+    assert "mode → hybrid" in page.locator("#directives-panel").inner_text()
+    assert api.get("/sessions/order-debug-42/control").json()["directives"][0]["mode"] == "hybrid"
+
+    # The agent posts a step in the new mode: the page shows it applied, on the timeline too.
+    api.ingest({"batch": [step("order-debug-42", 3, [{"id": "sys"}, {"id": "u1"}], mode="hybrid")]})
+    page.wait_for_selector("#directives-panel .state-applied", timeout=15_000)
+    assert "at step 3" in page.locator("#directives-panel").inner_text()
+    page.wait_for_selector('#occupancy-chart .annotation-text:has-text("mode → hybrid")')
+    assert page.locator("#current-mode").inner_text() == "hybrid"
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
+
+
+def test_it_lets_a_viewer_look_but_not_switch_or_restore(
+    api: Api, open_page: Callable[..., Watched]
+) -> None:
+    session = _seed(api, order_session_events())
+    page = open_page(api.project, "viewer").page
+    page.click("text=order-debug-42")
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    assert page.locator("#mode-select").count() == 0
+    assert "need an editor" in page.locator(".session-actions").inner_text()
+    page.click('table.steps a[data-step="0"]')
+    page.click("a.open-fold")
+    page.click(".fold-view button[type=submit]")
+    page.wait_for_selector(".restore-view")
+    assert page.locator(".restore-send").count() == 0
+    # Nor can it post around the page.
+    status = page.evaluate(
+        """async (url) => (await fetch(url, {
+              method: "POST", body: new URLSearchParams({mode: "rag"}),
+              headers: {"X-CSRFToken": document.cookie.match(/csrftoken=([^;]+)/)[1]}})).status""",
+        f"/sessions/{session.pk}/mode/",
+    )
+    assert status == 403
+
+
+HOSTILE = [
+    '<script>window.__pwned = "script"; alert("script")</script>',
+    "<img src=x onerror=\"window.__pwned='img'; alert('img')\">",
+    "\"><svg onload=\"window.__pwned='svg'; alert('svg')\">",
+    "</script><script>window.__pwned='json'</script>",
+    '<a href="javascript:alert(1)">click me</a> <b hx-get="/logout/" hx-trigger="load">x</b>',
+    "{{ request.user }} {% csrf_token %} <style>body{display:none}</style>",
+]
+
+
+def _hostile_events() -> list[dict[str, Any]]:
+    sid = "<img src=x onerror=alert('sid')>"
+    messages = [
+        {"id": "sys", "role": "system", "content": HOSTILE[0]},
+        {
+            "id": "<b onmouseover=alert(1)>u1</b>",
+            "role": "user<script>",
+            "content": HOSTILE[1],
+            "partition": "</script><script>window.__pwned='partition'</script>",
+        },
+        {"id": "t1", "role": "tool", "tool": "<svg onload=alert(2)>", "content": HOSTILE[2]},
+        {"id": "t2", "role": "tool", "content": HOSTILE[3] + "\n" + HOSTILE[4] + "\n" + HOSTILE[5]},
+    ]
+    return [
+        {"id": "x-start", "type": "session",
+         "body": {"session_id": sid, "agent": HOSTILE[1], "model": HOSTILE[0], "mode": HOSTILE[2],
+                  "budget": {"max_tokens": 4000}, "pinned": [HOSTILE[3]],
+                  "metadata": {"task": HOSTILE[4]}}},
+        step(sid, 0, messages, mode="</script><b>mode</b>", reason=HOSTILE[4],
+             action={"action": "summarize", "targets": ["t1", "t2"], "reason": HOSTILE[1],
+                     "result": {"id": "<i>sum</i>", "role": "tool", "content": HOSTILE[2]}}),
+        step(sid, 1, [{"id": "sys"}, {"id": "<i>sum</i>"}], mode=HOSTILE[0],
+             actions=[{"ids": ["<i>sum</i>"], "justification": HOSTILE[5],
+                       "new_content": HOSTILE[0] + " rewritten " + HOSTILE[1]}]),
+    ]  # fmt: skip
+
+
+def test_it_runs_nothing_an_agent_sent(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    session = _seed(api, _hostile_events())
+    watched = open_page(api.project, "editor")
+    page = watched.page
+    base = f"{live_server.url}/sessions/{session.pk}"
+    page.goto(f"{live_server.url}/?q=script")
+    assert "<img src=x onerror=alert('sid')>" in page.locator("table.sessions").inner_text()
+    page.click("table.sessions a")
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    assert HOSTILE[0] in page.locator(".session-header").inner_text()
+    page.click('table.steps a[data-step="0"]')
+    page.wait_for_selector('#step-view[data-step="0"]')
+    page.click("a.open-fold")
+    page.wait_for_selector(".fold-view")
+    assert HOSTILE[2] in page.locator(".fold-view").inner_text()
+    page.click(".fold-view button[type=submit]")
+    page.wait_for_selector(".restore-view")
+    page.click('table.steps a[data-step="1"]')
+    page.wait_for_selector('#step-view[data-step="1"]')
+    for url in [f"{base}/steps/1/", f"{base}/compare/?from=0&to=1", f"{base}/archive/",
+                f"{base}/steps/0/fold/?result=%3Ci%3Esum%3C%2Fi%3E"]:  # fmt: skip
+        page.goto(url)
+        page.wait_for_load_state("load")
+    page.goto(f"{base}/")
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    page.hover("#occupancy-chart .legend")
+    assert page.evaluate("window.__pwned === undefined")
+    assert page.locator("#step-panel").is_visible()  # no injected style hid the page
+    assert not watched.dialogs, watched.dialogs
+    assert not watched.errors, watched.errors

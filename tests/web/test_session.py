@@ -1,0 +1,274 @@
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from django.test import Client
+
+from contextview.sessions.models import Directive, Session
+from tests.api_client import Api, step
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def _chart(page: str, name: str) -> Any:
+    """The chart's data-rows or data-meta, as the browser's script reads them."""
+    match = re.search(rf'data-{name}="([^"]*)"', page)
+    assert match, name
+    return json.loads(html.unescape(match.group(1)))
+
+
+def test_it_shows_the_session_header_chart_data_and_steps(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    page = login("viewer").get(f"/sessions/{order_session.pk}/").content.decode()
+    for text in ["support-bot", "gpt-4o", "cl100k_base", "400 tokens", "40 reserved",
+                 "member id A12345", "summarize", "reload"]:  # fmt: skip
+        assert text in page, text
+    rows = _chart(page, "rows")
+    assert [r[0] for r in rows] == [0, 1, 2]
+    index, mode, before, after, partitions, flags, _, reported_after, ops, lo, hi = rows[0]
+    assert mode == "summary" and ops == "summarize" and reported_after == 60
+    assert index == lo == hi == 0
+    assert after < before and sum(partitions.values()) == after
+    assert "entity_loss" in flags
+    meta = _chart(page, "meta")
+    assert meta["budget"] == {"max_tokens": 400, "limit": 360}
+    assert meta["step_url"] == f"/sessions/{order_session.pk}/steps/"
+
+
+def test_it_renders_a_session_before_its_statistics(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    from tests.web.conftest import order_session_events
+
+    session = seed(order_session_events("fresh"), stats=False)
+    client = login("viewer")
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert "statistics pending" in page
+    fragment = client.get(f"/sessions/{session.pk}/steps/0/", **HTMX).content.decode()
+    assert "Statistics pending" in fragment and "tool_result_32" in fragment
+
+
+def test_it_shows_a_step_as_a_fragment_or_a_page(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    client = login("viewer")
+    url = f"/sessions/{order_session.pk}/steps/1/"
+    fragment = client.get(url, **HTMX).content.decode()
+    assert "<html" not in fragment and 'id="step-view"' in fragment
+    page = client.get(url).content.decode()
+    assert "<html" in page and 'id="step-view"' in page
+    restored = client.get(url, HTTP_HX_REQUEST="true", HTTP_HX_HISTORY_RESTORE_REQUEST="true")
+    assert "<html" in restored.content.decode()
+    assert client.get(f"/sessions/{order_session.pk}/steps/99/").status_code == 404
+
+
+def test_it_diffs_a_step_message_by_message(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    client = login("viewer")
+    first = client.get(f"/sessions/{order_session.pk}/steps/0/", **HTMX).content.decode()
+    # The log was folded into the summary: both sides of one row, with a fold marker.
+    assert 'data-kind="summary"' in first
+    assert "folded into sum_1 (summarize)" in first and "Open fold" in first
+    assert "log body is normal; keep error code and timeout" in first
+    assert 'class="lost-entity">SO20260101007<' in first  # lost in the summary
+    assert "entity_loss" in first and "did not survive" in first
+
+    second = client.get(f"/sessions/{order_session.pk}/steps/1/", **HTMX).content.decode()
+    assert 'data-kind="dropped"' in second and "dropped (drop)" in second
+    assert "<ins> at checkout since Monday</ins>" in second  # word-level change
+    assert "Justification: add what the customer said" in second
+    assert 'data-kind="changed"' in second
+
+    third = client.get(f"/sessions/{order_session.pk}/steps/2/", **HTMX).content.decode()
+    assert 'data-kind="reloaded"' in third and "reload_regret" in third
+
+
+def test_it_links_neighbouring_and_flagged_steps(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    fragment = (
+        login("viewer").get(f"/sessions/{order_session.pk}/steps/1/", **HTMX).content.decode()
+    )
+    assert f'data-key="k" href="/sessions/{order_session.pk}/steps/0/"' in fragment
+    assert f'data-key="j" href="/sessions/{order_session.pk}/steps/2/"' in fragment
+    assert f'data-key="[" href="/sessions/{order_session.pk}/steps/0/"' in fragment
+    assert f'data-key="]" href="/sessions/{order_session.pk}/steps/2/"' in fragment
+
+
+def test_it_compares_two_steps_with_token_deltas(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    client = login("viewer")
+    page = client.get(f"/sessions/{order_session.pk}/compare/?from=0&to=2").content.decode()
+    assert "Tokens per partition" in page and "tool_result_32" in page
+    assert "at checkout since Monday" in page
+    tool_row = page.split("<td>tool</td>")[1].split("</tr>")[0]
+    assert 'class="num delta">+' in tool_row  # summary and reloaded log add to the tool partition
+    missing = client.get(f"/sessions/{order_session.pk}/compare/?from=0&to=7").content.decode()
+    assert "no step 7" in missing
+
+
+def test_it_pages_the_step_list(api: Api, login: Callable[..., Client], seed) -> None:
+    events = [step("long-run", n, [{"id": f"m{n}", "role": "user", "content": f"turn {n}"}])
+              for n in range(230)]  # fmt: skip
+    session = seed(events, stats=False)
+    client = login("viewer")
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert 'id="step-row-99"' in page and 'id="step-row-100"' not in page
+    later = client.get(f"/sessions/{session.pk}/?after=99", HTTP_HX_REQUEST="true",
+                       HTTP_HX_TARGET="steps").content.decode()  # fmt: skip
+    assert "<html" not in later and 'id="step-row-100"' in later and 'id="step-row-199"' in later
+    assert 'id="step-row-200"' not in later and "?before=100" in later and "?after=199" in later
+    earlier = client.get(f"/sessions/{session.pk}/?before=100").content.decode()
+    assert 'id="step-row-0"' in earlier and 'id="step-row-99"' in earlier
+
+
+def test_it_keeps_the_query_count_flat_as_sessions_grow(
+    login: Callable[..., Client], seed, django_assert_max_num_queries
+) -> None:
+    client = login("viewer")
+
+    def session_of(n: int, name: str) -> Session:
+        context = [{"id": f"m{k}", "role": "user", "content": f"message {k}"} for k in range(n)]
+        return seed([step(name, i, context, action={"action": "drop", "target": f"m{i}"})
+                     for i in range(n)])  # fmt: skip
+
+    small, large = session_of(3, "small"), session_of(40, "large")
+    counts = {}
+    for session in (small, large):
+        for url in [f"/sessions/{session.pk}/", f"/sessions/{session.pk}/steps/1/",
+                    f"/sessions/{session.pk}/compare/?from=0&to=2"]:  # fmt: skip
+            from django.db import connection
+            from django.test.utils import CaptureQueriesContext
+
+            with CaptureQueriesContext(connection) as captured:
+                assert client.get(url).status_code == 200
+            counts.setdefault(url.replace(str(session.pk), "S"), []).append(len(captured))
+    for url, (small_count, large_count) in counts.items():
+        assert large_count == small_count, (url, small_count, large_count)
+
+
+def test_it_opens_a_fold_and_previews_a_restore(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    client = login("viewer")
+    fold = client.get(f"/sessions/{order_session.pk}/steps/0/fold/?result=sum_1", **HTMX)
+    text = fold.content.decode()
+    assert "tool_result_32" in text and "upstream timed out" in text
+    assert "folded at step 0 by summarize" in text and " tok<" in text
+
+    preview = client.get(f"/sessions/{order_session.pk}/steps/1/restore/?id=tool_result_32", **HTMX)
+    text = preview.content.decode()
+    assert 'class="restored"' in text and "tokens</strong> of a 400-token budget" in text
+    # A viewer sees the preview but cannot send it.
+    assert "Send to agent" not in text and "needs an editor" in text
+    archive = client.get(f"/sessions/{order_session.pk}/archive/").content.decode()
+    assert "tool_result_32" in archive and "a1" in archive and "at step 2" in archive
+
+
+def test_it_warns_when_a_restore_would_not_fit(
+    api: Api, login: Callable[..., Client], seed
+) -> None:
+    big = "\n".join(f"2026/01/15 10:00:{s:02d} [error] upstream 504 order SO2026010{s:04d}"
+                    for s in range(60))  # fmt: skip
+    session = seed([
+        {"id": "tight", "type": "session",
+         "body": {"session_id": "tight", "budget": {"max_tokens": 200, "reserved_tokens": 20}}},
+        step("tight", 0, [{"id": "log", "role": "tool", "content": big}],
+             action={"action": "drop", "target": "log"}),
+    ])  # fmt: skip
+    text = login("editor").get(f"/sessions/{session.pk}/steps/0/restore/?id=log").content.decode()
+    assert "It would not fit" in text and "Send to agent" in text
+
+
+def test_it_sends_a_restore_directive_for_editors(
+    api: Api, login: Callable[..., Client], order_session: Session
+) -> None:
+    editor = login("editor")
+    sent = editor.post(f"/sessions/{order_session.pk}/restore/",
+                       {"id": ["a1"], "step": "2"}, **HTMX)  # fmt: skip
+    assert sent.status_code == 200 and "restore a1 at step 2" in sent.content.decode()
+    assert "pending" in sent.content.decode() and "editor-user" in sent.content.decode()
+    control = api.get(f"/sessions/{order_session.external_id}/control").json()
+    assert control["directives"][0]["type"] == "restore"
+    assert control["directives"][0]["targets"] == ["a1"] and control["directives"][0]["step"] == 2
+    unknown = editor.post(f"/sessions/{order_session.pk}/restore/", {"id": ["sys"]}, **HTMX)
+    assert unknown.status_code == 400 and "not folded or dropped" in unknown.content.decode()
+
+
+def test_it_switches_modes_and_shows_pending_then_applied(
+    api: Api, login: Callable[..., Client], order_session: Session
+) -> None:
+    editor = login("editor")
+    response = editor.post(f"/sessions/{order_session.pk}/mode/", {"mode": "hybrid"}, **HTMX)
+    assert (
+        "mode → hybrid" in response.content.decode()
+        and "state-pending" in response.content.decode()
+    )
+    directive = Directive.objects.get(session=order_session)
+    assert directive.created_by_user.username == "editor-user"
+    panel = editor.get(f"/sessions/{order_session.pk}/directives/?polling=1", **HTMX)
+    assert "HX-Trigger" not in panel and 'hx-trigger="every 2s"' in panel.content.decode()
+
+    api.ingest({"batch": [step("order-debug-42", 3, [{"id": "sys"}], mode="hybrid")]})
+    panel = editor.get(f"/sessions/{order_session.pk}/directives/?polling=1", **HTMX)
+    text = panel.content.decode()
+    assert "state-applied" in text and "at step 3" in text and "every 2s" not in text
+    assert panel["HX-Trigger"] == "directives-settled"
+    page = editor.get(f"/sessions/{order_session.pk}/").content.decode()
+    meta = _chart(page, "meta")
+    assert meta["directives"] == [{"step": 3, "label": "mode → hybrid", "by": "editor-user"}]
+
+
+def test_it_lets_viewers_look_but_not_direct(
+    api: Api, login: Callable[..., Client], order_session: Session
+) -> None:
+    viewer = login("viewer")
+    page = viewer.get(f"/sessions/{order_session.pk}/").content.decode()
+    assert "Switch mode" not in page and "need an editor" in page
+    assert viewer.post(f"/sessions/{order_session.pk}/mode/", {"mode": "rag"}).status_code == 403
+    restore = viewer.post(f"/sessions/{order_session.pk}/restore/", {"id": ["a1"]})
+    assert restore.status_code == 403
+    assert not Directive.objects.filter(session=order_session).exists()
+
+
+def test_it_offers_the_modes_the_session_reported(login: Callable[..., Client], seed) -> None:
+    session = seed([step("odd", 0, [{"id": "u", "role": "user", "content": "hi"}],
+                         mode="window-64k")])  # fmt: skip
+    page = login("editor").get(f"/sessions/{session.pk}/").content.decode()
+    for mode in ["full", "sliding", "summary", "rag", "hybrid"]:
+        assert f'<option value="{mode}"' in page
+    assert 'value="window-64k"' in page and "window-64k (reported)</option>" in page
+
+
+def test_it_draws_a_long_session_in_buckets_that_keep_the_peaks(
+    login: Callable[..., Client], seed: Callable[..., Session], monkeypatch: Any
+) -> None:
+    from contextview.web import selectors
+
+    monkeypatch.setattr(selectors, "CHART_POINTS", 4)
+    sizes = [1, 3, 2, 9, 1, 1, 4, 2, 2, 5]
+    events = [
+        step("spiky", n, [{"id": f"log{n}", "role": "tool",
+                           "content": " ".join(["504 upstream timeout"] * size)}])
+        for n, size in enumerate(sizes)
+    ]  # fmt: skip
+    session = seed(events)
+    rows = _chart(login("viewer").get(f"/sessions/{session.pk}/").content.decode(), "rows")
+    # 10 steps in 4 points: buckets of 3 steps, each drawn at its fullest step.
+    assert [(r[0], r[9], r[10]) for r in rows] == [(1, 0, 2), (3, 3, 5), (6, 6, 8), (9, 9, 9)]
+
+
+def test_it_uses_the_users_own_role_in_a_shared_project(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    login("admin")  # another member, with more rights
+    viewer = login("viewer")
+    assert viewer.post(f"/sessions/{order_session.pk}/mode/", {"mode": "rag"}).status_code == 403
+    assert "Switch mode" not in viewer.get(f"/sessions/{order_session.pk}/").content.decode()
