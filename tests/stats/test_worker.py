@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -89,6 +91,26 @@ def test_it_fills_in_stats_through_a_real_worker(api: Api, celery_worker_process
     assert aggregates["flag_counts"]["entity_loss"] == 1
 
 
+@contextlib.contextmanager
+def _own_queue(name: str) -> Iterator[str]:
+    """Send this test's tasks to a queue no other worker of the session consumes."""
+    from contextview.celery import app
+
+    previous = app.conf.task_default_queue
+    queue = f"{previous}-{name}"
+
+    def switch(to: str) -> None:
+        app.conf.task_default_queue = to
+        for cached in ("queues", "default_queue", "router", "send_task_message"):
+            app.amqp.__dict__.pop(cached, None)
+
+    switch(queue)
+    try:
+        yield queue
+    finally:
+        switch(previous)
+
+
 def _worker(name: str) -> subprocess.Popen[bytes]:
     from django.conf import settings
 
@@ -111,9 +133,11 @@ def _worker(name: str) -> subprocess.Popen[bytes]:
 
 
 def test_it_loses_nothing_when_the_worker_is_killed_mid_batch(api: Api) -> None:
-    from contextview.celery import app
+    with _own_queue(f"kill-{os.getpid()}"):
+        _kill_mid_batch(api)
 
-    app.control.purge()
+
+def _kill_mid_batch(api: Api) -> None:
     batch = []
     for s in range(6):
         context = [{"id": "sys", "role": "system", "content": "You read logs."}]
