@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import pytest
+
+from contextview.sessions.models import Session, Step
+from contextview.stats.services import session_stats_compute
+from tests.api_client import Api, step
+
+SYSTEM = {"id": "sys", "role": "system", "content": "You read logs."}
+LOG = {"id": "log", "role": "tool", "tool": "grep", "content": "504 from inventory-svc after 3 s"}
+
+
+@pytest.mark.django_db
+def test_it_recomputes_later_steps_when_an_earlier_one_arrives_late(api: Api) -> None:
+    grep_1 = {"id": "g1", "role": "tool", "tool": "grep", "content": "no match in access.log"}
+    grep_2 = {"id": "g2", "role": "tool", "tool": "grep", "content": "no match in error.log"}
+    late = step("s", 0, [SYSTEM, grep_1])
+    early = step("s", 1, [SYSTEM, grep_1, grep_2])
+    api.ingest({"batch": [early]})
+    session = Session.objects.get(external_id="s")
+    session_stats_compute(session_id=session.pk)
+    # Alone, step 1 has no previous step to repeat.
+    assert "repeated_tool_call" not in Step.objects.get(index=1).stats["flags"]
+
+    api.ingest({"batch": [late]})
+    session_stats_compute(session_id=session.pk)
+    # Step 0 now precedes it with a grep of its own: step 1 is computed again.
+    assert "repeated_tool_call" in Step.objects.get(index=1).stats["flags"]
+    assert Session.objects.get().aggregates["steps"] == 2
+
+
+@pytest.mark.django_db
+def test_it_flags_a_reload_of_what_an_earlier_step_dropped(api: Api) -> None:
+    batch = [
+        step("s", 0, [SYSTEM, LOG], action={"action": "drop", "target": "log"}),
+        step("s", 1, [{"id": "sys"}], action={"action": "reload", "target": "log"}),
+    ]
+    api.ingest({"batch": batch})
+    session_stats_compute(session_id=Session.objects.get(external_id="s").pk)
+    assert "reload_regret" in Step.objects.get(index=1).stats["flags"]
+    assert Session.objects.get().aggregates["reload_regrets"] == 1
