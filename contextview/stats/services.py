@@ -153,7 +153,8 @@ def _compute_steps(session: Session, steps: Sequence[Step], previous: Step | Non
         )
         .order_by("step__index", "op_position", "id")
     )
-    chunk_folds = [f for f in folds_all if f[1] in set(step_pks)]
+    in_chunk = set(step_pks)
+    chunk_folds = [f for f in folds_all if f[1] in in_chunk]
     extra = messages_by_pk(
         [op.result_id for op in op_rows if op.result_id] + [f[6] for f in chunk_folds]
     )
