@@ -1,7 +1,7 @@
-"""contextview: a Django project for viewing the context of LLM sessions."""
+"""contextview: observability for the working context of LLM agents.
 
-# Create the Celery app whenever Django starts, so that @shared_task binds to it.
-# This imports neither Django settings nor any app: both load lazily.
-from .celery import app as celery_app
-
-__all__ = ("celery_app",)
+Nothing is imported here, so that ``contextview.sdk`` (which agents import) pulls
+in neither Django nor Celery. The Celery app is created when Django starts, by
+``contextview.stats.apps.StatsConfig.ready``; ``celery -A contextview`` finds it
+in ``contextview.celery``.
+"""

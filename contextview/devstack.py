@@ -572,6 +572,14 @@ def cmd_run(port: int, demo: bool) -> int:
 
         if demo:
             _post_demo(base_url, key_file, env)
+            key = key_file.read_text().strip()
+            # Live agents through the SDK: a mode switch or a restore sent from the
+            # dashboard is applied by one of them within a few seconds.
+            supervisor.start(
+                "demo agents (SDK fleet)",
+                [py, "-m", "contextview.demo.fleet", "--url", base_url, "--key", key,
+                 "--forever", "--spool", str(data / "sdk-spool")],
+            )  # fmt: skip
         dead = supervisor.dead()
         if dead is not None:
             raise DevstackError(f"while starting: {dead}")
@@ -626,7 +634,8 @@ Start contextview locally, with everything it needs:
   2. manage.py migrate, collectstatic and (unless --no-demo) demosetup, which creates the
      demo user, project and API key (written to data/demo.key)
   3. gunicorn on 127.0.0.1:PORT (2 workers), a Celery worker and Celery beat
-  4. once /healthz answers 200: posts demo sessions and prints the URL and login
+  4. once /healthz answers 200: posts the scripted demo sessions, starts the demo agent
+     fleet (live agents running through the SDK), and prints the URL and login
 
 It then watches the three processes: Ctrl-C or SIGTERM stops them all; if one of them
 dies, the others are stopped and the exit code is 1.
