@@ -1,0 +1,406 @@
+"""What goes on the wire for one session: events whose messages go by id when they can.
+
+The server resolves a message sent as ``{"id": X}`` to the latest content the
+session recorded for X. Rather than guess what that is, the SDK runs the same
+derivation the server runs (``contextview.core.apply.derive_step``, plain
+Python) on every step it sends, and keeps a mirror of the session's latest
+messages and archive. A message goes by id alone exactly when the mirror holds
+an identical message under that id, so the server resolves it to what the
+agent had. The mirror may lag the server (then content is resent, costing
+bytes only) but must never run ahead of it: a step the server rejects resets
+it (`SessionWire.reset`).
+
+Everything here runs on the sender thread, never on the agent's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from contextview.core.apply import StepResult, derive_step
+from contextview.core.errors import InputError
+from contextview.core.model import Message as CoreMessage
+from contextview.sdk.ops import infer_ops
+
+Message = dict[str, Any]
+
+# One encoder for every event: compact, and UTF-8 as is (Chinese text would
+# triple in size as \u escapes). Anything json cannot encode is sent as its str.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def encode_json(value: Any) -> bytes:
+    return _ENCODER.encode(value).encode("utf-8")
+
+
+def rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(slots=True)
+class Pending:
+    """One encoded event waiting for the server's answer."""
+
+    event_id: str
+    session_id: str
+    data: bytes
+    # Messages sent by id alone: (list name, position, full message), so the event
+    # can be resent with content if the server no longer has what the id meant.
+    expand: list[tuple[str, int, Message]] | None = None
+    kind: str = "step"
+    attempts: int = 0
+    expanded: bool = False
+    # read back from the spool
+    spooled: bool = False
+    # spooled by an earlier process: not among the events this client counts
+    foreign: bool = False
+    # the local derivation already refused it: its refusal says nothing new
+    predicted: bool = False
+    # its weight when it entered the client's memory buffer
+    counted: int = 0
+
+    @property
+    def weight(self) -> int:
+        """Memory it holds, roughly: its bytes and a reference per message sent by id."""
+        return len(self.data) + 64 * len(self.expand or ())
+
+    def expand_all(self) -> bool:
+        """Put content back in every message sent by id alone; False if nothing to do."""
+        if not self.expand:
+            return False
+        event = json.loads(self.data)
+        body = event["body"]
+        for where, position, message in self.expand:
+            body[where]["messages"][position] = message
+        self.data = encode_json(event)
+        self.expand = None
+        self.expanded = True
+        return True
+
+
+def to_message(raw: Any) -> Message:
+    """A message dict from whatever the agent holds (dict, pydantic model, dataclass)."""
+    if isinstance(raw, dict):
+        return dict(raw)
+    dump = getattr(raw, "model_dump", None)
+    if callable(dump):
+        return dict(dump(exclude_none=True))
+    if hasattr(raw, "__dict__"):
+        return {k: v for k, v in vars(raw).items() if not k.startswith("_")}
+    return {"role": "other", "content": str(raw)}
+
+
+def _content_key(m: Message) -> tuple[Any, ...]:
+    content = m.get("content")
+    if not isinstance(content, str | None):
+        content = encode_json(content)
+    return (m.get("role"), content, m.get("tool_call_id"), m.get("name"))
+
+
+class IdAssigner:
+    """Ids for messages that come without one (OpenAI-style lists).
+
+    The same dict object keeps its id from step to step, so a message edited in
+    place reads as a rewrite; so does a tool message answering the same
+    ``tool_call_id``. Failing that, a message equal in role and content to one
+    of the last step's takes its id (agents that rebuild their list each call);
+    anything else gets the next ``m<n>``. Only the last step's messages
+    are remembered, holding their objects so that their addresses cannot be
+    reused by new ones.
+    """
+
+    def __init__(self) -> None:
+        self._by_object: dict[int, tuple[Any, str]] = {}
+        self._by_content: dict[tuple[Any, ...], list[str]] = {}
+        self._by_call: dict[tuple[Any, Any], str] = {}
+        self._next = 0
+
+    def assign(self, lists: Sequence[tuple[Sequence[Any], list[Message]]]) -> None:
+        by_object: dict[int, tuple[Any, str]] = {}
+        by_content: dict[tuple[Any, ...], list[str]] = {}
+        by_call: dict[tuple[Any, Any], str] = {}
+        for originals, copies in lists:
+            used: set[str] = {str(m["id"]) for m in copies if m.get("id") is not None}
+            for k, (original, message) in enumerate(zip(originals, copies, strict=True)):
+                if message.get("id") is None:
+                    mid = self._pick(original, message, used, by_object, by_call, by_content)
+                    # A new dict: the one in the list may be the agent's own (copy=False).
+                    message = copies[k] = {**message, "id": mid}
+                    used.add(mid)
+                mid = str(message["id"])
+                by_object[id(original)] = (original, mid)
+                by_content.setdefault(_content_key(message), []).append(mid)
+                if message.get("tool_call_id"):
+                    by_call[(message.get("role"), message["tool_call_id"])] = mid
+        self._by_object = by_object
+        self._by_content = by_content
+        self._by_call = by_call
+
+    def _pick(
+        self,
+        original: Any,
+        message: Message,
+        used: set[str],
+        by_object: dict[int, tuple[Any, str]],
+        by_call: dict[tuple[Any, Any], str],
+        by_content: dict[tuple[Any, ...], list[str]],
+    ) -> str:
+        # This step's lists first (before, then after), then the last step's.
+        for known in (by_object.get(id(original)), self._by_object.get(id(original))):
+            if known is not None and known[0] is original and known[1] not in used:
+                return known[1]
+        call = message.get("tool_call_id")
+        if call:
+            for calls in (by_call, self._by_call):
+                mid = calls.get((message.get("role"), call))
+                if mid is not None and mid not in used:
+                    return mid
+        key = _content_key(message)
+        for contents in (by_content, self._by_content):
+            for mid in contents.get(key, ()):
+                if mid not in used:
+                    return mid
+        self._next += 1
+        return f"m{self._next}"
+
+
+class _Lru(OrderedDict[str, CoreMessage]):
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def put_all(self, items: dict[str, CoreMessage]) -> None:
+        for key, value in items.items():
+            self[key] = value
+            self.move_to_end(key)
+        while len(self) > self.limit:
+            self.popitem(last=False)
+
+
+def _value(value: Any) -> Any:
+    """A field given as a function is computed here, on the SDK's thread; a failure is None."""
+    if not callable(value):
+        return value
+    try:
+        return value()
+    except Exception:
+        return None
+
+
+@dataclass(slots=True)
+class StepDraft:
+    """A step as the agent recorded it (message dicts already copied).
+
+    Hooks may pass `ops`, `obs_extra` or a field as a function of no arguments,
+    to have the work done on the SDK's thread instead of the agent's.
+    """
+
+    index: int
+    timestamp: float
+    before: list[Any]
+    before_copy: list[Message]
+    after: list[Any] | None
+    after_copy: list[Message] | None
+    ops: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]] | None
+    infer: bool
+    fields: dict[str, Any]
+    obs_extra: dict[str, Any] | Callable[[], dict[str, Any]] | None
+
+
+@dataclass
+class SessionWire:
+    session_id: str
+    max_ids: int = 50_000
+    latest: _Lru = field(init=False)
+    archive: _Lru = field(init=False)
+    ids: IdAssigner = field(default_factory=IdAssigner)
+    # ids the agent's contexts lost to drops and folds (for inferring reloads)
+    folded: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.latest = _Lru(self.max_ids)
+        self.archive = _Lru(self.max_ids)
+
+    def reset(self) -> None:
+        """Forget what the server holds: the next steps send every message in full."""
+        self.latest.clear()
+        self.archive.clear()
+
+    def encode_step(self, draft: StepDraft, event_id: str) -> tuple[Pending, str | None]:
+        """The step as a pending event, and the local error if the server will refuse it."""
+        before = draft.before_copy
+        after = draft.after_copy
+        lists: list[tuple[Sequence[Any], list[Message]]] = [(draft.before, before)]
+        if after is not None and draft.after is not None:
+            lists.append((draft.after, after))
+        raw_ops = draft.ops() if callable(draft.ops) else draft.ops
+        ops = [dict(op) for op in raw_ops] if raw_ops is not None else None
+        results: list[tuple[dict[str, Any], list[Message]]] = []
+        for op in ops or ():
+            if isinstance(op.get("result"), dict):
+                holder = [op["result"]]
+                results.append((op, holder))
+                lists.append((list(holder), holder))
+        self.ids.assign(lists)
+        for op, holder in results:
+            op["result"] = holder[0]
+
+        if ops is None and after is not None and draft.infer:
+            ops = infer_ops(before, after, archived=self.folded)
+        result, send_after, error = self._derive(before, ops, after)
+
+        wire_obs: list[Message] = []
+        expand: list[tuple[str, int, Message]] = []
+        if result is not None:
+            for position, (raw, parsed) in enumerate(zip(before, result.before, strict=True)):
+                if self.latest.get(parsed.id) == parsed:
+                    wire_obs.append({"id": raw["id"]})
+                    expand.append(("obs", position, raw))
+                else:
+                    wire_obs.append(raw)
+        else:
+            wire_obs = list(before)
+
+        obs: dict[str, Any] = {"messages": wire_obs}
+        obs_extra = _value(draft.obs_extra)
+        if obs_extra:
+            obs.update((k, v) for k, v in obs_extra.items() if k != "messages")
+        body: dict[str, Any] = {
+            "session_id": self.session_id,
+            "index": draft.index,
+            "obs": obs,
+        }
+        if ops:
+            if len(ops) == 1:
+                body["action"] = ops[0]
+            else:
+                body["actions"] = ops
+        if send_after and after is not None:
+            body["after"] = {"messages": self._wire_after(after, result, expand)}
+        fields = {k: _value(v) for k, v in draft.fields.items()}
+        body.update((k, v) for k, v in fields.items() if v is not None)
+        event = {
+            "id": event_id,
+            "type": "step",
+            "timestamp": rfc3339(draft.timestamp),
+            "body": body,
+        }
+        if result is not None:
+            self.latest.put_all(result.recorded)
+            for fold in result.folds:
+                self.archive.put_all({m.id: m for m in fold.originals})
+                self.folded.update(m.id for m in fold.originals)
+            self.folded.difference_update(m.id for m in result.after)
+        pending = Pending(event_id, self.session_id, encode_json(event), expand or None)
+        return pending, error
+
+    def _wire_after(
+        self,
+        after: list[Message],
+        result: StepResult | None,
+        expand: list[tuple[str, int, Message]],
+    ) -> list[Message]:
+        """`after` with messages the step itself just recorded sent by id alone.
+
+        Runs before the mirror takes this step's recordings: an id alone in
+        `after` means what the step's obs and results recorded, else what the
+        session held before.
+        """
+        if result is None or len(result.after) != len(after):
+            return after
+        here: dict[str, CoreMessage] = {m.id: m for m in result.before}
+        for op in result.ops:
+            if op.result is not None and op.result.partition:
+                here[op.result.id] = op.result
+        reloaded = set(result.reloaded)
+        wire: list[Message] = []
+        for position, (raw, parsed) in enumerate(zip(after, result.after, strict=True)):
+            known = here.get(parsed.id) or self.latest.get(parsed.id)
+            if parsed.id not in reloaded and known == parsed:
+                wire.append({"id": raw["id"]})
+                expand.append(("after", position, raw))
+            else:
+                wire.append(raw)
+        return wire
+
+    def _derive(
+        self,
+        before: list[Message],
+        ops: list[dict[str, Any]] | None,
+        after: list[Message] | None,
+    ) -> tuple[StepResult | None, bool, str | None]:
+        """What the server will make of the step, and whether `after` must go with it.
+
+        `after` is left out when the operations alone give it (the server derives
+        the same); it goes along when they do not, so the server keeps the agent's
+        view and flags the step ``after_mismatch``.
+        """
+        ops_raw: Any = ops if ops else None
+        strict: StepResult | None
+        strict_error: str | None
+        try:
+            strict = derive_step(
+                obs=before, ops_raw=ops_raw, after_raw=None, latest=self.latest,
+                archive=self.archive,
+            )  # fmt: skip
+        except InputError as exc:
+            strict = None
+            strict_error = str(exc)
+        else:
+            strict_error = None
+        if after is None:
+            return strict, False, strict_error
+        if strict is not None and _same_as_given(strict.after, after):
+            return strict, False, None  # the common case, without parsing `after`
+        try:
+            given = derive_step(
+                obs=before, ops_raw=ops_raw, after_raw=after, latest=self.latest,
+                archive=self.archive,
+            )  # fmt: skip
+        except InputError as exc:
+            return None, True, str(exc)
+        if strict is not None and not given.after_mismatch and strict.after == given.after:
+            return strict, False, None
+        return given, True, None
+
+
+def _same_as_given(derived: list[CoreMessage], given: list[Message]) -> bool:
+    """Whether the server, given `given` as the after, would find it equal to `derived`.
+
+    The fields the server compares (``_same_contexts``): id, role, content,
+    partition (when the agent names one) and the pinned mark.
+    """
+    if len(derived) != len(given):
+        return False
+    for m, raw in zip(derived, given, strict=True):
+        content = raw.get("content")
+        if (
+            m.id != str(raw.get("id"))
+            or m.role != raw.get("role", m.role)
+            or m.content != ("" if content is None else content)
+            or m.partition != raw.get("partition", m.partition)
+            or m.pinned != bool(raw.get("pinned", m.pinned))
+        ):
+            return False
+    return True
+
+
+def session_event(event_id: str, ts: float, session_id: str, fields: dict[str, Any]) -> Pending:
+    body = {"session_id": session_id, **{k: v for k, v in fields.items() if v is not None}}
+    event = {"id": event_id, "type": "session", "timestamp": rfc3339(ts), "body": body}
+    return Pending(event_id, session_id, encode_json(event), kind="session")
+
+
+def end_event(
+    event_id: str, ts: float, session_id: str, status: str, score: float | None
+) -> Pending:
+    body: dict[str, Any] = {"session_id": session_id, "status": status}
+    if score is not None:
+        body["score"] = score
+    event = {"id": event_id, "type": "session_end", "timestamp": rfc3339(ts), "body": body}
+    return Pending(event_id, session_id, encode_json(event), kind="session_end")

@@ -1,0 +1,76 @@
+"""What every hook does: snapshot a context and hand a step to its session."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from contextview.sdk._wire import StepDraft, to_message
+from contextview.sdk.client import Session
+
+Message = dict[str, Any]
+
+
+def snapshot(messages: Sequence[Any]) -> tuple[list[Any], list[Message]]:
+    """The messages as they are now: the objects (for ids) and shallow copies (for content).
+
+    Managers edit their lists and dicts in place after a step; the copies keep
+    what the step saw. Contents are strings, which never change.
+    """
+    originals = list(messages)
+    try:
+        return originals, [m.copy() for m in originals]
+    except AttributeError:
+        return originals, [to_message(m) for m in originals]
+
+
+def submit(
+    session: Session,
+    before: tuple[list[Any], list[Message]],
+    after: tuple[list[Any], list[Message]] | None,
+    ops: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]] | None,
+    *,
+    reason: str | None = None,
+    mode: str | None = None,
+    before_tokens: int | None = None,
+    after_tokens: int | Callable[[], int | None] | None = None,
+    outcome: dict[str, Any] | None = None,
+    obs: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
+    timestamp: float | None = None,
+) -> int:
+    """Queue a step built from snapshots; never raises (returns -1 on failure).
+
+    `ops`, `obs` and `after_tokens` may be functions: they run on the SDK's
+    thread, so the agent's step pays only for the snapshots.
+    """
+    try:
+        index = session.next_index()
+        session._submit(
+            StepDraft(
+                index=index,
+                timestamp=time.time() if timestamp is None else timestamp,
+                before=before[0],
+                before_copy=before[1],
+                after=after[0] if after is not None else None,
+                after_copy=after[1] if after is not None else None,
+                ops=ops,
+                infer=ops is None,
+                fields={
+                    "mode": mode if mode is not None else session.mode,
+                    "reason": reason,
+                    "before_tokens": before_tokens,
+                    "after_tokens": after_tokens,
+                    "outcome": outcome,
+                },
+                obs_extra=obs,
+            )
+        )
+        return index
+    except Exception as exc:
+        session.client._internal(exc, session.id)
+        return -1
+
+
+def text_of(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else str(value)
