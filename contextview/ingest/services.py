@@ -93,6 +93,8 @@ class _SessionState:
     latest: dict[str, CoreMessage] = field(default_factory=dict)
     archive: dict[str, CoreMessage] = field(default_factory=dict)
     step_hashes: dict[int, bytes] = field(default_factory=dict)
+    # ids whose content was last sent in an event this batch refused
+    refused: set[str] = field(default_factory=set)
     touched: bool = False
     fields: set[str] = field(default_factory=set)
 
@@ -545,6 +547,30 @@ def _apply_session_event(state: _SessionState, body: SessionBody, e: _Event) -> 
 def _process_step(
     state: _SessionState, e: _Event, body: StepBody, store: _Store
 ) -> _StepRow | EventResult:
+    answer = _derive_or_refuse(state, e, body, store)
+    if isinstance(answer, EventResult):
+        if answer.status >= 400:
+            # A later event of the batch that sends one of these ids alone means the
+            # content just refused, not an older one the session recorded.
+            state.refused |= _sent_with_content(body)
+        return answer
+    state.refused -= answer.result.recorded.keys()
+    return answer
+
+
+def _sent_with_content(body: StepBody) -> set[str]:
+    found: set[str] = set()
+    results = [op.get("result") for op in _raw_ops(body) if type(op) is dict]
+    messages = [*body.obs.messages, *(body.after.messages if body.after else []), *results]
+    for m in messages:
+        if type(m) is dict and "content" in m and type(m.get("id")) in (str, int):
+            found.add(str(m["id"]))
+    return found
+
+
+def _derive_or_refuse(
+    state: _SessionState, e: _Event, body: StepBody, store: _Store
+) -> _StepRow | EventResult:
     body_hash = e.body_hash
     existing = state.step_hashes.get(body.index)
     if existing is not None:
@@ -555,6 +581,14 @@ def _process_step(
             409,
             f"body.index: step {body.index} of session {body.session_id!r} "
             "was already stored with different content",
+        )
+    stale = sorted(_id_alone_refs(body) & state.refused)
+    if stale:
+        return EventResult(
+            e.head.id,
+            422,
+            f"body.obs.messages: id {stale[0]!r} was never recorded as last sent: its "
+            "content came in an event this batch refused; send the content again",
         )
     ops_field = "body.actions" if body.actions is not None else "body.action"
     try:
