@@ -144,13 +144,157 @@
     window.Plotly.newPlot(el, traces, layout, { responsive: true, displaylogo: false });
     el.on("plotly_click", function (ev) {
       if (!ev.points || !ev.points.length) return;
+      // In a report file, steps are rows of the same page.
+      if (meta.step_anchor) { window.location.hash = meta.step_anchor + ev.points[0].x; return; }
       loadStep(meta.step_url + ev.points[0].x + "/");
     });
   }
 
-  function drawCharts(root) {
-    (root || document).querySelectorAll("[data-chart]").forEach(drawChart);
+  // --- two sessions' occupancy, overlaid -----------------------------------------------
+
+  const SIDE_COLORS = ["#2563eb", "#ea580c"];
+
+  function drawCompare(el) {
+    if (!window.Plotly || el.dataset.drawn) return;
+    el.dataset.drawn = "1";
+    const series = JSON.parse(el.dataset.series || "[]");
+    // Occupancy when both have a budget; otherwise tokens, which always compare.
+    const occupancy = series.length > 0 && series.every(function (s) { return s.max_tokens; });
+    const value = function (p) { return occupancy ? p.occupancy_after : p.tokens_after; };
+    const traces = [];
+    series.forEach(function (s, k) {
+      const color = SIDE_COLORS[k % SIDE_COLORS.length];
+      traces.push({
+        type: "scatter", mode: "lines+markers", name: text(s.name), legendgroup: "s" + k,
+        x: s.curve.map(function (p) { return p.index; }), y: s.curve.map(value),
+        line: { color: color, width: 2 }, marker: { size: 4, color: color },
+        customdata: s.curve.map(function (p) {
+          return [text((p.ops || []).join(", ") || "—"), text((p.flags || []).join(", ") || "—")];
+        }),
+        hovertemplate: "%{fullData.name}<br>step %{x}: " + (occupancy ? "%{y:.0%}" : "%{y} tokens") +
+          "<br>operations: %{customdata[0]}<br>flags: %{customdata[1]}<extra></extra>",
+      });
+      const flagged = s.curve.filter(function (p) { return p.flags && p.flags.length && value(p) !== null; });
+      if (flagged.length) {
+        traces.push({
+          type: "scatter", mode: "markers", name: text(s.name) + ": flagged", legendgroup: "s" + k,
+          x: flagged.map(function (p) { return p.index; }), y: flagged.map(value),
+          marker: { symbol: "x-thin-open", size: 11, color: "#dc2626", line: { width: 2, color: color } },
+          hoverinfo: "skip",
+        });
+      }
+    });
+    const shapes = occupancy ? [[1, "#b91c1c", "solid"], [0.9, "#ea580c", "dash"], [0.7, "#ca8a04", "dot"]]
+      .map(function (b) {
+        return { type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: b[0], y1: b[0],
+                 line: { color: b[1], width: 1, dash: b[2] } };
+      }) : [];
+    window.Plotly.newPlot(el, traces, {
+      height: 360, margin: { l: 60, r: 20, t: 20, b: 40 }, hovermode: "closest", shapes: shapes,
+      xaxis: { title: { text: "step" }, rangemode: "tozero" },
+      yaxis: occupancy ? { title: { text: "occupancy after" }, tickformat: ".0%", rangemode: "tozero" }
+                       : { title: { text: "tokens after" }, rangemode: "tozero" },
+      legend: { orientation: "h", y: -0.2 },
+    }, { responsive: true, displaylogo: false });
   }
+
+  // --- project trends ------------------------------------------------------------------
+
+  function drawTrends(el) {
+    if (!window.Plotly || el.dataset.drawn) return;
+    el.dataset.drawn = "1";
+    const rows = JSON.parse(el.dataset.rows || "[]");
+    // Bucket starts come in UTC with an offset, which plotly's date axis does not read.
+    const x = rows.map(function (r) { return String(r.t).replace(/(Z|[+-]\d\d:\d\d)$/, ""); });
+    const width = { hour: 3600e3, day: 86400e3, week: 7 * 86400e3 }[el.dataset.bucket] || 86400e3;
+    const range = el.dataset.start && el.dataset.end ? [el.dataset.start, el.dataset.end] : undefined;
+    el.querySelectorAll("[data-metric]").forEach(function (box) {
+      const kind = box.dataset.kind;
+      const y = rows.map(function (r) { return r[box.dataset.metric]; });
+      // A bar spans its bucket, from the bucket's start.
+      const trace = kind === "bar"
+        ? { type: "bar", x: x, y: y, marker: { color: "#3b82f6" }, offset: 0, width: 0.85 * width }
+        : { type: "scatter", mode: "lines+markers", x: x, y: y, line: { color: "#0ea5e9" } };
+      trace.hovertemplate = "%{x}: " + (kind === "percent" ? "%{y:.0%}" : "%{y:,.0f}") + "<extra></extra>";
+      const yaxis = { rangemode: "tozero", fixedrange: true };
+      if (kind === "percent") { yaxis.tickformat = ".0%"; yaxis.range = [0, 1.05]; }
+      window.Plotly.newPlot(box, [trace], {
+        title: { text: text(box.dataset.title), font: { size: 13 }, x: 0.02 }, height: 220,
+        margin: { l: 50, r: 12, t: 34, b: 36 }, showlegend: false, yaxis: yaxis,
+        xaxis: range ? { type: "date", range: range } : { type: "date" },
+      }, { responsive: true, displaylogo: false, displayModeBar: false });
+    });
+  }
+
+  const DRAW = { occupancy: drawChart, compare: drawCompare, trends: drawTrends };
+
+  function drawCharts(root) {
+    (root || document).querySelectorAll("[data-chart]").forEach(function (el) {
+      const draw = DRAW[el.dataset.chart];
+      if (draw) draw(el);
+    });
+  }
+
+  // --- permalinks: copy one, land on one ---------------------------------------------
+
+  function copyText(value) {
+    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(value);
+    // Plain http on another host has no clipboard API: the old way still works there.
+    return new Promise(function (resolve, reject) {
+      const area = document.createElement("textarea");
+      area.value = value;
+      area.className = "offscreen";
+      area.setAttribute("readonly", "");
+      document.body.appendChild(area);
+      area.select();
+      const done = document.execCommand && document.execCommand("copy");
+      area.remove();
+      if (done) { resolve(); } else { reject(new Error("copy failed")); }
+    });
+  }
+
+  function flash(el, name) {
+    el.classList.add(name);
+    window.setTimeout(function () { el.classList.remove(name); }, 1600);
+  }
+
+  document.addEventListener("click", function (ev) {
+    const link = ev.target.closest && ev.target.closest("a[data-copy]");
+    if (!link || ev.ctrlKey || ev.metaKey || ev.shiftKey) return;
+    ev.preventDefault();
+    const url = new URL(link.getAttribute("href"), window.location.href).href;
+    copyText(url).then(function () { flash(link, "copied"); }, function () { flash(link, "copy-failed"); });
+  });
+
+  function revealTarget() {
+    const id = window.location.hash.slice(1);
+    if (!id) return;
+    let el = document.getElementById(id);
+    if (!el) { try { el = document.getElementById(decodeURIComponent(id)); } catch (e) { el = null; } }
+    if (!el) return;
+    // A message landed on shows its whole content, even where unchanged rows fold it away.
+    el.querySelectorAll("details").forEach(function (d) { d.open = true; });
+    for (let d = el.closest("details"); d; d = d.parentElement && d.parentElement.closest("details")) d.open = true;
+    el.scrollIntoView({ block: "center" });
+  }
+  window.addEventListener("hashchange", revealTarget);
+
+  // --- annotations ------------------------------------------------------------------
+
+  document.addEventListener("click", function (ev) {
+    const link = ev.target.closest && ev.target.closest("a[data-annotate]");
+    const form = document.getElementById("annotate");
+    if (!link || !form) return;
+    ev.preventDefault();
+    form.querySelector("select[name=message]").value = link.dataset.annotate;
+    form.scrollIntoView({ block: "center" });
+    form.querySelector("textarea").focus();
+  });
+  document.addEventListener("annotations-changed", function (ev) {
+    // Saved: the form that sent it starts afresh (the lists redraw themselves).
+    const form = ev.target && ev.target.closest && ev.target.closest("form.annotate-form");
+    if (form) form.reset();
+  });
 
   // --- keyboard: j/k between steps, [ and ] between flagged steps ----------------------
 
@@ -160,7 +304,9 @@
     if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
     if (["j", "k", "[", "]"].indexOf(ev.key) < 0) return;
     const link = document.querySelector('#step-view a[data-key="' + ev.key + '"]');
-    if (link) { ev.preventDefault(); link.click(); }
+    // Loaded directly, not by clicking: a key pressed just after a swap, before htmx has
+    // taken over the new links, must not turn into a full page load.
+    if (link) { ev.preventDefault(); loadStep(link.getAttribute("href")); }
   });
 
   // --- small behaviours ---------------------------------------------------------------
@@ -168,6 +314,11 @@
   document.addEventListener("change", function (ev) {
     const form = ev.target.closest && ev.target.closest("form[data-autosubmit]");
     if (form) form.submit();
+    // Picking dates in the overview's range picker means a range of one's own.
+    const picker = ev.target.closest && ev.target.closest("form.range-picker");
+    if (picker && (ev.target.name === "since" || ev.target.name === "until")) {
+      picker.querySelector("select[name=range]").value = "custom";
+    }
   });
   document.addEventListener("submit", function (ev) {
     const message = ev.target.dataset && ev.target.dataset.confirm;
@@ -205,6 +356,7 @@
     document.querySelectorAll(".js-hide").forEach(function (el) { el.hidden = true; });
     drawCharts(document);
     markCurrentStep();
+    revealTarget();
   }
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", start);

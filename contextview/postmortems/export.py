@@ -12,6 +12,8 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
+from django.db.models import QuerySet
+
 from contextview.projects.models import Project
 from contextview.sessions.models import Operation, Session, Step
 from contextview.sessions.selectors import StoredMessage, step_contexts
@@ -42,6 +44,12 @@ def dataset_rows(
         sessions = sessions.filter(mode=mode)
     if status:
         sessions = sessions.filter(status=status)
+    return sessions_rows(sessions)
+
+
+def sessions_rows(sessions: QuerySet[Session]) -> Iterator[dict[str, Any]]:
+    """The rows of every step of `sessions` (any filtered queryset), session by session,
+    a hundred sessions and a chunk of steps at a time."""
     last_session = 0
     while True:
         batch = list(sessions.filter(pk__gt=last_session).order_by("pk")[:100])
@@ -95,4 +103,10 @@ def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
 
 def dataset_jsonl(**filters: Any) -> Iterator[str]:
     for row in dataset_rows(**filters):
+        yield json.dumps(row, ensure_ascii=False) + "\n"
+
+
+def sessions_jsonl(sessions: QuerySet[Session]) -> Iterator[str]:
+    """JSON lines of every step of `sessions`, as ``dataset_jsonl`` writes them."""
+    for row in sessions_rows(sessions):
         yield json.dumps(row, ensure_ascii=False) + "\n"

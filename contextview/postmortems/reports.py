@@ -9,6 +9,7 @@ same data.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -142,6 +143,14 @@ def session_export(session: Session) -> Iterator[dict[str, Any]]:
             return
         yield from steps_as_dicts(session=session, steps=steps)
         last = steps[-1].index
+
+
+def report_json_chunks(session: Session) -> Iterator[str]:
+    """``{"report": ..., "steps": [...]}`` as text, a step at a time, for streaming."""
+    yield '{"report": ' + json.dumps(session_report(session)) + ', "steps": ['
+    for n, step in enumerate(session_export(session)):
+        yield ("," if n else "") + json.dumps(step)
+    yield "]}"
 
 
 def _md_escape(text: str) -> str:

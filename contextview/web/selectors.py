@@ -11,19 +11,23 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from difflib import SequenceMatcher
 from typing import Any
+from urllib.parse import quote
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
-from django.db.models import F, Q
+from django.db.models import BooleanField, ExpressionWrapper, F, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
 
 from contextview.core.diff import diff_contexts
 from contextview.core.model import Message
 from contextview.core.tokens import EncodingUnavailable, TokenCounter
+from contextview.postmortems.markdown import render_markdown
+from contextview.postmortems.models import Annotation, Incident
 from contextview.projects.models import ApiKey, Membership, Project
 from contextview.sessions.models import Directive, Fold, Operation, Session, Step
 from contextview.sessions.selectors import (
@@ -70,6 +74,11 @@ class Access:
     def can_direct(self) -> bool:
         """Editors and admins may send directives (mode switches, restores)."""
         return self.role in (Membership.Role.EDITOR, Membership.Role.ADMIN)
+
+    @property
+    def can_mark_incidents(self) -> bool:
+        """Editors and admins mark sessions as incidents; anyone in the project annotates."""
+        return self.can_direct
 
     @property
     def can_manage_keys(self) -> bool:
@@ -151,14 +160,8 @@ def _like(text: str) -> str:
     return "%" + re.sub(r"([\\%_])", r"\\\1", text) + "%"
 
 
-def session_page(
-    *, project: Project, filters: SessionFilters, cursor: str | None, limit: int = 50
-) -> tuple[list[Session], str | None]:
-    """A page of the project's sessions, newest first, and the cursor of the next one.
-
-    Keyset pagination on (started_at, id) follows the ``session_recent`` index, so
-    page 2,000 of 100,000 sessions costs what page 1 does.
-    """
+def session_queryset(*, project: Project, filters: SessionFilters) -> QuerySet[Session]:
+    """The project's sessions that match the list's filters (the list and its export)."""
     qs = Session.objects.filter(project=project)
     if filters.agent:
         qs = qs.filter(agent=filters.agent)
@@ -186,6 +189,18 @@ def session_page(
                 [project.pk, project.pk, _like(filters.q)],
             )
         )
+    return qs
+
+
+def session_page(
+    *, project: Project, filters: SessionFilters, cursor: str | None, limit: int = 50
+) -> tuple[list[Session], str | None]:
+    """A page of the project's sessions, newest first, and the cursor of the next one.
+
+    Keyset pagination on (started_at, id) follows the ``session_recent`` index, so
+    page 2,000 of 100,000 sessions costs what page 1 does.
+    """
+    qs = session_queryset(project=project, filters=filters).select_related("incident")
     if cursor and (after := decode_cursor(cursor)) is not None:
         started, pk = after
         qs = qs.filter(Q(started_at__lt=started) | Q(started_at=started, pk__lt=pk))
@@ -397,6 +412,24 @@ class Cell:
     pieces: list[tuple[str, str]] | None = None
     # Where it stood in its context (0-based), for "moved from #3".
     position: int = 0
+    # The element id a message permalink's fragment names ("" when another cell
+    # of the diff already carries this message's id).
+    anchor: str = ""
+
+
+def message_anchor(message_id: str) -> str:
+    """The element id of a message in a step page: any id the agent chose, made URL-safe,
+    so ``#m-...`` in a permalink finds it without decoding."""
+    return "m-" + quote(message_id, safe="")
+
+
+def _set_anchors(rows: Sequence[Row]) -> None:
+    """Give each message of a diff one anchor: where it is after the step, else before."""
+    claimed: set[str] = set()
+    for cell in [r.right for r in rows] + [r.left for r in rows]:
+        if cell is not None and cell.message.id not in claimed:
+            claimed.add(cell.message.id)
+            cell.anchor = message_anchor(cell.message.id)
 
 
 @dataclass
@@ -567,6 +600,8 @@ class StepView:
     after_count: int
     neighbors: dict[str, int | None]
     stats: dict[str, Any] | None
+    # Every message id of the step, before and after, in order: what can be annotated.
+    message_ids: list[str] = field(default_factory=list)
 
     @property
     def reported_error(self) -> dict[str, Any]:
@@ -640,6 +675,7 @@ def step_view(*, session: Session, step: Step) -> StepView:
         results=results,
         reloaded=reloaded,
     )
+    _set_anchors(rows)
     measured = (stats or {}).get("tokens") or {}
     flags = [(f, FLAG_HELP.get(f, "")) for f in (stats or {}).get("flags") or []]
     return StepView(
@@ -666,6 +702,7 @@ def step_view(*, session: Session, step: Step) -> StepView:
         after_count=len(after),
         neighbors=step_neighbors(session=session, index=step.index),
         stats=stats,
+        message_ids=list(dict.fromkeys(s.message.id for s in (*before, *after))),
     )
 
 
@@ -874,6 +911,226 @@ def restore_preview(*, session: Session, step: Step, ids: Sequence[str]) -> Rest
         max_tokens=max_tokens,
         limit=limit,
     )
+
+
+# --- annotations and incidents ---------------------------------------------------------
+
+LABELS = list(Annotation.Label.values)
+SEVERITIES = list(Incident.Severity.values)
+
+
+@dataclass
+class AnnotationView:
+    annotation: Annotation
+    html: SafeString  # the body's markdown, rendered and sanitized
+    mine: bool
+
+    @property
+    def edited(self) -> bool:
+        a = self.annotation
+        return a.updated_at - a.created_at > timedelta(seconds=1)
+
+
+def annotation_views(
+    *, session: Session, user: User, step_index: int | None = None
+) -> list[AnnotationView]:
+    """The session's annotations, oldest first; only those on step `step_index` if given."""
+    qs = Annotation.objects.filter(session=session).select_related("author")
+    if step_index is not None:
+        qs = qs.filter(step_index=step_index)
+    return [
+        AnnotationView(
+            annotation=a,
+            # nh3 keeps only harmless tags and link schemes: safe to show as HTML.
+            html=mark_safe(render_markdown(a.body)),
+            mine=a.author_id == user.pk,
+        )
+        for a in qs.order_by("created_at", "pk")
+    ]
+
+
+def annotation_for(*, session: Session, pk: int) -> Annotation | None:
+    return Annotation.objects.filter(session=session, pk=pk).select_related("author").first()
+
+
+@dataclass
+class IncidentFilters:
+    severity: str = ""
+    state: str = ""  # open, resolved
+    agent: str = ""
+    q: str = ""
+
+    @classmethod
+    def from_query(cls, params: Any) -> IncidentFilters:
+        severity = (params.get("severity") or "").strip()
+        state = (params.get("state") or "").strip()
+        return cls(
+            severity=severity if severity in SEVERITIES else "",
+            state=state if state in ("open", "resolved") else "",
+            agent=(params.get("agent") or "").strip()[:200],
+            q=(params.get("q") or "").strip()[:200],
+        )
+
+    def as_query(self) -> dict[str, str]:
+        return {k: v for k, v in vars(self).items() if v}
+
+    def __bool__(self) -> bool:
+        return bool(self.as_query())
+
+
+@dataclass
+class IncidentRow:
+    incident: Incident
+    root_cause: SafeString  # the latest root-cause annotation's first line, rendered
+
+
+def incident_list(
+    *, project: Project, filters: IncidentFilters, limit: int = 500
+) -> list[IncidentRow]:
+    """The project's incidents, open ones first, then by severity and newest first."""
+    qs = Incident.objects.filter(session__project=project).select_related("session", "created_by")
+    if filters.severity:
+        qs = qs.filter(severity=filters.severity)
+    if filters.state == "open":
+        qs = qs.filter(resolved_at__isnull=True)
+    elif filters.state == "resolved":
+        qs = qs.filter(resolved_at__isnull=False)
+    if filters.agent:
+        qs = qs.filter(session__agent=filters.agent)
+    if filters.q:
+        qs = qs.filter(Q(title__icontains=filters.q) | Q(session__external_id__icontains=filters.q))
+    is_open = ExpressionWrapper(Q(resolved_at__isnull=True), output_field=BooleanField())
+    incidents = list(qs.alias(open=is_open).order_by("-open", "severity", "-created_at")[:limit])
+    causes = dict(
+        Annotation.objects.filter(
+            session_id__in=[i.session_id for i in incidents], label=Annotation.Label.ROOT_CAUSE
+        )
+        .order_by("session_id", "-created_at")
+        .distinct("session_id")
+        .values_list("session_id", "body")
+    )
+    return [IncidentRow(i, _first_line_html(causes.get(i.session_id, ""))) for i in incidents]
+
+
+def _first_line_html(markdown: str, limit: int = 160) -> SafeString:
+    line = markdown.strip().split("\n", 1)[0][:limit]
+    # Sanitized by nh3 like every rendered annotation.
+    return mark_safe(render_markdown(line)) if line else mark_safe("")
+
+
+# --- permalinks ------------------------------------------------------------------------
+
+
+def permalink_target(*, user: User, slug: str, rest: str) -> tuple[Session, int | None] | None:
+    """The session, and step index if any, that ``/p/<slug>/<rest>`` names.
+
+    `rest` is ``<session id>/`` or ``<session id>/<index>/``. Session ids may hold
+    slashes and digits, so ``a/3/`` is step 3 of session ``a`` when that step
+    exists, else session ``a/3`` when that exists.
+    """
+    if not user.is_authenticated:
+        return None
+    path = rest[:-1] if rest.endswith("/") else rest
+    match = re.fullmatch(r"(.+)/(\d{1,9})", path, re.DOTALL)
+    prefix, index = (match[1], int(match[2])) if match else (None, None)
+    found = {
+        s.external_id: s
+        for s in Session.objects.filter(
+            project__slug=slug,
+            project__membership__user=user,
+            external_id__in=[x for x in (path, prefix) if x],
+        ).select_related("project")
+    }
+    if prefix in found and index is not None:
+        if path not in found or Step.objects.filter(session=found[prefix], index=index).exists():
+            return found[prefix], index
+    if path in found:
+        return found[path], None
+    return None
+
+
+# --- project overview and comparisons --------------------------------------------------
+
+# The time-range picker: a span back from now, and the bucket it is drawn in.
+RANGES = {
+    "24h": (timedelta(hours=24), "hour"),
+    "7d": (timedelta(days=7), "day"),
+    "30d": (timedelta(days=30), "day"),
+    "90d": (timedelta(days=90), "week"),
+    "365d": (timedelta(days=365), "week"),
+}
+BUCKETS = ("hour", "day", "week")
+
+
+@dataclass
+class TrendRange:
+    range: str  # a key of RANGES, or "custom" (since/until)
+    since: str
+    until: str
+    bucket: str
+    start: datetime
+    end: datetime
+
+    @classmethod
+    def from_query(cls, params: Any, *, now: datetime | None = None) -> TrendRange:
+        now = now or timezone.now()
+        tz = timezone.get_current_timezone()
+        chosen = params.get("range") or ""
+        since, until = _date(params.get("since") or ""), _date(params.get("until") or "")
+        if chosen == "custom" or (chosen not in RANGES and (since or until)):
+            end = datetime.combine(until + timedelta(days=1), time.min, tz) if until else now
+            start = datetime.combine(since, time.min, tz) if since else end - timedelta(days=30)
+            if start >= end:
+                start = end - timedelta(days=1)
+            span = end - start
+            default = "hour" if span <= timedelta(days=2) else "day"
+            default = "week" if span > timedelta(days=120) else default
+            chosen = "custom"
+        else:
+            chosen = chosen if chosen in RANGES else "30d"
+            span, default = RANGES[chosen]
+            end, start = now, now - span
+        bucket = params.get("bucket") or default
+        if bucket not in BUCKETS or (bucket == "hour" and span > timedelta(days=31)):
+            bucket = default
+        return cls(
+            range=chosen,
+            since=start.date().isoformat(),
+            until=(end - timedelta(microseconds=1)).date().isoformat(),
+            bucket=bucket,
+            start=start,
+            end=end,
+        )
+
+    @property
+    def axis(self) -> list[str]:
+        """The range as the charts' x axis takes it: UTC times without an offset."""
+        return [t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S") for t in (self.start, self.end)]
+
+
+def project_session(*, project: Project, external_id: str) -> Session | None:
+    return Session.objects.filter(project=project, external_id=external_id).first()
+
+
+def recent_session_ids(*, project: Project, limit: int = 200) -> list[str]:
+    return list(
+        Session.objects.filter(project=project)
+        .order_by("-started_at", "-pk")
+        .values_list("external_id", flat=True)[:limit]
+    )
+
+
+@dataclass
+class CompareRow:
+    index: int
+    sides: list[dict[str, Any] | None]
+
+
+def compare_rows(curves: Sequence[Sequence[dict[str, Any]]], limit: int) -> list[CompareRow]:
+    """Per step index, each session's point (or None where it has no such step)."""
+    by_index = [{p["index"]: p for p in curve} for curve in curves]
+    indexes = sorted(set().union(*by_index))[:limit]
+    return [CompareRow(i, [side.get(i) for side in by_index]) for i in indexes]
 
 
 # --- API keys --------------------------------------------------------------------------

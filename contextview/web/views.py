@@ -13,6 +13,7 @@ import json
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.db import connection
@@ -23,19 +24,35 @@ from django.http import (
     HttpResponse,
     HttpResponseForbidden,
     JsonResponse,
+    StreamingHttpResponse,
 )
 from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
 from contextview.core.errors import InputError
+from contextview.postmortems import selectors as postmortems
+from contextview.postmortems.export import sessions_jsonl
+from contextview.postmortems.models import Annotation, Incident
+from contextview.postmortems.reports import report_json_chunks, report_markdown, session_report
+from contextview.postmortems.services import (
+    NotAllowed,
+    annotation_create,
+    annotation_delete,
+    annotation_update,
+    incident_mark,
+    incident_resolve,
+)
 from contextview.projects.models import ApiKey
 from contextview.projects.services import apikey_create, apikey_revoke
 from contextview.sessions.models import Directive, Session, Step
 from contextview.sessions.selectors import step_get
 from contextview.sessions.services import directive_create
+from contextview.stats.selectors import agent_mode_table
 from contextview.web import selectors as web
+from contextview.web.report_html import report_html
 
 STEPS_PER_PAGE = 100
 
@@ -82,6 +99,34 @@ def _page(request: HttpRequest, **context: Any) -> dict[str, Any]:
     }
 
 
+def _project_or_404(request: HttpRequest, slug: str) -> web.Access:
+    access = web.access_for(web.user_access(user=request.user), slug)
+    if access is None:
+        raise Http404("no such project")
+    return access
+
+
+def _filename(name: str) -> str:
+    """A download's file name from an id the agent chose: letters, digits, - _ . only."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:100] or "session"
+
+
+def _chart_meta(session: Session, directives: list[web.DirectiveRow], **extra: Any) -> str:
+    """The occupancy chart's settings, as JSON for a data- attribute."""
+    max_tokens, limit = web.session_budget(session)
+    return json.dumps(
+        {
+            "budget": {"max_tokens": max_tokens, "limit": limit},
+            **extra,
+            "directives": [
+                {"step": d.applied_step, "label": d.summary, "by": d.created_by}
+                for d in directives
+                if d.applied_step is not None
+            ],
+        }
+    )
+
+
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
@@ -124,6 +169,7 @@ def sessions_page(request: HtmxHttpRequest) -> HttpResponse:
             "statuses": web.STATUSES,
             "modes": web.MODES,
             "flags": web.FLAGS,
+            "export_query": urlencode(filters.as_query()),
         },
     )
 
@@ -152,16 +198,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return render(request, "session/_steps.html", {"session": session, **window})
     rows, reported_modes = web.session_chart(session=session)
     directives = web.session_directives(session=session)
-    max_tokens, limit = web.session_budget(session)
-    chart = {
-        "budget": {"max_tokens": max_tokens, "limit": limit},
-        "step_url": reverse("web-step", args=[session.pk, 0])[: -len("0/")],
-        "directives": [
-            {"step": d.applied_step, "label": d.summary, "by": d.created_by}
-            for d in directives
-            if d.applied_step is not None
-        ],
-    }
+    step_url = reverse("web-step", args=[session.pk, 0])[: -len("0/")]
     modes = list(dict.fromkeys([*web.MODES, *reported_modes]))
     return render(
         request,
@@ -172,8 +209,13 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             session=session,
             # JSON in data- attributes (escaped as any attribute): htmx drops
             # <script> elements from swapped content, and the CSP runs none.
-            chart_meta=json.dumps(chart),
+            chart_meta=_chart_meta(session, directives, step_url=step_url),
             chart_rows=rows,
+            incident=Incident.objects.filter(session=session).first(),
+            severities=web.SEVERITIES,
+            annotations=web.annotation_views(session=session, user=request.user),
+            labels=web.LABELS,
+            recent=web.recent_session_ids(project=session.project, limit=100),
             modes=modes,
             reported_modes=reported_modes,
             directives=directives,
@@ -190,7 +232,21 @@ def step_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
     session, access = _session_or_404(request, pk)
     step = _step_or_404(session, index)
     view = web.step_view(session=session, step=step)
-    context = {"session": session, "access": access, "view": view}
+    notes = web.annotation_views(session=session, user=request.user, step_index=index)
+    context: dict[str, Any] = {
+        "session": session,
+        "access": access,
+        "view": view,
+        "annotations": notes,
+        "noted": {a.annotation.message_id for a in notes if a.annotation.message_id},
+        "labels": web.LABELS,
+    }
+    if fold := request.GET.get("fold", ""):
+        # A fold's permalink: the step, with that fold's originals open.
+        context["fold"] = {
+            "result_id": fold,
+            "originals": web.fold_originals(session=session, step=step, result_id=fold),
+        }
     if _fragment(request):
         return render(request, "session/_step.html", context)
     return render(request, "step.html", _page(request, **context))
@@ -337,6 +393,416 @@ def mode_switch(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def directives_fragment(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session, _ = _session_or_404(request, pk)
     return _directives_response(request, session)
+
+
+# --- annotations -----------------------------------------------------------------------
+
+
+def _scope(params: Any) -> tuple[str, int | None]:
+    """Which list of annotations a request shows: the session's, or one step's."""
+    step = _int(params.get("step"))
+    if params.get("scope") == "step" and step is not None:
+        return "step", step
+    return "session", None
+
+
+def _annotations_response(
+    request: HtmxHttpRequest, session: Session, *, scope: str, step: int | None, error: str = ""
+) -> HttpResponse:
+    return render(
+        request,
+        "session/_annotations.html",
+        {
+            "session": session,
+            "annotations": web.annotation_views(
+                session=session, user=request.user, step_index=step if scope == "step" else None
+            ),
+            "scope": scope,
+            "scope_step": step,
+            "error": error,
+        },
+    )
+
+
+def _notes_changed() -> HttpResponse:
+    """Nothing to swap: every list of annotations on the page (the session's, the open
+    step's) hears the event and redraws itself, so they all agree."""
+    response = HttpResponse(status=204)
+    response["HX-Trigger"] = "annotations-changed"
+    return response
+
+
+def _annotation_url(session: Session, annotation: Annotation | None, step: int | None) -> str:
+    """Where an annotation is shown, for answers to plain (non-htmx) form posts."""
+    index = annotation.step_index if annotation is not None else step
+    if index is None:
+        return reverse("web-session", args=[session.pk]) + "#annotations"
+    anchor = "notes"
+    if annotation is not None and annotation.message_id:
+        anchor = web.message_anchor(annotation.message_id)
+    return reverse("web-step", args=[session.pk, index]) + "#" + anchor
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def notes(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """GET: a list of annotations (the session's, or ``?scope=step&step=N``). POST: a new
+    one, on the session, a step (``step``) or one of its messages (``message``).
+    Anyone in the project may annotate, viewers included."""
+    session, _ = _session_or_404(request, pk)
+    params = request.POST if request.method == "POST" else request.GET
+    scope, scope_step = _scope(params)
+    if request.method == "GET":
+        if not _fragment(request):
+            return redirect(_annotation_url(session, None, scope_step))
+        return _annotations_response(request, session, scope=scope, step=scope_step)
+    step = _int(request.POST.get("step"))
+    try:
+        annotation = annotation_create(
+            session=session,
+            author=request.user,
+            body=request.POST.get("body", ""),
+            label=request.POST.get("label") or Annotation.Label.NOTE,
+            step_index=step,
+            message_id=request.POST.get("message", "").strip() if step is not None else "",
+        )
+    except InputError as exc:
+        if _fragment(request):
+            # In place of the list (htmx swaps 2xx answers only); the form keeps its text.
+            return _annotations_response(
+                request, session, scope=scope, step=scope_step, error=str(exc)
+            )
+        return HttpResponse(f"Not saved: {exc}", status=400, content_type="text/plain")
+    if not _fragment(request):
+        return redirect(_annotation_url(session, annotation, step))
+    return _notes_changed()
+
+
+def _own_annotation(
+    request: HtmxHttpRequest, pk: int, aid: int
+) -> tuple[Session, web.Access, Annotation]:
+    session, access = _session_or_404(request, pk)
+    annotation = web.annotation_for(session=session, pk=aid)
+    if annotation is None:
+        raise Http404("no such annotation")
+    return session, access, annotation
+
+
+def _edit_form(
+    request: HtmxHttpRequest,
+    session: Session,
+    access: web.Access,
+    annotation: Annotation,
+    params: Any,
+    *,
+    error: str = "",
+) -> HttpResponse:
+    scope, scope_step = _scope(params)
+    context = {
+        "session": session,
+        "annotation": annotation,
+        "labels": web.LABELS,
+        "scope": scope,
+        "scope_step": scope_step,
+        "error": error,
+        "body": params.get("body", annotation.body),
+    }
+    if _fragment(request):
+        return render(request, "session/_annotation_edit.html", context)
+    return render(
+        request,
+        "fragment_page.html",
+        _page(
+            request,
+            fragment="session/_annotation_edit.html",
+            in_list=True,
+            title="Edit annotation",
+            access=access,
+            **context,
+        ),
+        status=400 if error else 200,
+    )
+
+
+@login_required
+@require_GET
+def note_edit(request: HtmxHttpRequest, pk: int, aid: int) -> HttpResponse:
+    session, access, annotation = _own_annotation(request, pk, aid)
+    if annotation.author_id != request.user.pk:
+        return HttpResponseForbidden("Only its author may edit an annotation.")
+    return _edit_form(request, session, access, annotation, request.GET)
+
+
+@login_required
+@require_POST
+def note_save(request: HtmxHttpRequest, pk: int, aid: int) -> HttpResponse:
+    session, access, annotation = _own_annotation(request, pk, aid)
+    try:
+        annotation_update(
+            annotation=annotation,
+            user=request.user,
+            body=request.POST.get("body", ""),
+            label=request.POST.get("label") or annotation.label,
+        )
+    except NotAllowed:
+        return HttpResponseForbidden("Only its author may edit an annotation.")
+    except InputError as exc:
+        annotation.refresh_from_db()
+        return _edit_form(request, session, access, annotation, request.POST, error=str(exc))
+    if not _fragment(request):
+        return redirect(_annotation_url(session, annotation, None))
+    return _notes_changed()
+
+
+@login_required
+@require_POST
+def note_delete(request: HtmxHttpRequest, pk: int, aid: int) -> HttpResponse:
+    session, _, annotation = _own_annotation(request, pk, aid)
+    place = _annotation_url(session, None, annotation.step_index)
+    try:
+        annotation_delete(annotation=annotation, user=request.user)
+    except NotAllowed:
+        return HttpResponseForbidden("Only its author may delete an annotation.")
+    if not _fragment(request):
+        return redirect(place)
+    return _notes_changed()
+
+
+# --- incidents -------------------------------------------------------------------------
+
+
+def _incident_response(
+    request: HtmxHttpRequest, session: Session, access: web.Access, *, error: str = ""
+) -> HttpResponse:
+    if not _fragment(request):
+        if error:
+            return HttpResponse(f"Not saved: {error}", status=400, content_type="text/plain")
+        return redirect(reverse("web-session", args=[session.pk]) + "#incident")
+    context = {
+        "session": session,
+        "access": access,
+        "error": error,
+        "severities": web.SEVERITIES,
+        "incident": Incident.objects.filter(session=session).first(),
+    }
+    return render(request, "session/_incident.html", context)
+
+
+@login_required
+@require_POST
+def incident_save(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session, access = _session_or_404(request, pk)
+    if not access.can_mark_incidents:
+        return HttpResponseForbidden("Only editors and admins mark incidents.")
+    try:
+        incident_mark(
+            session=session,
+            user=request.user,
+            title=request.POST.get("title", ""),
+            severity=request.POST.get("severity", ""),
+        )
+    except InputError as exc:
+        return _incident_response(request, session, access, error=str(exc))
+    return _incident_response(request, session, access)
+
+
+@login_required
+@require_POST
+def incident_close(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session, access = _session_or_404(request, pk)
+    if not access.can_mark_incidents:
+        return HttpResponseForbidden("Only editors and admins resolve incidents.")
+    incident = Incident.objects.filter(session=session).first()
+    if incident is None:
+        raise Http404("this session is not an incident")
+    incident_resolve(incident=incident)
+    return _incident_response(request, session, access)
+
+
+@login_required
+@require_GET
+def incidents_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    access = _project_or_404(request, slug)
+    filters = web.IncidentFilters.from_query(request.GET)
+    return render(
+        request,
+        "incidents.html",
+        _page(
+            request,
+            access=access,
+            filters=filters,
+            rows=web.incident_list(project=access.project, filters=filters),
+            severities=web.SEVERITIES,
+            agents=web.project_agents(project=access.project),
+        ),
+    )
+
+
+# --- permalinks ------------------------------------------------------------------------
+
+
+def permalink_path(session: Session, index: int | None = None) -> str:
+    """A session's or step's address from the project's slug, the session id the agent
+    chose and the step index: none of them changes when the data is imported again."""
+    rest = f"{session.external_id}/" + (f"{index}/" if index is not None else "")
+    if any(part in (".", "..") for part in rest.split("/")):
+        rest = ""  # a browser would resolve the dots away: no stable address for this id
+    try:
+        if rest:
+            return reverse("web-permalink", kwargs={"slug": session.project.slug, "rest": rest})
+    except NoReverseMatch:  # an id with a newline: no path can carry it
+        pass
+    if index is None:
+        return reverse("web-session", args=[session.pk])
+    return reverse("web-step", args=[session.pk, index])
+
+
+@login_required
+@require_GET
+def permalink(request: HtmxHttpRequest, slug: str, rest: str) -> HttpResponse:
+    """``/p/<project>/<session id>/[<step>/]``, optionally ``?fold=<result id>``; a message
+    is ``#m-<id>`` on a step's address, which the browser keeps through the redirect."""
+    found = web.permalink_target(user=request.user, slug=slug, rest=rest)
+    if found is None:
+        raise Http404("no such session")
+    session, index = found
+    if index is None:
+        return redirect("web-session", session.pk)
+    url = reverse("web-step", args=[session.pk, index])
+    if fold := request.GET.get("fold"):
+        url += "?" + urlencode({"fold": fold}) + "#fold-panel"
+    return redirect(url)
+
+
+# --- reports and exports ---------------------------------------------------------------
+
+
+def _attachment(response: HttpResponse, filename: str) -> HttpResponse:
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@login_required
+@require_GET
+def report_md(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session, _ = _session_or_404(request, pk)
+    text = report_markdown(session_report(session))
+    response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
+    return _attachment(response, f"{_filename(session.external_id)}.md")
+
+
+@login_required
+@require_GET
+def report_json(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The report and every step as the read API gives it, streamed a chunk at a time."""
+    session, _ = _session_or_404(request, pk)
+    response = StreamingHttpResponse(report_json_chunks(session), content_type="application/json")
+    return _attachment(response, f"{_filename(session.external_id)}.json")
+
+
+@login_required
+@require_GET
+def report_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """One HTML file that opens offline: styles, plotly and the chart's data inline."""
+    session, _ = _session_or_404(request, pk)
+    rows, _ = web.session_chart(session=session)
+    meta = _chart_meta(session, web.session_directives(session=session), step_anchor="step-")
+    html, policy = report_html(
+        session=session,
+        report=session_report(session),
+        chart_rows=rows,
+        chart_meta=meta,
+        generated_at=timezone.now(),
+        link=request.build_absolute_uri(permalink_path(session)),
+    )
+    response = HttpResponse(html, content_type="text/html; charset=utf-8")
+    # Its own policy, which lets only its own inline scripts run, whoever opens it.
+    response["Content-Security-Policy"] = policy
+    return _attachment(response, f"{_filename(session.external_id)}.html")
+
+
+@login_required
+@require_GET
+def export_steps(request: HtmxHttpRequest, slug: str) -> StreamingHttpResponse:
+    """The training dataset of the sessions the list shows with the same filters: one JSON
+    line per step, streamed, so a project of any size is never held in memory."""
+    access = _project_or_404(request, slug)
+    filters = web.SessionFilters.from_query(request.GET)
+    sessions = web.session_queryset(project=access.project, filters=filters)
+    response = StreamingHttpResponse(sessions_jsonl(sessions), content_type="application/x-ndjson")
+    response["Content-Disposition"] = f'attachment; filename="{_filename(slug)}-steps.jsonl"'
+    return response
+
+
+# --- across sessions: compare two, project overview ------------------------------------
+
+COMPARE_ROWS = 1000
+
+
+@login_required
+@require_GET
+def sessions_compare_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """Two sessions side by side (``?s=<id>&s=<id>``): their occupancy curves overlaid,
+    then tokens, operations and flags per step, entity retention and outcome."""
+    access = _project_or_404(request, slug)
+    ids = [i.strip() for i in request.GET.getlist("s") if i.strip()][:2]
+    found = [web.project_session(project=access.project, external_id=i) for i in ids]
+    missing = [i for i, s in zip(ids, found, strict=True) if s is None]
+    context: dict[str, Any] = {
+        "access": access,
+        "ids": ids + [""] * (2 - len(ids)),
+        "missing": missing,
+        "recent": web.recent_session_ids(project=access.project),
+    }
+    sessions = [s for s in found if s is not None]
+    if len(sessions) == 2 and not missing:
+        data = postmortems.sessions_compare(first=sessions[0], second=sessions[1])
+        sides = data["sessions"]
+        for side, session in zip(sides, sessions, strict=True):
+            side["pk"] = session.pk
+        context.update(
+            sessions=sessions,
+            sides=sides,
+            chart=json.dumps(
+                [
+                    {
+                        "name": side["session"]["session_id"],
+                        "max_tokens": web.session_budget(session)[0],
+                        "curve": side["curve"],
+                    }
+                    for side, session in zip(sides, sessions, strict=True)
+                ]
+            ),
+            rows=web.compare_rows([side["curve"] for side in sides], COMPARE_ROWS),
+            more_rows=max(len(side["curve"]) for side in sides) > COMPARE_ROWS,
+            row_limit=COMPARE_ROWS,
+        )
+    return render(request, "sessions_compare.html", _page(request, **context))
+
+
+@login_required
+@require_GET
+def overview_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """Trends over a time range, and the per agent x mode table."""
+    access = _project_or_404(request, slug)
+    span = web.TrendRange.from_query(request.GET)
+    trends = postmortems.project_trends(
+        project=access.project, start=span.start, end=span.end, bucket=span.bucket
+    )
+    return render(
+        request,
+        "overview.html",
+        _page(
+            request,
+            access=access,
+            span=span,
+            ranges=list(web.RANGES),
+            buckets=web.BUCKETS,
+            trends=trends,
+            trends_json=json.dumps(trends),
+            table=agent_mode_table(project_id=access.project.pk),
+        ),
+    )
 
 
 # --- API keys --------------------------------------------------------------------------

@@ -2,9 +2,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import pytest
+from django.contrib.auth.models import User
 
+from contextview.postmortems.services import annotation_create, incident_mark
 from contextview.sessions.models import Session
 from tests.api_client import Api, step
 from tests.browser.conftest import Watched
@@ -201,8 +204,17 @@ def test_it_runs_nothing_an_agent_sent(
     page.wait_for_selector(".restore-view")
     page.click('table.steps a[data-step="1"]')
     page.wait_for_selector('#step-view[data-step="1"]')
+    # The postmortem pages show the same content: an incident, the comparison, the overview.
+    user = User.objects.get(username="editor-in-browser")
+    incident_mark(session=session, user=user, title=HOSTILE[1], severity="sev1")
+    annotation_create(session=session, author=user, body=HOSTILE[4], step_index=0,
+                      message_id="<b onmouseover=alert(1)>u1</b>")  # fmt: skip
+    sid = quote(session.external_id)
+    project = f"{live_server.url}/projects/{session.project.slug}"
     for url in [f"{base}/steps/1/", f"{base}/compare/?from=0&to=1", f"{base}/archive/",
-                f"{base}/steps/0/fold/?result=%3Ci%3Esum%3C%2Fi%3E"]:  # fmt: skip
+                f"{base}/steps/0/fold/?result=%3Ci%3Esum%3C%2Fi%3E", f"{base}/steps/0/",
+                f"{project}/compare/?s={sid}&s={sid}", f"{project}/overview/",
+                f"{project}/incidents/"]:  # fmt: skip
         page.goto(url)
         page.wait_for_load_state("load")
     page.goto(f"{base}/")

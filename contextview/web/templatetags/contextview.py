@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
+from urllib.parse import urlencode
 
 from django import template
 from django.urls import reverse
+from django.utils.dateparse import parse_datetime
 
-from contextview.web.views import plotly_version
+from contextview.core.model import content_text
+from contextview.web.selectors import message_anchor
+from contextview.web.views import permalink_path, plotly_version
 
 register = template.Library()
 
@@ -57,3 +62,37 @@ def first_line(text: str, limit: int = 140) -> str:
 @register.filter
 def tokens(value: Any) -> str:
     return "—" if value is None else f"{value:,}"
+
+
+@register.simple_tag
+def permalink(
+    session: Any, index: int | None = None, message: str | None = None, fold: str | None = None
+) -> str:
+    """A stable address: ``/p/<project>/<session id>/[<step>/]``, then ``?fold=<result id>``
+    for a fold of that step or ``#m-<message id>`` for one of its messages."""
+    path = permalink_path(session, index)
+    if fold is not None:
+        path += "?" + urlencode({"fold": fold})
+    if message is not None:
+        path += "#" + message_anchor(message)
+    return path
+
+
+@register.filter
+def anchor(message_id: str) -> str:
+    return message_anchor(str(message_id))
+
+
+@register.filter
+def text_of(content: Any) -> str:
+    """A message's text from its content as sent (a string, or a list of parts)."""
+    return content_text(content)
+
+
+@register.filter
+def when(value: Any) -> str:
+    """An ISO 8601 time from a report's data, shown as the pages show times."""
+    moment = parse_datetime(value) if isinstance(value, str) else value
+    if moment is None:
+        return "—"
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -1,0 +1,481 @@
+"""Issue 6 in the dashboard: annotations, incidents, permalinks, reports, comparisons,
+the project overview and the dataset export, through the pages a user opens."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.http import QueryDict
+from django.test import Client
+
+from contextview.demo.scenarios import cm_order_timeout, mode_customer_chat
+from contextview.postmortems.models import Annotation, Incident
+from contextview.postmortems.services import annotation_create, incident_mark
+from contextview.sessions.models import Session
+from contextview.web.selectors import TrendRange, message_anchor
+from tests.api_client import Api, step
+from tests.web.conftest import order_session_events
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def _text(response: Any) -> str:
+    if response.streaming:
+        return b"".join(response.streaming_content).decode()
+    return response.content.decode()
+
+
+def _jsonl(response: Any) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in _text(response).splitlines()]
+
+
+# --- annotations -----------------------------------------------------------------------
+
+
+def test_it_lets_a_viewer_annotate_but_not_change_anothers_annotation(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    viewer, other = login("viewer"), login("viewer", "second-viewer")
+    url = f"/sessions/{order_session.pk}/notes/"
+    posted = viewer.post(url, {"scope": "session", "body": "Lost the **order id**."}, **HTMX)
+    assert posted.status_code == 204 and posted["HX-Trigger"] == "annotations-changed"
+    mine = Annotation.objects.get()
+    assert mine.author.username == "viewer-user" and mine.step_index is None
+
+    page = other.get(f"/sessions/{order_session.pk}/").content.decode()
+    assert "Lost the <strong>order id</strong>." in page and "viewer-user" in page
+    # Someone else's annotation: no way to change it on the page, nor around it.
+    assert f"/notes/{mine.pk}/delete/" not in page and f"/notes/{mine.pk}/edit/" not in page
+    base = f"/sessions/{order_session.pk}/notes/{mine.pk}"
+    assert other.get(f"{base}/edit/").status_code == 403
+    assert other.post(f"{base}/", {"body": "mine now", "label": "note"}).status_code == 403
+    assert other.post(f"{base}/delete/", **HTMX).status_code == 403
+    mine.refresh_from_db()
+    assert mine.body == "Lost the **order id**."
+
+    # Its author edits and deletes it.
+    own_page = viewer.get(f"/sessions/{order_session.pk}/").content.decode()
+    assert f"/notes/{mine.pk}/delete/" in own_page
+    edit = viewer.get(f"{base}/edit/?scope=session", **HTMX).content.decode()
+    assert "Lost the **order id**.</textarea>" in edit
+    Annotation.objects.filter(pk=mine.pk).update(created_at=mine.created_at - timedelta(hours=1))
+    saved = viewer.post(f"{base}/", {"body": "Step 0 lost it.", "label": "root-cause"}, **HTMX)
+    assert saved.status_code == 204
+    listed = viewer.get(f"{url}?scope=session", **HTMX).content.decode()
+    assert "Step 0 lost it." in listed and "root-cause" in listed and "(edited)" in listed
+    assert viewer.post(f"{base}/delete/", **HTMX).status_code == 204
+    assert not Annotation.objects.exists()
+
+
+def test_it_annotates_a_step_and_a_message_and_shows_them_there(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    editor = login("editor")
+    url = f"/sessions/{order_session.pk}/notes/"
+    editor.post(url, {"scope": "step", "step": "0", "label": "root-cause",
+                      "body": "The summary dropped the order id"}, **HTMX)  # fmt: skip
+    editor.post(url, {"scope": "step", "step": "0", "message": "sum_1", "label": "contributing",
+                      "body": "this summary"}, **HTMX)  # fmt: skip
+    step = editor.get(f"/sessions/{order_session.pk}/steps/0/", **HTMX).content.decode()
+    assert "The summary dropped the order id" in step and "this summary" in step
+    assert 'class="note-badge"' in step  # sum_1 carries a note in the diff
+    assert f'href="#{message_anchor("sum_1")}"' in step
+    assert (
+        "No annotations on this step yet."
+        in editor.get(f"/sessions/{order_session.pk}/steps/1/", **HTMX).content.decode()
+    )
+    # The session's list shows all of them, each with where it sits.
+    session = editor.get(f"{url}?scope=session", **HTMX).content.decode()
+    assert "/p/acme/order-debug-42/0/#m-sum_1" in session and ">step 0</a>" in session
+    # Without JavaScript, the form posts and lands where the annotation is.
+    plain = editor.post(url, {"step": "1", "message": "u1", "body": "plain post"})
+    assert plain.status_code == 302
+    assert plain["Location"] == f"/sessions/{order_session.pk}/steps/1/#m-u1"
+
+
+def test_it_renders_annotations_as_sanitized_markdown(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    client = login("viewer")
+    body = "**bold** <script>alert(1)</script> [x](javascript:alert(1)) <img src=x onerror=a()>"
+    client.post(f"/sessions/{order_session.pk}/notes/", {"body": body}, **HTMX)
+    page = client.get(f"/sessions/{order_session.pk}/").content.decode()
+    note = page.split('class="markdown"')[1].split("</div>")[0]
+    assert "<strong>bold</strong>" in note and "&lt;script&gt;" in note
+    # What the markup tried is shown as text, never as elements or links.
+    assert "<script" not in note and "<img" not in note and "href" not in note
+
+
+def test_it_names_the_field_of_an_annotation_it_refuses(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    client = login("viewer")
+    url = f"/sessions/{order_session.pk}/notes/"
+    blank = client.post(url, {"scope": "session", "body": "  "}, **HTMX)
+    assert blank.status_code == 200 and "Not saved: body:" in blank.content.decode()
+    assert "HX-Trigger" not in blank
+    assert client.post(url, {"body": "x", "step": "99"}).status_code == 400
+    wrong_label = client.post(url, {"body": "x", "label": "blame"}, **HTMX)
+    assert "Not saved: label:" in wrong_label.content.decode()
+    assert not Annotation.objects.exists()
+
+
+# --- incidents -------------------------------------------------------------------------
+
+
+def test_it_lets_editors_mark_and_resolve_incidents_and_lists_them(
+    login: Callable[..., Client], seed: Callable[..., Session], order_session: Session
+) -> None:
+    other = seed(order_session_events("quiet-run"))
+    viewer, editor = login("viewer"), login("editor")
+    mark = f"/sessions/{order_session.pk}/incident/"
+    assert viewer.post(mark, {"title": "x", "severity": "sev1"}).status_code == 403
+    assert "Mark as incident" not in viewer.get(f"/sessions/{order_session.pk}/").content.decode()
+    refused = editor.post(mark, {"title": "Lost order", "severity": "sev9"}, **HTMX)
+    assert "Not saved: severity:" in refused.content.decode()
+    marked = editor.post(mark, {"title": "Order id lost in summary", "severity": "sev2"}, **HTMX)
+    assert "Order id lost in summary" in marked.content.decode()
+    assert "Resolve" in marked.content.decode()
+    editor.post(f"/sessions/{other.pk}/incident/", {"title": "Slow run", "severity": "sev4"})
+    viewer_user = User.objects.get(username="viewer-user")
+    annotation_create(session=order_session, author=viewer_user, body="The **summary** dropped it",
+                      label="root-cause", step_index=0)  # fmt: skip
+
+    def listed(query: str = "") -> str:
+        return viewer.get(f"/projects/acme/incidents/?{query}").content.decode()
+
+    everything = listed()
+    assert "Order id lost in summary" in everything and "Slow run" in everything
+    assert "The <strong>summary</strong> dropped it" in everything
+    assert everything.index("sev2") < everything.index("sev4")
+    assert "Slow run" not in listed("severity=sev2")
+    assert "Order id lost in summary" not in listed("q=slow")
+    assert 'title="incident: Order id lost in summary">sev2<' in viewer.get("/").content.decode()
+
+    editor.post(f"/sessions/{order_session.pk}/incident/resolve/")
+    assert Incident.objects.get(session=order_session).resolved_at is not None
+    assert "Order id lost in summary" not in listed("state=open")
+    assert "Order id lost in summary" in listed("state=resolved")
+    assert viewer.post(f"/sessions/{other.pk}/incident/resolve/").status_code == 403
+
+
+# --- permalinks ------------------------------------------------------------------------
+
+
+def test_it_opens_permalinks_of_a_session_a_step_and_a_fold(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    client = login("viewer")
+    session_link = client.get("/p/acme/order-debug-42/")
+    assert session_link.status_code == 302
+    assert session_link["Location"] == f"/sessions/{order_session.pk}/"
+    step_link = client.get("/p/acme/order-debug-42/1/")
+    assert step_link["Location"] == f"/sessions/{order_session.pk}/steps/1/"
+    fold = client.get("/p/acme/order-debug-42/0/?fold=sum_1")
+    assert fold["Location"] == f"/sessions/{order_session.pk}/steps/0/?fold=sum_1#fold-panel"
+    landed = client.get(fold["Location"]).content.decode()
+    panel = landed.split('<div id="fold-panel">')[1]
+    assert panel.lstrip().startswith('<section class="fold-view"')
+    assert "upstream timed out" in panel
+    assert 'href="/p/acme/order-debug-42/0/?fold=sum_1" data-copy' in panel
+
+    page = client.get(f"/sessions/{order_session.pk}/steps/1/").content.decode()
+    # Each message carries its anchor once, and a link to it that can be copied.
+    assert page.count('id="m-u1"') == 1 and page.count('id="m-a1"') == 1
+    assert 'href="/p/acme/order-debug-42/1/#m-u1" data-copy' in page
+    assert 'href="/p/acme/order-debug-42/1/" data-copy' in page
+    assert client.get("/p/acme/no-such-session/").status_code == 404
+    assert client.get("/p/other/order-debug-42/").status_code == 404
+    anonymous = Client().get("/p/acme/order-debug-42/1/")
+    assert anonymous.status_code == 302 and anonymous["Location"].startswith("/login/")
+
+
+def test_it_keeps_permalinks_working_when_the_data_is_imported_again(
+    api: Api, login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    first = seed(order_session_events())
+    client = login("viewer")
+    link = "/p/acme/order-debug-42/2/#m-tool_result_32"
+    assert 'href="' + link + '"' in client.get(f"/sessions/{first.pk}/steps/2/").content.decode()
+    first.delete()
+    again = seed([{**e, "id": e["id"] + "-again"} for e in order_session_events()])
+    assert again.pk != first.pk
+    assert client.get(link.split("#")[0])["Location"] == f"/sessions/{again.pk}/steps/2/"
+
+
+def test_it_finds_sessions_whose_ids_hold_slashes_and_odd_characters(
+    api: Api, login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    hello = [{"id": "m 1", "role": "user", "content": "hi"}]
+    runs = seed([step("nightly/run/7", 0, hello), step("nightly/run/7", 1, hello)])
+    odd = seed([step("<b>a#b?c d</b>", 0, hello)])
+    client = login("viewer")
+    page = client.get(f"/sessions/{runs.pk}/steps/1/").content.decode()
+    assert 'href="/p/acme/nightly/run/7/1/#m-m%201"' in page and 'id="m-m%201"' in page
+    assert client.get("/p/acme/nightly/run/7/")["Location"] == f"/sessions/{runs.pk}/"
+    assert client.get("/p/acme/nightly/run/7/1/")["Location"] == f"/sessions/{runs.pk}/steps/1/"
+    odd_page = client.get(f"/sessions/{odd.pk}/").content.decode()
+    link = re.search(r'href="(/p/acme/[^"]*)" data-copy', odd_page)[1]
+    assert link == "/p/acme/%3Cb%3Ea%23b%3Fc%20d%3C/b%3E/"
+    assert client.get(html.unescape(link))["Location"] == f"/sessions/{odd.pk}/"
+
+
+# --- reports ---------------------------------------------------------------------------
+
+
+class _Refs(HTMLParser):
+    """Every URL an HTML document would load or link to, and its scripts' text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[tuple[str, str, str]] = []
+        self.scripts: list[str] = []
+        self.meta_policy = ""
+        self._in_script = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if name in ("src", "href", "action", "srcset", "poster", "data") and value is not None:
+                self.urls.append((tag, name, value))
+        if tag == "meta" and dict(attrs).get("http-equiv") == "Content-Security-Policy":
+            self.meta_policy = dict(attrs)["content"] or ""
+        if tag == "script":
+            self._in_script = True
+            self.scripts.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self._in_script = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script:
+            self.scripts[-1] += data
+
+
+@pytest.fixture
+def demo_session(api: Api, seed: Callable[..., Session]) -> Session:
+    """The seed-000 demo: a ContextManager whose summaries lose order ids."""
+    session = seed(cm_order_timeout())
+    author = User.objects.create_user("reviewer")
+    annotation_create(session=session, author=author, step_index=3, label="root-cause",
+                      body="The error-log summary dropped **SO20260101007**.")  # fmt: skip
+    incident_mark(session=session, user=author, title="Order id lost", severity="sev2")
+    return session
+
+
+def test_it_reports_a_demo_session_as_one_self_contained_html_file(
+    login: Callable[..., Client], demo_session: Session
+) -> None:
+    response = login("viewer").get(f"/sessions/{demo_session.pk}/report.html")
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="cm-order-timeout.html"'
+    page = response.content.decode()
+    refs = _Refs()
+    refs.feed(page)
+    # Nothing to fetch: every link points inside the file, no script or style comes from
+    # anywhere else (the agent's own URLs appear as text only).
+    assert [u for u in refs.urls if not u[2].startswith("#")] == []
+    assert not re.search(r"url\(\s*['\"]?(https?:)?//", page.split("<script>")[0])
+    assert "http://10.42.3.56:8081/v2/reservations?order=SO20260101007" in html.unescape(page)
+    # Charts included: plotly itself and the data, inline.
+    assert len(refs.scripts) == 2 and "Plotly" in refs.scripts[0][:2000]
+    assert 'data-chart="occupancy"' in page and "data-rows=" in page
+    # Its own policy lets exactly those two scripts run, and loads nothing.
+    for script in refs.scripts:
+        digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+        assert f"'sha256-{digest}'" in refs.meta_policy
+    assert "default-src 'none'" in refs.meta_policy and response["Content-Security-Policy"]
+    # What a postmortem needs: header, incident, timeline, flagged steps with their
+    # diffs and what they lost, annotations.
+    body = page.split("<script>")[0]
+    assert "order-debug-bot" in body and "Incident: Order id lost" in body
+    assert body.count('<tr id="step-') == 10
+    flagged = body.split('id="flagged-3"')[1].split("</article>")[0]
+    assert '<mark class="lost-entity">SO20260101007</mark>' in flagged
+    assert "repeated_tool_call" in flagged and "the same tool as the previous" in flagged
+    removed = flagged.split('class="cell k-removed"')[1].split('class="cell')[0]
+    added = flagged.split('class="cell k-added"')[1].split('class="cell')[0]
+    assert "tool_result_18" in removed and "upstream timed out" in removed and "sum_2" in added
+    assert "The error-log summary dropped <strong>SO20260101007</strong>." in body
+
+
+def test_it_reports_a_demo_session_as_markdown_and_json(
+    login: Callable[..., Client], demo_session: Session
+) -> None:
+    client = login("viewer")
+    markdown = client.get(f"/sessions/{demo_session.pk}/report.md")
+    assert markdown["Content-Type"].startswith("text/markdown")
+    text = markdown.content.decode()
+    assert "SO20260101007" in text.split("## Lost entities")[1].split("## Annotations")[0]
+    assert "**root-cause** by reviewer on step 3" in text
+    assert "Incident (sev2):** Order id lost" in text
+
+    data = json.loads(_text(client.get(f"/sessions/{demo_session.pk}/report.json")))
+    assert [s["index"] for s in data["steps"]] == list(range(10))
+    api_step = data["steps"][3]
+    assert {"before", "after", "ops", "folds", "reported", "stats", "stats_status"} <= set(api_step)
+    assert api_step["after"][0]["tokens"] > 0
+    assert data["report"]["annotations"][0]["label"] == "root-cause"
+    lost = {e for entry in data["report"]["lost_entities"] for e in entry["entities"]}
+    assert "SO20260101007" in lost
+
+
+def test_it_escapes_what_an_agent_sent_in_the_html_report(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    evil = "</script><script>window.__pwned=1</script><img src=x onerror=alert(1)>"
+    session = seed([
+        {"id": "e", "type": "session", "body": {"session_id": evil, "agent": evil}},
+        step(evil, 0, [{"id": evil, "role": "tool", "content": evil + " SO20260101007"}],
+             action={"action": "summarize", "target": evil, "reason": evil,
+                     "result": {"id": "s", "role": "tool", "content": "nothing"}}),
+    ])  # fmt: skip
+    page = login("viewer").get(f"/sessions/{session.pk}/report.html").content.decode()
+    refs = _Refs()
+    refs.feed(page)
+    assert len(refs.scripts) == 2 and "__pwned" not in "".join(refs.scripts)
+    assert "<img" not in page.split("<script>")[0]
+    assert "&lt;/script&gt;&lt;script&gt;window.__pwned=1" in page
+
+
+def test_it_keeps_reports_to_the_sessions_project(
+    make_api: Callable[[str], Api], login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    client = login("viewer")
+    other = make_api("other-team")
+    other.ingest({"batch": order_session_events("theirs")})
+    theirs = Session.objects.get(external_id="theirs")
+    for kind in ("md", "json", "html"):
+        assert client.get(f"/sessions/{theirs.pk}/report.{kind}").status_code == 404
+    assert client.get("/projects/other-team/export/steps.jsonl").status_code == 404
+    assert client.get("/projects/other-team/overview/").status_code == 404
+    assert client.get("/projects/other-team/incidents/").status_code == 404
+
+
+# --- comparing sessions, project overview ----------------------------------------------
+
+
+def test_it_compares_two_sessions_side_by_side(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    seed(cm_order_timeout())
+    seed(mode_customer_chat())
+    client = login("viewer")
+    page = client.get(
+        "/projects/acme/compare/?s=cm-order-timeout&s=mode-customer-chat"
+    ).content.decode()
+    series = json.loads(html.unescape(re.search(r'data-series="([^"]*)"', page)[1]))
+    assert [s["name"] for s in series] == ["cm-order-timeout", "mode-customer-chat"]
+    assert [len(s["curve"]) for s in series] == [10, 20]
+    assert all(s["max_tokens"] for s in series)  # both have budgets: occupancy overlaid
+    assert "entity_loss" in series[0]["curve"][2]["flags"]
+    outcome = page.split('class="compare-outcome"')[1].split("</table>")[0]
+    assert "succeeded" in outcome and "failed" in outcome and "6%" in outcome
+    assert "pinned_missing × 14" in outcome
+    steps = page.split('class="compare-steps"')[1].split("<tbody>")[1].split("</tbody>")[0]
+    assert steps.count("<tr>") == 20  # one row per step index of either session
+    missing = client.get("/projects/acme/compare/?s=cm-order-timeout&s=nope").content.decode()
+    assert "No session nope in" in missing and "data-series" not in missing
+    session = Session.objects.get(external_id="cm-order-timeout")
+    header = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert 'name="s" value="cm-order-timeout"' in header  # "compare with" from a session
+
+
+def test_it_shows_trends_over_a_chosen_range_and_the_agent_mode_table(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    seed(cm_order_timeout())
+    seed(mode_customer_chat())
+    client = login("viewer")
+    page = client.get("/projects/acme/overview/?range=custom&since=2026-11-01&until=2026-11-30")
+    text = page.content.decode()
+    trends = json.loads(html.unescape(re.search(r'data-rows="([^"]*)"', text)[1]))
+    assert [t["sessions"] for t in trends] == [2] and trends[0]["compressions"] == 6
+    assert trends[0]["reload_regrets"] == 2 and 0 < trends[0]["entity_retention"] < 1
+    assert 'data-bucket="day"' in text and 'value="2026-11-01"' in text
+    table = text.split('class="agent-modes"')[1]
+    assert "order-debug-bot" in table and "support-bot" in table and "100%" in table
+    assert "?project=acme&amp;agent=order-debug-bot&amp;mode=summary" in table
+    empty = client.get("/projects/acme/overview/?range=custom&since=2020-01-01&until=2020-01-31")
+    assert "No sessions started in this time range." in empty.content.decode()
+    assert "unsafe-inline" not in page["Content-Security-Policy"]
+
+
+def test_it_reads_the_time_range_picker() -> None:
+    now = datetime(2026, 11, 29, 12, 30, tzinfo=UTC)
+
+    def picked(query: str) -> TrendRange:
+        return TrendRange.from_query(QueryDict(query), now=now)
+
+    day = picked("range=24h")
+    assert (day.bucket, day.end, now - day.start) == ("hour", now, timedelta(hours=24))
+    assert picked("").range == "30d" and picked("").bucket == "day"
+    assert picked("range=365d").bucket == "week"
+    custom = picked("since=2026-01-01&until=2026-01-01")
+    assert custom.range == "custom" and custom.bucket == "hour"
+    assert custom.start == datetime(2026, 1, 1, tzinfo=UTC)
+    assert custom.end == datetime(2026, 1, 2, tzinfo=UTC)
+    assert picked("range=90d&bucket=hour").bucket == "week"  # too many hours: its default
+    assert picked("range=7d&bucket=week").bucket == "week"
+    backwards = picked("range=custom&since=2026-03-01&until=2026-02-01")
+    assert backwards.start < backwards.end
+
+
+# --- dataset export --------------------------------------------------------------------
+
+
+def test_it_exports_the_steps_of_the_listed_sessions_as_jsonl(
+    api: Api, login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    seed(cm_order_timeout())
+    seed(mode_customer_chat())
+    client = login("viewer")
+    listing = client.get("/?status=failed&q=member").content.decode()
+    link = html.unescape(re.search(r'class="export-link" href="([^"]*)"', listing)[1])
+    assert link == "/projects/acme/export/steps.jsonl?status=failed&q=member"
+    response = client.get(link)
+    assert response.streaming and response["Content-Type"] == "application/x-ndjson"
+    assert response["Content-Disposition"] == 'attachment; filename="acme-steps.jsonl"'
+    rows = _jsonl(response)
+    assert {r["session_id"] for r in rows} == {"mode-customer-chat"}
+    assert [r["index"] for r in rows] == list(range(20))
+    first = rows[0]
+    assert set(first) >= {"obs", "operations", "after", "reward", "outcome"}
+    assert first["outcome"] == {"status": "failed", "score": 0.2}
+    assert {r["session_id"] for r in _jsonl(client.get(link.split("?")[0]))} == {
+        "cm-order-timeout",
+        "mode-customer-chat",
+    }
+    flagged = _jsonl(client.get("/projects/acme/export/steps.jsonl?flag=reload_regret"))
+    assert {r["session_id"] for r in flagged} == {"cm-order-timeout"}
+
+
+def test_it_streams_the_export_a_chunk_of_steps_at_a_time(
+    login: Callable[..., Client], seed: Callable[..., Session], monkeypatch: Any
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from contextview.postmortems import export
+
+    monkeypatch.setattr(export, "CHUNK", 3)
+    hello = [{"id": "m", "role": "user", "content": "hi"}]
+    seed([step("long", n, hello) for n in range(8)])
+    response = login("viewer").get("/projects/acme/export/steps.jsonl")
+    lines = iter(response.streaming_content)
+    with CaptureQueriesContext(connection) as captured:
+        first = json.loads(next(lines))
+    # The first line comes after reading one chunk of steps, not all eight.
+    step_reads = [q["sql"] for q in captured if 'FROM "cv_step"' in q["sql"]]
+    assert first["index"] == 0 and len(step_reads) == 1 and "LIMIT 3" in step_reads[0]
+    assert [json.loads(line)["index"] for line in lines] == list(range(1, 8))
