@@ -153,21 +153,31 @@ def report_json_chunks(session: Session) -> Iterator[str]:
     yield "]}"
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+_MD_SPECIAL = frozenset("\\`*_{}[]<>()#+-.!|~&")
+
+
+def _md(value: Any) -> str:
+    """Agent text as literal Markdown: every sign Markdown (or HTML) could act on is escaped."""
+    text = " ".join(str(value).split())
+    return "".join("\\" + c if c in _MD_SPECIAL else c for c in text)
+
+
+def _md_list(values: Any) -> str:
+    return ", ".join(_md(v) for v in values)
 
 
 def report_markdown(report: dict[str, Any]) -> str:
     s = report["session"]
-    lines = [f"# Session {s['session_id']}", ""]
+    lines = [f"# Session {_md(s['session_id'])}", ""]
     if report["incident"]:
         inc = report["incident"]
-        lines += [f"**Incident ({inc['severity']}):** {inc['title']}", ""]
+        lines += [f"**Incident ({inc['severity']}):** {_md(inc['title'])}", ""]
     lines += [
-        f"- agent: {s['agent'] or '-'}; model: {s['model'] or '-'}; mode: {s['mode'] or '-'}",
+        f"- agent: {_md(s['agent'] or '-')}; model: {_md(s['model'] or '-')}; "
+        f"mode: {_md(s['mode'] or '-')}",
         f"- status: {s['status']}; score: {s['score'] if s['score'] is not None else '-'}",
-        f"- budget: {s['budget'] or '-'}",
-        f"- pinned: {', '.join(s['pinned']) or '-'}",
+        f"- budget: {_md(s['budget'] or '-')}",
+        f"- pinned: {_md_list(s['pinned']) or '-'}",
         f"- steps: {s['steps']}; started {s['started_at']}",
         "",
         "## Timeline",
@@ -178,7 +188,7 @@ def report_markdown(report: dict[str, Any]) -> str:
     for t in report["timeline"]:
         occ = t.get("occupancy_after")
         lines.append(
-            f"| {t['index']} | {t['mode'] or '-'} | {t.get('tokens_before', '-')} | "
+            f"| {t['index']} | {_md(t['mode'] or '-')} | {t.get('tokens_before', '-')} | "
             f"{t.get('tokens_after', '-')} | {f'{occ:.0%}' if occ is not None else '-'} | "
             f"{', '.join(t.get('ops', [])) or '-'} | {', '.join(t.get('flags', [])) or '-'} |"
         )
@@ -188,36 +198,36 @@ def report_markdown(report: dict[str, Any]) -> str:
     for f in report["flagged_steps"]:
         lines += [f"### Step {f['index']}", ""]
         if f["reason"]:
-            lines += [f"Reason: {f['reason']}", ""]
+            lines += [f"Reason: {_md(f['reason'])}", ""]
         lines += [f"- **{x['flag']}**: {x['why']}" for x in f["flags"]]
         for op in f["ops"]:
             lost = op["entities"]["lost"]
             ratio = f"{op['ratio']:.2f}" if op["ratio"] is not None else "-"
             lines.append(
-                f"- `{op['op']}` {', '.join(op['targets'])} → {op['result_id'] or '-'}: "
+                f"- `{op['op']}` {_md_list(op['targets'])} → {_md(op['result_id'] or '-')}: "
                 f"{op['tokens_in']} → {op['tokens_out']} tokens (ratio {ratio})"
-                + (f"; lost: {', '.join(lost)}" if lost else "")
+                + (f"; lost: {_md_list(lost)}" if lost else "")
             )
         diff = f["diff"]
         lines += [
             "",
-            f"Removed: {', '.join(m['id'] for m in diff['removed']) or '-'}; "
-            f"added: {', '.join(m['id'] for m in diff['added']) or '-'}; "
-            f"changed: {', '.join(c['id'] for c in diff['changed']) or '-'}",
+            f"Removed: {_md_list(m['id'] for m in diff['removed']) or '-'}; "
+            f"added: {_md_list(m['id'] for m in diff['added']) or '-'}; "
+            f"changed: {_md_list(c['id'] for c in diff['changed']) or '-'}",
             "",
         ]
     lines += ["## Lost entities", ""]
     if not report["lost_entities"]:
         lines.append("No compression lost a key entity.")
     for entry in report["lost_entities"]:
-        lines.append(f"- step {entry['step']}: {', '.join(entry['entities'])}")
+        lines.append(f"- step {entry['step']}: {_md_list(entry['entities'])}")
     lines += ["", "## Annotations", ""]
     if not report["annotations"]:
         lines.append("No annotations.")
     for a in report["annotations"]:
         where = f"step {a['step']}" if a["step"] is not None else "session"
         if a["message"]:
-            where += f", message {a['message']}"
+            where += f", message {_md(a['message'])}"
         lines += [
             f"**{a['label']}** by {a['author']} on {where} ({a['created_at']}):",
             "",
@@ -230,7 +240,7 @@ def report_markdown(report: dict[str, Any]) -> str:
     for d in report["directives"]:
         what = d.get("mode") or ", ".join(d.get("targets", []))
         lines.append(
-            f"- {d['id']} {d['type']} {_md_escape(str(what))}: {d['status']} "
+            f"- {d['id']} {d['type']} {_md(what)}: {d['status']} "
             f"(by {d['created_by'] or '-'} at {d['created_at']})"
         )
     return "\n".join(lines) + "\n"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.contrib.auth.models import User
@@ -108,3 +109,28 @@ def test_it_renders_annotation_markdown_without_active_content() -> None:
     # What the markup tried is shown as text, never as elements or links.
     assert "<script" not in html and "<img" not in html and "href=" not in html
     assert "&lt;script&gt;" in html
+
+
+@pytest.mark.django_db
+def test_it_writes_agent_text_into_markdown_as_literal_text(api: Api) -> None:
+    hostile = "<img src=x onerror=alert(1)> **bold** [link](http://evil.example)"
+    batch = [
+        step(
+            "s",
+            0,
+            [{"id": "log", "role": "tool", "content": LOG}],
+            reason=hostile,
+            action={
+                "action": "summarize",
+                "target": "log",
+                "result": {"id": "sum", "role": "tool", "content": "timed out"},
+            },
+        ),
+    ]
+    api.ingest({"batch": batch})
+    session_stats_compute(session_id=Session.objects.get(external_id="s").pk)
+    text = api.get("/sessions/s/report.md").content.decode()
+    reason = next(line for line in text.splitlines() if line.startswith("Reason:"))
+    # Every sign Markdown or HTML could act on comes escaped.
+    assert not re.search(r"(?<!\\)[<>*\[\]()]", reason.removeprefix("Reason: "))
+    assert "\\<img src=x onerror=alert\\(1\\)\\>" in reason
