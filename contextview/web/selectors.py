@@ -213,13 +213,26 @@ def session_page(
 
 
 def project_agents(*, project: Project, limit: int = 200) -> list[str]:
-    return list(
-        Session.objects.filter(project=project)
-        .exclude(agent="")
-        .order_by("agent")
-        .values_list("agent", flat=True)
-        .distinct()[:limit]
-    )
+    """The project's agent names. A project has few agents and many sessions: the
+    recursive query hops from one agent to the next along the (project, agent)
+    index instead of reading every session."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH RECURSIVE names(agent) AS (
+                (SELECT agent FROM cv_session WHERE project_id = %s AND agent > ''
+                 ORDER BY agent LIMIT 1)
+                UNION ALL
+                SELECT (SELECT s.agent FROM cv_session s
+                        WHERE s.project_id = %s AND s.agent > names.agent
+                        ORDER BY s.agent LIMIT 1)
+                FROM names WHERE names.agent IS NOT NULL
+            )
+            SELECT agent FROM names WHERE agent IS NOT NULL LIMIT %s
+            """,
+            [project.pk, project.pk, limit],
+        )
+        return [row[0] for row in cursor.fetchall()]
 
 
 # --- session page ----------------------------------------------------------------------
