@@ -23,5 +23,5 @@ RUN python manage.py collectstatic --noinput --verbosity 0 \
 USER contextview
 EXPOSE 8000
 
-CMD ["gunicorn", "contextview.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", \
+CMD ["gunicorn", "contextview.wsgi", "--bind", "0.0.0.0:8000", \
      "--timeout", "60", "--access-logfile", "-", "--no-control-socket"]

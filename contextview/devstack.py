@@ -554,7 +554,7 @@ def cmd_run(port: int, demo: bool) -> int:
         supervisor.start(
             "web (gunicorn)",
             [py, "-m", "gunicorn", "contextview.wsgi", "--bind", f"127.0.0.1:{port}",
-             "--workers", "2", "--timeout", "60", "--graceful-timeout", "10",
+             "--config", str(ROOT / "gunicorn.conf.py"), "--graceful-timeout", "10",
              "--access-logfile", "-", "--no-control-socket"],
         )  # fmt: skip
         supervisor.start(
@@ -633,7 +633,8 @@ Start contextview locally, with everything it needs:
   1. PostgreSQL and Redis: embedded ones unless DATABASE_URL / CELERY_BROKER_URL are set
   2. manage.py migrate, collectstatic and (unless --no-demo) demosetup, which creates the
      demo user, project and API key (written to data/demo.key)
-  3. gunicorn on 127.0.0.1:PORT (2 workers), a Celery worker and Celery beat
+  3. gunicorn on 127.0.0.1:PORT (gunicorn.conf.py: 2 threaded workers), a Celery
+     worker and Celery beat
   4. once /healthz answers 200: posts the scripted demo sessions, starts the demo agent
      fleet (live agents running through the SDK), and prints the URL and login
 
