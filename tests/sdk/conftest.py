@@ -8,6 +8,8 @@ those tests ``django_db(transaction=True)``.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -112,6 +114,7 @@ class OwnServer:
             [sys.executable, "-m", "gunicorn", "tests.wsgi", "--bind", f"127.0.0.1:{self.port}",
              "--workers", "1", "--timeout", "30", "--no-control-socket"],
             cwd=ROOT, env=self.env, stdout=handle, stderr=subprocess.STDOUT,
+            start_new_session=True,
         )  # fmt: skip
         handle.close()
         deadline = time.monotonic() + START_TIMEOUT
@@ -131,7 +134,9 @@ class OwnServer:
         """Stop it; `kill` is a crash (SIGKILL: requests in flight are cut off)."""
         if self.proc is not None:
             if kill:
-                self.proc.kill()
+                # The whole process group, as a crash of the host would: a killed
+                # master alone leaves its workers serving on the inherited socket.
+                os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
             else:
                 _stop(self.proc)
