@@ -24,7 +24,9 @@ def sessions_with_stale_work(*, older_than: datetime) -> list[int]:
     return sorted(set(steps) | set(sessions))
 
 
-def agent_mode_table(*, project_id: int) -> list[dict[str, Any]]:
+def agent_mode_table(
+    *, project_id: int, start: datetime | None = None, end: datetime | None = None
+) -> list[dict[str, Any]]:
     """Per agent and mode (the session's last mode): the comparison of seed 001 section 4.1.
 
     Success rate counts ended sessions only; tokens per step and entity retention
@@ -43,9 +45,11 @@ def agent_mode_table(*, project_id: int) -> list[dict[str, Any]]:
                    coalesce(sum((aggregates->>'budget_violations')::bigint), 0)::bigint,
                    coalesce(sum((aggregates->>'reload_regrets')::bigint), 0)::bigint
             FROM cv_session WHERE project_id = %s
+              AND (%s::timestamptz IS NULL OR started_at >= %s::timestamptz)
+              AND (%s::timestamptz IS NULL OR started_at < %s::timestamptz)
             GROUP BY agent, mode ORDER BY agent, mode
             """,
-            [project_id],
+            [project_id, start, start, end, end],
         )
         rows = cursor.fetchall()
     table = []

@@ -800,7 +800,7 @@ def overview_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             buckets=web.BUCKETS,
             trends=trends,
             trends_json=json.dumps(trends),
-            table=agent_mode_table(project_id=access.project.pk),
+            table=agent_mode_table(project_id=access.project.pk, start=span.start, end=span.end),
         ),
     )
 

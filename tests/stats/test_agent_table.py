@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from contextview.sessions.models import Session
+from contextview.stats.selectors import agent_mode_table
 from contextview.stats.services import session_stats_compute
 from tests.api_client import Api, step
 
@@ -51,3 +52,16 @@ def test_it_compares_agents_and_modes_across_sessions(api: Api) -> None:
     assert rows[("support", "hybrid")]["entity_retention"] == 1.0
     assert rows[("support", "hybrid")]["success_rate"] == 1.0
     assert sliding["mean_tokens_per_step"] > 0
+
+
+@pytest.mark.django_db
+def test_it_limits_the_comparison_to_a_time_range(api: Api) -> None:
+    from datetime import UTC, datetime
+
+    _session(api, "a", agent="support", mode="sliding", status="failed", lossy=True)
+    now = datetime.now(UTC)
+    assert agent_mode_table(project_id=api.project.pk, end=datetime(2020, 1, 1, tzinfo=UTC)) == []
+    rows = agent_mode_table(
+        project_id=api.project.pk, start=datetime(2020, 1, 1, tzinfo=UTC), end=now
+    )
+    assert [r["sessions"] for r in rows] == [1]
