@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
@@ -17,7 +16,7 @@ from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.schemas import Envelope
 from contextview.ingest.services import batch_ingest
 from contextview.postmortems.export import dataset_jsonl
-from contextview.postmortems.reports import report_markdown, session_export, session_report
+from contextview.postmortems.reports import report_json_chunks, report_markdown, session_report
 from contextview.projects.models import ApiKey
 from contextview.projects.selectors import apikey_authenticate
 from contextview.sessions import selectors
@@ -297,14 +296,7 @@ def report_json(request: HttpRequest, session_id: str) -> HttpResponse:
     session = _session_or_404(request, session_id)
     if isinstance(session, JsonResponse):
         return session
-
-    def chunks() -> Iterator[str]:
-        yield '{"report": ' + json.dumps(session_report(session)) + ', "steps": ['
-        for n, step in enumerate(session_export(session)):
-            yield ("," if n else "") + json.dumps(step)
-        yield "]}"
-
-    response = StreamingHttpResponse(chunks(), content_type="application/json")
+    response = StreamingHttpResponse(report_json_chunks(session), content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="{_filename(session_id)}.json"'
     return response
 

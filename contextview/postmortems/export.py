@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 
 from contextview.projects.models import Project
 from contextview.sessions.models import Operation, Session, Step
-from contextview.sessions.selectors import StoredMessage, step_contexts
+from contextview.sessions.selectors import StoredMessage, sessions_filtered, step_contexts
 
 CHUNK = 200
 
@@ -37,14 +37,7 @@ def dataset_rows(
     mode: str | None = None,
     status: str | None = None,
 ) -> Iterator[dict[str, Any]]:
-    sessions = Session.objects.filter(project=project)
-    if agent:
-        sessions = sessions.filter(agent=agent)
-    if mode:
-        sessions = sessions.filter(mode=mode)
-    if status:
-        sessions = sessions.filter(status=status)
-    return sessions_rows(sessions)
+    return sessions_rows(sessions_filtered(project=project, agent=agent, mode=mode, status=status))
 
 
 def sessions_rows(sessions: QuerySet[Session]) -> Iterator[dict[str, Any]]:

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from contextview.core.diff import diff_contexts
 from contextview.core.model import Message as CoreMessage
@@ -103,6 +103,24 @@ def decode_cursor(cursor: str) -> tuple[datetime, int] | None:
         return None
 
 
+def sessions_filtered(
+    *,
+    project: Project,
+    agent: str | None = None,
+    mode: str | None = None,
+    status: str | None = None,
+) -> QuerySet[Session]:
+    """A project's sessions with the filters of the read API (each optional)."""
+    qs = Session.objects.filter(project=project)
+    if agent:
+        qs = qs.filter(agent=agent)
+    if mode:
+        qs = qs.filter(mode=mode)
+    if status:
+        qs = qs.filter(status=status)
+    return qs
+
+
 def session_list(
     *,
     project: Project,
@@ -113,13 +131,7 @@ def session_list(
     limit: int = 50,
 ) -> tuple[list[Session], str | None]:
     """A page of sessions, newest first, and the cursor of the next page (None at the end)."""
-    qs = Session.objects.filter(project=project)
-    if agent:
-        qs = qs.filter(agent=agent)
-    if mode:
-        qs = qs.filter(mode=mode)
-    if status:
-        qs = qs.filter(status=status)
+    qs = sessions_filtered(project=project, agent=agent, mode=mode, status=status)
     if after is not None:
         started, pk = after
         qs = qs.filter(Q(started_at__lt=started) | Q(started_at=started, pk__lt=pk))
