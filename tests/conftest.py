@@ -260,3 +260,36 @@ def live_api(live_server: Any) -> str:
     """
     url: str = live_server.url
     return url
+
+
+FLUSH_ATTEMPTS = 5
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flush_outlives_background_work() -> Iterator[None]:
+    """Retry the flush that ends a transactional test when it loses a deadlock.
+
+    Real workers, servers and SDK clients keep working between tests: a statistics
+    task retried a second later, a client polling the control channel. The flush
+    truncates every table at once; a statement reading two of them at that moment
+    deadlocks with it, and PostgreSQL picks one of the two to fail. The other
+    statement finishes in milliseconds, so the flush simply runs again.
+    """
+    from django.core.management.base import CommandError
+    from django.test import TransactionTestCase
+
+    original = TransactionTestCase._fixture_teardown
+
+    def teardown(self: TransactionTestCase) -> None:
+        for attempt in range(FLUSH_ATTEMPTS):
+            try:
+                original(self)
+                return
+            except CommandError as exc:
+                if "deadlock" not in str(exc.__cause__) or attempt == FLUSH_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.2)
+
+    TransactionTestCase._fixture_teardown = teardown  # type: ignore[method-assign]
+    yield
+    TransactionTestCase._fixture_teardown = original  # type: ignore[method-assign]

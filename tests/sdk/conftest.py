@@ -76,7 +76,9 @@ class Reader:
 
 
 @pytest.fixture
-def make_client() -> Iterator[Callable[..., Client]]:
+def make_client(transactional_db: None) -> Iterator[Callable[..., Client]]:
+    """Clients closed at the end of the test, before the database is flushed: a client
+    still polling the control channel would read tables the flush is truncating."""
     made: list[Client] = []
 
     def make(url: str, key: str, **options: Any) -> Client:
