@@ -329,7 +329,8 @@ def control_list(request: HttpRequest, session_id: str, after: str | None = None
         .select_related("session")
         .order_by("id")
     )
-    cursor = pending[-1].public_id if pending else (after or None)
+    # Always a cursor to pass back: the last directive given, else where the reader was.
+    cursor = pending[-1].public_id if pending else f"d-{after_pk}"
     return {"directives": [directive_as_dict(d) for d in pending], "cursor": cursor}
 
 

@@ -29,7 +29,8 @@ def test_it_carries_a_set_mode_directive_until_a_step_reports_the_mode(api: Api)
 
     listed = api.get("/sessions/chat/control").json()
     assert [d["id"] for d in listed["directives"]] == [directive["id"]]
-    assert api.get("/sessions/chat/control", after=listed["cursor"]).json()["directives"] == []
+    caught_up = api.get("/sessions/chat/control", after=listed["cursor"]).json()
+    assert caught_up == {"directives": [], "cursor": listed["cursor"]}
 
     carried = api.ingest({"batch": [step("chat", 1, [{"id": "sys"}], mode="summary")]}).json()
     assert carried["directives"] == [
