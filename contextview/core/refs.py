@@ -7,7 +7,9 @@ apart: stored as zigzag varints of successive differences, most cost one byte.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from itertools import accumulate
 
 _MAX_ID = (1 << 63) - 1
 
@@ -29,20 +31,41 @@ def encode_refs(ids: Iterable[int]) -> bytes:
     return bytes(out)
 
 
+# Zigzag value of every one-byte varint: most deltas of a context's references.
+_ZIGZAG = tuple((z >> 1) if not z & 1 else -((z + 1) >> 1) for z in range(0x80))
+_HIGH_BYTE = re.compile(rb"[\x80-\xff]")
+
+
 def decode_refs(data: bytes) -> list[int]:
+    # Runs of one-byte varints (most deltas of a context) are decoded at C speed;
+    # a varint of several bytes (the first reference, a long jump) byte by byte.
     ids: list[int] = []
     value = 0
-    z = 0
-    shift = 0
-    for byte in data:
-        z |= (byte & 0x7F) << shift
-        if byte & 0x80:
-            shift += 7
-            continue
-        value += (z >> 1) if not z & 1 else -((z + 1) >> 1)
-        ids.append(value)
-        z = 0
-        shift = 0
-    if shift:
-        raise ValueError("truncated reference list")
+    pos = 0
+    end = len(data)
+    zigzag = _ZIGZAG.__getitem__
+    while pos < end:
+        found = _HIGH_BYTE.search(data, pos)
+        stop = found.start() if found is not None else end
+        if stop > pos:
+            run = accumulate(map(zigzag, data[pos:stop]), initial=value)
+            next(run)
+            ids.extend(run)
+            value = ids[-1]
+            pos = stop
+        if pos < end:
+            # One varint of several bytes (the first reference, or a long jump).
+            z = 0
+            shift = 0
+            while True:
+                if pos >= end:
+                    raise ValueError("truncated reference list")
+                byte = data[pos]
+                pos += 1
+                z |= (byte & 0x7F) << shift
+                if not byte & 0x80:
+                    break
+                shift += 7
+            value += (z >> 1) if not z & 1 else -((z + 1) >> 1)
+            ids.append(value)
     return ids

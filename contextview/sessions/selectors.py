@@ -78,6 +78,26 @@ def step_contexts(
     }
 
 
+def contexts_by_refs(
+    refs: Iterable[bytes], extra_pks: Iterable[int] = ()
+) -> tuple[dict[bytes, list[StoredMessage]], dict[int, StoredMessage]]:
+    """Contexts by their stored references, and the messages of `extra_pks`, in one query.
+
+    Each distinct reference list is decoded and resolved once: consecutive steps
+    mostly share one (a step's after is the next one's before). The lists are
+    shared by every step that has those references; callers only read them.
+    """
+    decoded: dict[bytes, list[int]] = {}
+    for data in refs:
+        if data not in decoded:
+            decoded[data] = decode_refs(data)
+    wanted: set[int] = set(extra_pks)
+    for ids in decoded.values():
+        wanted.update(ids)
+    stored = messages_by_pk(wanted)
+    return {data: [stored[pk] for pk in ids] for data, ids in decoded.items()}, stored
+
+
 def session_get(*, project: Project, external_id: str) -> Session | None:
     return Session.objects.filter(project=project, external_id=external_id).first()
 

@@ -23,12 +23,12 @@ from contextview.core.model import Operation as CoreOperation
 from contextview.core.stats import StepInput, TextCache, session_aggregates, step_stats
 from contextview.core.tokens import EncodingChoice, TokenCounter, resolve_encoding
 from contextview.db import binary_cursor
-from contextview.sessions.models import Fold, Operation, Session, Step
-from contextview.sessions.selectors import StoredMessage, messages_by_pk, step_contexts
+from contextview.sessions.models import Session, Step
+from contextview.sessions.selectors import StoredMessage, contexts_by_refs
 
 # Namespace of the advisory locks that keep one worker per session.
 _LOCK_NAMESPACE = 7301
-CHUNK = 500
+CHUNK = 2000
 
 
 class SessionBusy(Exception):
@@ -103,6 +103,30 @@ def session_stats_compute(*, session_id: int) -> int:
             return total
 
 
+_STEPS_SQL = (
+    "SELECT id, index, before_refs, after_refs, reported_before, reported_after, after_mismatch "
+    "FROM cv_step WHERE session_id = %s AND index >= %s ORDER BY index LIMIT %s"
+)
+_PREVIOUS_SQL = (
+    "SELECT id, before_refs, stats ->> 'new_tool' FROM cv_step "
+    "WHERE session_id = %s AND index < %s ORDER BY index DESC LIMIT 1"
+)
+_OPS_SQL = (
+    "SELECT step_id, op, targets, form, result_id, reason, params FROM cv_operation "
+    "WHERE step_id = ANY(%s) ORDER BY step_id, position"
+)
+# Folds of the steps up to the chunk's end: later ones say nothing about it.
+_FOLDS_SQL = (
+    "SELECT s.index, f.step_id, f.op_position, f.op, f.kind, f.result_msg_id, f.original_id, "
+    "f.original_msg_id FROM cv_fold f JOIN cv_step s ON s.id = f.step_id "
+    "WHERE f.session_id = %s AND s.index <= %s ORDER BY s.index, f.op_position, f.id"
+)
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
 @transaction.atomic
 def _compute_chunk(session_id: int) -> tuple[int, bool]:
     with connection.cursor() as cursor:
@@ -124,44 +148,43 @@ def _compute_chunk(session_id: int) -> tuple[int, bool]:
         return 0, False
     # A late step changes what later steps' statistics say (reload regret, repeated
     # tool calls), so everything after the first pending step is computed again.
-    steps = list(Step.objects.filter(session=session, index__gte=first).order_by("index")[:CHUNK])
-    previous = Step.objects.filter(session=session, index__lt=first).order_by("-index").first()
-    _compute_steps(session, steps, previous)
-    more = Step.objects.filter(session=session, index__gt=steps[-1].index).exists()
+    with binary_cursor() as cursor:
+        cursor.execute(_STEPS_SQL, [session_id, first, CHUNK + 1])
+        steps = cursor.fetchall()
+        cursor.execute(_PREVIOUS_SQL, [session_id, first])
+        previous = cursor.fetchone()
+    more = len(steps) > CHUNK
+    del steps[CHUNK:]
+    computed = _compute_steps(session, steps, previous)
     if not more:
-        _aggregate(session)
+        _aggregate(session, computed if previous is None else None)
     return len(steps), more
 
 
-def _compute_steps(session: Session, steps: Sequence[Step], previous: Step | None) -> None:
+def _compute_steps(
+    session: Session, steps: Sequence[tuple[Any, ...]], previous: tuple[Any, ...] | None
+) -> dict[int, dict[str, Any]]:
+    """Compute and store the stats of `steps` (rows of ``_STEPS_SQL``); by step index."""
     choice = session_encoding(session)
-    contexts = step_contexts([*steps, *([previous] if previous else [])])
-    step_pks = [s.pk for s in steps]
+    step_pks = [row[0] for row in steps]
+    first_index = steps[0][1]
+    last_index = steps[-1][1]
+    with binary_cursor() as cursor:
+        cursor.execute(_OPS_SQL, [step_pks])
+        op_rows = cursor.fetchall()
+        cursor.execute(_FOLDS_SQL, [session.pk, last_index])
+        fold_rows = cursor.fetchall()
 
-    op_rows = list(Operation.objects.filter(step_id__in=step_pks).order_by("step_id", "position"))
-    folds_all = list(
-        Fold.objects.filter(session=session)
-        .values_list(
-            "step__index",
-            "step_id",
-            "op_position",
-            "op",
-            "kind",
-            "result_msg_id",
-            "original_id",
-            "original_msg_id",
-        )
-        .order_by("step__index", "op_position", "id")
-    )
-    in_chunk = set(step_pks)
-    chunk_folds = [f for f in folds_all if f[1] in in_chunk]
-    extra = messages_by_pk(
-        [op.result_id for op in op_rows if op.result_id] + [f[6] for f in chunk_folds]
+    chunk_folds = [f for f in fold_rows if f[0] >= first_index]
+    refs = [bytes(r) for row in steps for r in (row[2], row[3])]
+    if previous is not None:
+        refs.append(bytes(previous[1]))
+    contexts, extra = contexts_by_refs(
+        refs, [op[4] for op in op_rows if op[4]] + [f[6] for f in chunk_folds]
     )
 
     # Tokens of every content this chunk shows, keyed by the message object.
-    distinct = {s.pk: s for b, a in contexts.values() for s in (*b, *a)}
-    stored: list[StoredMessage] = [*distinct.values(), *extra.values()]
+    stored: list[StoredMessage] = list(extra.values())
     blobs = {s.blob_pk: s.message.text for s in stored}
     counts = tokens_for_blobs(blobs=blobs, encoding=choice.name)
     tokens: dict[int, int] = {id(s.message): counts[s.blob_pk] for s in stored}
@@ -169,16 +192,21 @@ def _compute_steps(session: Session, steps: Sequence[Step], previous: Step | Non
     def tokens_of(message: CoreMessage) -> int:
         return tokens[id(message)]
 
+    # Each distinct context as the core reads it, built once and shared by its steps.
+    messages: dict[bytes, list[CoreMessage]] = {
+        data: [s.message for s in context] for data, context in contexts.items()
+    }
+
     ops_by_step: dict[int, list[CoreOperation]] = defaultdict(list)
-    for op in op_rows:
-        ops_by_step[op.step_id].append(
+    for step_pk, op_name, targets, form, result_id, reason, params in op_rows:
+        ops_by_step[step_pk].append(
             CoreOperation(
-                op=op.op,
-                targets=tuple(op.targets),
-                form=op.form,
-                result=extra[op.result_id].message if op.result_id else None,
-                reason=op.reason or None,
-                params=op.params or {},
+                op=op_name,
+                targets=tuple(_json(targets)),
+                form=form,
+                result=extra[result_id].message if result_id else None,
+                reason=reason or None,
+                params=_json(params) or {},
             )
         )
     grouped: dict[int, dict[tuple[int, str, str, str | None], list[CoreMessage]]] = defaultdict(
@@ -187,54 +215,72 @@ def _compute_steps(session: Session, steps: Sequence[Step], previous: Step | Non
     for _, step_pk, position, op_name, kind, result_id, original_pk, _ in chunk_folds:
         grouped[step_pk][(position, op_name, kind, result_id)].append(extra[original_pk].message)
 
-    first_index = steps[0].index
-    folded_earlier = {f[7] for f in folds_all if f[0] < first_index}
+    # The core only reads it while computing a step; it grows between steps.
+    folded_earlier = {f[7] for f in fold_rows if f[0] < first_index}
     prev_ids = None
     prev_new_tool = None
     if previous is not None:
-        prev_ids = {s.message.id for s in contexts[previous.pk][0]}
-        prev_new_tool = (previous.stats or {}).get("new_tool")
+        prev_ids = {m.id for m in messages[bytes(previous[1])]}
+        prev_new_tool = previous[2]
 
     cache = TextCache()
     # Entities are only read from what operations took in: the folded originals.
     originals = {extra[f[6]].blob_pk: extra[f[6]].message.text for f in chunk_folds}
     for pk, found in entities_for_blobs(blobs=originals).items():
         cache.prime(originals[pk], found)
+    budget = session.budget
+    pinned = session.pinned or ()
+    note = choice.note
+    encoding = choice.name
+    no_ops: list[CoreOperation] = []
+    computed: dict[int, dict[str, Any]] = {}
     results: list[str] = []
-    for step in steps:
-        before, after = contexts[step.pk]
-        folds = [
-            CoreFold(
-                op_index=pos, op=op_name, kind=kind, result_id=result_id, originals=tuple(originals)
-            )
-            for (pos, op_name, kind, result_id), originals in grouped[step.pk].items()
-        ]
-        ops = ops_by_step[step.pk]
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    for pk, index, before_refs, after_refs, reported_before, reported_after, mismatch in steps:
+        before = messages[bytes(before_refs)]
+        step_groups = grouped.get(pk)
+        folds = (
+            [
+                CoreFold(
+                    op_index=pos,
+                    op=op_name,
+                    kind=kind,
+                    result_id=result_id,
+                    originals=tuple(originals),
+                )
+                for (pos, op_name, kind, result_id), originals in step_groups.items()
+            ]
+            if step_groups
+            else []
+        )
+        ops = ops_by_step.get(pk, no_ops)
         stats = step_stats(
             StepInput(
-                before=[s.message for s in before],
-                after=[s.message for s in after],
+                before=before,
+                after=messages[bytes(after_refs)],
                 ops=ops,
                 folds=folds,
                 reloaded=[t for op in ops if op.op == "reload" for t in op.targets],
-                folded_earlier=frozenset(folded_earlier),
+                folded_earlier=folded_earlier,
                 prev_new_tool=prev_new_tool,
                 prev_ids=prev_ids,
-                budget=session.budget,
-                pinned=session.pinned or (),
-                reported_before=step.reported_before,
-                reported_after=step.reported_after,
-                after_mismatch=step.after_mismatch,
-                encoding=choice.name,
+                budget=budget,
+                pinned=pinned,
+                reported_before=reported_before,
+                reported_after=reported_after,
+                after_mismatch=mismatch,
+                encoding=encoding,
             ),
             tokens_of=tokens_of,
             cache=cache,
         )
-        if choice.note:
-            stats["encoding_note"] = choice.note
-        results.append(json.dumps(stats))
-        folded_earlier.update(m.id for f in folds for m in f.originals)
-        prev_ids = {s.message.id for s in before}
+        if note:
+            stats["encoding_note"] = note
+        computed[index] = stats
+        results.append(dumps(stats))
+        for f in folds:
+            folded_earlier.update(m.id for m in f.originals)
+        prev_ids = {m.id for m in before}
         prev_new_tool = stats.get("new_tool")
 
     with binary_cursor() as cursor:
@@ -243,19 +289,40 @@ def _compute_steps(session: Session, steps: Sequence[Step], previous: Step | Non
             "FROM unnest(%b::bigint[], %b::text[]) AS x(i, s) WHERE cv_step.id = x.i",
             [step_pks, results],
         )
+    return computed
 
 
-def _aggregate(session: Session) -> None:
-    rows = (
-        Step.objects.filter(session=session).order_by("index").values_list("stats", "stats_status")
-    )
-    stats = [s for s, status in rows if status == "ready" and s is not None]
+def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = None) -> None:
+    """Sum the session's step stats; `computed` holds those this transaction just stored."""
+    stats: list[dict[str, Any]] | None = None
+    pending = False
+    if computed is not None:
+        # Statuses alone are cheap to read: when the ready steps are exactly the
+        # ones just computed, their stats need not be read back and parsed.
+        with binary_cursor() as cursor:
+            cursor.execute(
+                "SELECT index, stats_status = 'ready' FROM cv_step "
+                "WHERE session_id = %s ORDER BY index",
+                [session.pk],
+            )
+            rows = cursor.fetchall()
+        ready = [index for index, is_ready in rows if is_ready]
+        if len(ready) == len(computed) and all(index in computed for index in ready):
+            stats = [computed[index] for index in ready]
+            pending = len(ready) != len(rows)
+    if stats is None:
+        rows = (
+            Step.objects.filter(session=session)
+            .order_by("index")
+            .values_list("stats", "stats_status")
+        )
+        stats = [s for s, status in rows if status == "ready" and s is not None]
+        pending = any(status != "ready" for _, status in rows)
     aggregates: dict[str, Any] = session_aggregates(stats)
     choice = session_encoding(session)
     aggregates["encoding"] = choice.name
     if choice.note:
         aggregates["encoding_note"] = choice.note
-    pending = any(status != "ready" for _, status in rows)
     Session.objects.filter(pk=session.pk).update(
         aggregates=aggregates, stats_status="pending" if pending else "ready"
     )
