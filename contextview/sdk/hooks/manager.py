@@ -181,6 +181,8 @@ class ManagerHook:
             if old is not None:
                 # Freeing a hundred copies is the SDK thread's work, not the agent's.
                 self.session.client._trash.append(old)
+            # The action's fields as they are now (shallow); its reason, the
+            # operations and the token count are worked out on the SDK's thread.
             proposed = _action_dict(pending.action)
             before = pending.before
             submit(
@@ -188,7 +190,7 @@ class ManagerHook:
                 before,
                 after,
                 lambda: _ops_for(proposed, before[1], after[1]),
-                reason=_reason(proposed) or None,
+                reason=lambda: _reason(proposed) or None,
                 before_tokens=pending.used,
                 after_tokens=self._tokens(after[1]),
                 obs=lambda: _obs_fields(pending.obs),
