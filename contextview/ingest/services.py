@@ -44,6 +44,7 @@ from contextview.ingest.schemas import (
 )
 from contextview.projects.models import Project
 from contextview.sessions.models import Session
+from contextview.sessions.selectors import MESSAGE_COLUMNS, message_from_row
 from contextview.sessions.services import directives_pending_for, directives_settle_from_steps
 from contextview.stats.scheduling import stats_schedule
 
@@ -274,77 +275,36 @@ class _Store:
         return [pk_of_hash[hash_of[id(m)]] for m in messages]
 
 
-_MESSAGE_COLUMNS = (
-    "m.id, m.hash, m.msg_id, m.role, m.partition, m.tool, m.pinned, m.expirable, m.extra, "
-    "b.text, b.parts"
+# The latest recording of each id a batch sends alone, and the latest archived
+# original of each id a reload names: both looked up per (session, id).
+_LATEST_FROM = (
+    "JOIN cv_session_message x ON x.session_id = w.s AND x.msg_id = w.i "
+    "JOIN cv_message m ON m.id = x.message_id",
+    "x.seq DESC",
+)
+_ARCHIVED_FROM = (
+    "JOIN cv_fold x ON x.session_id = w.s AND x.original_msg_id = w.i "
+    "JOIN cv_message m ON m.id = x.original_id",
+    "x.id DESC",
 )
 
 
-def core_message_from_row(row: Sequence[Any]) -> CoreMessage:
-    """A core message from the columns of ``_MESSAGE_COLUMNS`` after the first two."""
-    msg_id, role, partition, tool, pinned, expirable, extra, text, parts = row
-    return CoreMessage(
-        id=msg_id,
-        role=role,
-        content=parts if parts is not None else text,
-        partition=partition,
-        tool=tool,
-        pinned=pinned,
-        expirable=expirable,
-        extra=extra,
-    )
-
-
-def _jsonb(value: Any) -> Any:
-    return value if not isinstance(value, str) else json.loads(value)
-
-
-def _load_latest(cursor: Any, store: _Store, wanted: dict[int, set[str]]) -> dict[int, dict]:
+def _load_by_id(
+    cursor: Any, store: _Store, wanted: dict[int, set[str]], source: tuple[str, str]
+) -> dict[int, dict[str, CoreMessage]]:
     out: dict[int, dict[str, CoreMessage]] = defaultdict(dict)
-    sessions = [sid for sid, ids in wanted.items() if ids]
-    if not sessions:
+    pairs = [(sid, mid) for sid, ids in wanted.items() for mid in ids]
+    if not pairs:
         return out
-    pairs_s = [sid for sid in sessions for _ in wanted[sid]]
-    pairs_m = [mid for sid in sessions for mid in wanted[sid]]
+    joins, newest = source
     cursor.execute(
-        f"SELECT DISTINCT ON (sm.session_id, sm.msg_id) sm.session_id, {_MESSAGE_COLUMNS} "
-        "FROM unnest(%b::bigint[], %b::text[]) AS w(s, i) "
-        "JOIN cv_session_message sm ON sm.session_id = w.s AND sm.msg_id = w.i "
-        "JOIN cv_message m ON m.id = sm.message_id JOIN cv_blob b ON b.id = m.blob_id "
-        "ORDER BY sm.session_id, sm.msg_id, sm.seq DESC",
-        [pairs_s, pairs_m],
+        f"SELECT DISTINCT ON (w.s, w.i) w.s, m.id, m.hash, {MESSAGE_COLUMNS} "
+        f"FROM unnest(%b::bigint[], %b::text[]) AS w(s, i) {joins} "
+        f"JOIN cv_blob b ON b.id = m.blob_id ORDER BY w.s, w.i, {newest}",
+        [[sid for sid, _ in pairs], [mid for _, mid in pairs]],
     )
     for row in cursor.fetchall():
-        message = core_message_from_row(_decode_row(row[3:]))
-        store.known(message, bytes(row[2]), row[1])
-        out[row[0]][message.id] = message
-    return out
-
-
-def _decode_row(row: Sequence[Any]) -> list[Any]:
-    row = list(row)
-    row[6] = None if row[6] is None else _jsonb(row[6])
-    row[8] = None if row[8] is None else _jsonb(row[8])
-    return row
-
-
-def _load_archive(cursor: Any, store: _Store, wanted: dict[int, set[str]]) -> dict[int, dict]:
-    out: dict[int, dict[str, CoreMessage]] = defaultdict(dict)
-    sessions = [sid for sid, ids in wanted.items() if ids]
-    if not sessions:
-        return out
-    pairs_s = [sid for sid in sessions for _ in wanted[sid]]
-    pairs_m = [mid for sid in sessions for mid in wanted[sid]]
-    cursor.execute(
-        f"SELECT DISTINCT ON (f.session_id, f.original_msg_id) f.session_id, {_MESSAGE_COLUMNS} "
-        "FROM unnest(%b::bigint[], %b::text[]) AS w(s, i) "
-        "JOIN cv_fold f ON f.session_id = w.s AND f.original_msg_id = w.i "
-        "JOIN cv_message m ON m.id = f.original_id JOIN cv_blob b ON b.id = m.blob_id "
-        "ORDER BY f.session_id, f.original_msg_id, f.id DESC",
-        [pairs_s, pairs_m],
-    )
-    for row in cursor.fetchall():
-        message = core_message_from_row(_decode_row(row[3:]))
+        message = message_from_row(row[3:])
         store.known(message, bytes(row[2]), row[1])
         out[row[0]][message.id] = message
     return out
@@ -481,9 +441,9 @@ def _process(
                 pk = states[e.body.session_id].session.pk
                 wanted_latest[pk] |= _id_alone_refs(e.body)  # type: ignore[arg-type]
                 wanted_archive[pk] |= _reload_targets(e.body)  # type: ignore[arg-type]
-            for pk, latest in _load_latest(cursor, store, wanted_latest).items():
+            for pk, latest in _load_by_id(cursor, store, wanted_latest, _LATEST_FROM).items():
                 by_pk[pk].latest.update(latest)
-            for pk, archive in _load_archive(cursor, store, wanted_archive).items():
+            for pk, archive in _load_by_id(cursor, store, wanted_archive, _ARCHIVED_FROM).items():
                 by_pk[pk].archive.update(archive)
 
     rows: list[_StepRow] = []
@@ -645,12 +605,19 @@ def _write(
     results: list[EventResult | None],
     now: datetime,
 ) -> list[int]:
-    stored = [e for e in todo if (r := results[e.position]) is not None and r.status == 201]
+    # Stored events, and duplicates of a step index under a new event id, whose
+    # retries must be recognised too.
+    kept = [
+        e
+        for e in todo
+        if (r := results[e.position]) is not None
+        and (r.status == 201 or (r.duplicate and isinstance(e.body, StepBody)))
+    ]
     with binary_cursor() as cursor:
         store.flush(cursor)
         _record_session_messages(cursor, project, states, store, rows)
         step_ids = _insert_steps(cursor, project, store, rows, now) if rows else []
-        if stored:
+        if kept:
             cursor.execute(
                 "INSERT INTO cv_raw_event (project_id, event_id, type, body_hash, "
                 "session_external_id, received_at) "
@@ -659,32 +626,10 @@ def _write(
                 [
                     project.pk,
                     now,
-                    [e.head.id for e in stored],
-                    [e.head.type for e in stored],
-                    [e.event_hash for e in stored],
-                    [e.body.session_id for e in stored],
-                ],
-            )
-    # Duplicates of a step index under a new event id are recorded too, so that
-    # the new id's retries are recognised.
-    dup_steps = [
-        e
-        for e in todo
-        if (r := results[e.position]) is not None and r.duplicate and isinstance(e.body, StepBody)
-    ]
-    if dup_steps:
-        with binary_cursor() as cursor:
-            cursor.execute(
-                "INSERT INTO cv_raw_event (project_id, event_id, type, body_hash, "
-                "session_external_id, received_at) "
-                "SELECT %s, i, 'step', h, s, %s FROM unnest(%b::text[], %b::bytea[], %b::text[]) "
-                "AS x(i, h, s) ON CONFLICT (project_id, event_id) DO NOTHING",
-                [
-                    project.pk,
-                    now,
-                    [e.head.id for e in dup_steps],
-                    [e.event_hash for e in dup_steps],
-                    [e.body.session_id for e in dup_steps],
+                    [e.head.id for e in kept],
+                    [e.head.type for e in kept],
+                    [e.event_hash for e in kept],
+                    [e.body.session_id for e in kept],
                 ],
             )
     return step_ids

@@ -19,9 +19,13 @@ from contextview.core.refs import decode_refs
 from contextview.projects.models import Project
 from contextview.sessions.models import Fold, Operation, Session, Step
 
+# The columns a core message is made from (cv_message m joined with cv_blob b),
+# in the order message_from_row reads them.
+MESSAGE_COLUMNS = (
+    "m.msg_id, m.role, m.partition, m.tool, m.pinned, m.expirable, m.extra, b.text, b.parts"
+)
 _MESSAGE_SQL = (
-    "SELECT m.id, m.msg_id, m.role, m.partition, m.tool, m.pinned, m.expirable, m.extra, "
-    "b.text, b.parts, b.id FROM cv_message m JOIN cv_blob b ON b.id = m.blob_id "
+    f"SELECT m.id, b.id, {MESSAGE_COLUMNS} FROM cv_message m JOIN cv_blob b ON b.id = m.blob_id "
     "WHERE m.id = ANY(%s::bigint[])"
 )
 
@@ -37,6 +41,22 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
+def message_from_row(row: Sequence[Any]) -> CoreMessage:
+    """A core message from the values of ``MESSAGE_COLUMNS``."""
+    msg_id, role, partition, tool, pinned, expirable, extra, text, parts = row
+    parts = _json(parts)
+    return CoreMessage(
+        id=msg_id,
+        role=role,
+        content=parts if parts is not None else text,
+        partition=partition,
+        tool=tool,
+        pinned=pinned,
+        expirable=expirable,
+        extra=_json(extra),
+    )
+
+
 def messages_by_pk(pks: Iterable[int]) -> dict[int, StoredMessage]:
     wanted = sorted(set(pks))
     if not wanted:
@@ -44,38 +64,19 @@ def messages_by_pk(pks: Iterable[int]) -> dict[int, StoredMessage]:
     with connection.cursor() as cursor:
         cursor.execute(_MESSAGE_SQL, [wanted])
         rows = cursor.fetchall()
-    out: dict[int, StoredMessage] = {}
-    for pk, msg_id, role, partition, tool, pinned, expirable, extra, text, parts, blob in rows:
-        parts = _json(parts)
-        out[pk] = StoredMessage(
-            pk=pk,
-            blob_pk=blob,
-            message=CoreMessage(
-                id=msg_id,
-                role=role,
-                content=parts if parts is not None else text,
-                partition=partition,
-                tool=tool,
-                pinned=pinned,
-                expirable=expirable,
-                extra=_json(extra),
-            ),
-        )
-    return out
+    return {
+        row[0]: StoredMessage(pk=row[0], blob_pk=row[1], message=message_from_row(row[2:]))
+        for row in rows
+    }
 
 
 def step_contexts(
     steps: Sequence[Step],
 ) -> dict[int, tuple[list[StoredMessage], list[StoredMessage]]]:
     """Before and after contexts of several steps, loaded with one query for all messages."""
-    decoded = {
-        s.pk: (decode_refs(bytes(s.before_refs)), decode_refs(bytes(s.after_refs))) for s in steps
-    }
-    stored = messages_by_pk(pk for before, after in decoded.values() for pk in (*before, *after))
-    return {
-        step_pk: ([stored[pk] for pk in before], [stored[pk] for pk in after])
-        for step_pk, (before, after) in decoded.items()
-    }
+    refs = {s.pk: (bytes(s.before_refs), bytes(s.after_refs)) for s in steps}
+    contexts, _ = contexts_by_refs(r for pair in refs.values() for r in pair)
+    return {pk: (contexts[before], contexts[after]) for pk, (before, after) in refs.items()}
 
 
 def contexts_by_refs(
