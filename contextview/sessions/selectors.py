@@ -153,14 +153,21 @@ def session_list(
 ) -> tuple[list[Session], str | None]:
     """A page of sessions, newest first, and the cursor of the next page (None at the end)."""
     qs = sessions_filtered(project=project, agent=agent, mode=mode, status=status)
+    return sessions_page(qs, after=after, limit=limit)
+
+
+def sessions_page(
+    qs: QuerySet[Session], *, after: tuple[datetime, int] | None, limit: int
+) -> tuple[list[Session], str | None]:
+    """Newest first, keyset-paginated on (started_at, id) along the ``session_recent``
+    index, so a late page costs what the first does; and the next page's cursor."""
     if after is not None:
         started, pk = after
         qs = qs.filter(Q(started_at__lt=started) | Q(started_at=started, pk__lt=pk))
     page = list(qs.order_by("-started_at", "-pk")[: limit + 1])
     more = len(page) > limit
     page = page[:limit]
-    cursor = encode_cursor(page[-1].started_at, page[-1].pk) if more and page else None
-    return page, cursor
+    return page, (encode_cursor(page[-1].started_at, page[-1].pk) if more and page else None)
 
 
 def session_as_dict(session: Session) -> dict[str, Any]:

@@ -33,8 +33,9 @@ from contextview.sessions.models import Directive, Fold, Operation, Session, Ste
 from contextview.sessions.selectors import (
     StoredMessage,
     decode_cursor,
-    encode_cursor,
     messages_by_pk,
+    sessions_filtered,
+    sessions_page,
     step_contexts,
     token_counts,
 )
@@ -162,13 +163,12 @@ def _like(text: str) -> str:
 
 def session_queryset(*, project: Project, filters: SessionFilters) -> QuerySet[Session]:
     """The project's sessions that match the list's filters (the list and its export)."""
-    qs = Session.objects.filter(project=project)
-    if filters.agent:
-        qs = qs.filter(agent=filters.agent)
-    if filters.mode:
-        qs = qs.filter(mode=filters.mode)
-    if filters.status:
-        qs = qs.filter(status=filters.status)
+    qs = sessions_filtered(
+        project=project,
+        agent=filters.agent or None,
+        mode=filters.mode or None,
+        status=filters.status or None,
+    )
     if filters.flag:
         qs = qs.filter(**{f"aggregates__flag_counts__{filters.flag}__gt": 0})
     tz = timezone.get_current_timezone()
@@ -195,21 +195,13 @@ def session_queryset(*, project: Project, filters: SessionFilters) -> QuerySet[S
 def session_page(
     *, project: Project, filters: SessionFilters, cursor: str | None, limit: int = 50
 ) -> tuple[list[Session], str | None]:
-    """A page of the project's sessions, newest first, and the cursor of the next one.
-
-    Keyset pagination on (started_at, id) follows the ``session_recent`` index, so
-    page 2,000 of 100,000 sessions costs what page 1 does.
-    """
-    qs = session_queryset(project=project, filters=filters).select_related("incident")
-    if cursor and (after := decode_cursor(cursor)) is not None:
-        started, pk = after
-        qs = qs.filter(Q(started_at__lt=started) | Q(started_at=started, pk__lt=pk))
-    page = list(
-        qs.order_by("-started_at", "-pk").defer("metadata", "pinned", "budget")[: limit + 1]
+    """A page of the project's sessions, newest first, and the cursor of the next one."""
+    qs = (
+        session_queryset(project=project, filters=filters)
+        .select_related("incident")
+        .defer("metadata", "pinned", "budget")
     )
-    more = len(page) > limit
-    page = page[:limit]
-    return page, (encode_cursor(page[-1].started_at, page[-1].pk) if more and page else None)
+    return sessions_page(qs, after=decode_cursor(cursor) if cursor else None, limit=limit)
 
 
 def project_agents(*, project: Project, limit: int = 200) -> list[str]:
