@@ -58,7 +58,7 @@ def _derive(events: list[dict[str, Any]]) -> Iterator[Any]:
 
 
 def bench_core(steps: int, max_context: int) -> dict[str, Any]:
-    from contextview.core.stats import StepInput, TextCache, step_stats
+    from contextview.core.stats import ContextMeter, StepInput, TextCache, step_stats
     from contextview.core.tokens import TokenCounter
 
     events = list(long_session("bench-stats", steps, max_context, seed=0, by_id=True))
@@ -81,6 +81,7 @@ def bench_core(steps: int, max_context: int) -> dict[str, Any]:
         folded: set[str] = set()
         prev_ids: set[str] | None = None
         prev_tool = None
+        meter = ContextMeter(tokens_of)
         started = time.perf_counter()
         for body, result in derived:
             stats = step_stats(
@@ -99,6 +100,7 @@ def bench_core(steps: int, max_context: int) -> dict[str, Any]:
                 ),
                 tokens_of=tokens_of,
                 cache=cache,
+                meter=meter,
             )
             folded.update(m.id for f in result.folds for m in f.originals)
             prev_ids = {m.id for m in result.before}

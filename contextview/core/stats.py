@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from contextview.core.entities import (
@@ -76,6 +77,7 @@ PENALTY_REPEATED_TOOL = 0.3
 PENALTY_ENTITY_LOSS = 0.5
 
 TokensOf = Callable[[Message], int]
+_first = itemgetter(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +222,124 @@ def _measure(messages: Sequence[Message], tokens_of: TokensOf) -> tuple[int, dic
     return total, parts
 
 
+def _common_prefix(a: Sequence[Message], b: Sequence[Message]) -> int:
+    """How many leading messages `a` and `b` share, by list comparisons (C speed)."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    low, high = 0, n  # a[:low] == b[:low], a[:high] != b[:high]
+    while high - low > 1:
+        mid = (low + high) // 2
+        if a[low:mid] == b[low:mid]:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+def _common_suffix(a: Sequence[Message], b: Sequence[Message], limit: int) -> int:
+    """How many trailing messages `a` and `b` share, at most `limit`."""
+    if limit <= 0:
+        return 0
+    la, lb = len(a), len(b)
+    if a[la - limit :] == b[lb - limit :]:
+        return limit
+    low, high = 0, limit
+    while high - low > 1:
+        mid = (low + high) // 2
+        if a[la - mid : la - low] == b[lb - mid : lb - low]:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+class ContextMeter:
+    """Token totals by partition of a session's contexts, measured one after another.
+
+    A step's after context is its before with a few messages changed, and the
+    next step's before is that after with a few more: measured in that order,
+    each context is the previous one's sums with the messages that differ
+    subtracted and added. The shared head and tail are found with list
+    comparisons (identity first, so shared message objects compare at C speed);
+    what differs is either one middle stretch (appends, a summary in place of
+    old messages, drops close together) or a window that slid (old messages
+    gone from the head, new ones at the end). Anything else is summed in full.
+    """
+
+    __slots__ = ("_tokens_of", "_last", "_total", "_parts")
+
+    def __init__(self, tokens_of: TokensOf) -> None:
+        self._tokens_of = tokens_of
+        self._last: Sequence[Message] | None = None
+        self._total = 0
+        self._parts: dict[str, int] = {}
+
+    def measure(self, messages: Sequence[Message]) -> tuple[int, dict[str, int]]:
+        """`(tokens, tokens by partition)` of `messages`; callers must not change the dict."""
+        last = self._last
+        if last is messages:
+            return self._total, self._parts
+        delta = None if last is None else context_delta(last, messages)
+        if delta is None:
+            total, parts = _measure(messages, self._tokens_of)
+        else:
+            removed, added = delta
+            total, parts = self._total, dict(self._parts)
+            tokens_of = self._tokens_of
+            for m in removed:
+                n = tokens_of(m)
+                total -= n
+                parts[m.partition] -= n
+            for m in added:
+                n = tokens_of(m)
+                total += n
+                parts[m.partition] = parts.get(m.partition, 0) + n
+            if removed:
+                parts = {name: n for name, n in parts.items() if n or name in _present(messages)}
+        self._last, self._total, self._parts = messages, total, parts
+        return total, parts
+
+
+def context_delta(
+    last: Sequence[Message], messages: Sequence[Message]
+) -> tuple[Sequence[Message], Sequence[Message]] | None:
+    """What turns context `last` into `messages`: (messages that left, messages that came).
+
+    None when that is no cheaper than going through `messages` whole. See
+    `ContextMeter` for the two shapes of change it looks for.
+    """
+    if type(last) is not type(messages):
+        last, messages = list(last), list(messages)
+    n_last, n_new = len(last), len(messages)
+    head = _common_prefix(last, messages)
+    tail = _common_suffix(last, messages, min(n_last, n_new) - head)
+    removed = last[head : n_last - tail]
+    added = messages[head : n_new - tail]
+    cost = len(removed) + len(added)
+    if cost > 16 and head < n_new:
+        # A slid window: the next message sits further along in `last`. Looked up
+        # by identity: a message equal but not the same costs a full comparison.
+        try:
+            start = list(map(id, last)).index(id(messages[head]), head + 1)
+        except ValueError:
+            start = -1
+        if start > 0:
+            run = _common_prefix(last[start:], messages[head:])
+            slid_removed = [*last[head:start], *last[start + run :]]
+            slid_added = messages[head + run :]
+            if len(slid_removed) + len(slid_added) < cost:
+                removed, added = slid_removed, slid_added
+                cost = len(removed) + len(added)
+    if cost >= n_new:
+        return None
+    return removed, added
+
+
+def _present(messages: Sequence[Message]) -> set[str]:
+    return {m.partition for m in messages}
+
+
 def _partition_order(name: str) -> tuple[int, str]:
     # The contract's order (system, task, memory, ...), then any other name.
     return (PARTITIONS.index(name), "") if name in PARTITIONS else (len(PARTITIONS), name)
@@ -242,13 +362,17 @@ def _new_tool(before: Sequence[Message], prev_ids: Set[str] | None) -> str | Non
 class _Lookup:
     """Messages by id, built only when an operation needs one."""
 
-    __slots__ = ("_before", "_after", "_by_id", "_after_by_id", "results")
+    __slots__ = ("_before", "_after", "_by_id", "_after_by_id", "_scans", "results")
+
+    # Lookups answered by scanning before a step builds its dict of every id.
+    SCANS = 4
 
     def __init__(self, before: Sequence[Message], after: Sequence[Message]) -> None:
         self._before = before
         self._after = after
         self._by_id: dict[str, Message] | None = None
         self._after_by_id: dict[str, Message] | None = None
+        self._scans = 0
         # results of this step's earlier operations: later ones may target them
         self.results: dict[str, Message] = {}
 
@@ -261,6 +385,15 @@ class _Lookup:
         found = self.results.get(mid)
         if found is not None:
             return found
+        if self._by_id is None and self._scans < self.SCANS:
+            # Operations mostly name recent messages: scanning from the end finds
+            # them at once, where a dict would cost the whole context.
+            self._scans += 1
+            for context in (self._before, self._after):
+                for m in reversed(context):
+                    if m.id == mid:
+                        return m
+            return None
         if self._by_id is None:
             # Before wins: a target rewritten under its own id is the old message.
             self._by_id = dict(self.after_by_id())
@@ -327,15 +460,15 @@ def _entities_of(
 ) -> list[str]:
     if len(messages) == 1:
         return cache.entities(messages[0].text, pinned)
-    out: list[str] = []
-    seen: set[str] = set()
+    # The first entity of each normalized key, in order of first appearance; the
+    # loops run at C speed (entity_forms is an lru_cache).
+    found: list[str] = []
     for m in messages:
-        for e in cache.entities(m.text, pinned):
-            key = entity_forms(e)[0]
-            if key not in seen:
-                seen.add(key)
-                out.append(e)
-    return out
+        found += cache.entities(m.text, pinned)
+    distinct = list(dict.fromkeys(found))
+    keys = list(map(_first, map(entity_forms, distinct)))
+    first = dict(zip(reversed(keys), reversed(distinct), strict=True))
+    return list(map(first.__getitem__, dict.fromkeys(keys)))
 
 
 def _missing_pinned(
@@ -375,17 +508,27 @@ def _missing_pinned(
 
 
 def step_stats(
-    step: StepInput, *, tokens_of: TokensOf, cache: TextCache | None = None
+    step: StepInput,
+    *,
+    tokens_of: TokensOf,
+    cache: TextCache | None = None,
+    meter: ContextMeter | None = None,
 ) -> dict[str, Any]:
-    """The contract's step `stats` object for one step."""
+    """The contract's step `stats` object for one step.
+
+    A caller computing a session's steps in order passes one `meter` (built on
+    the same `tokens_of`) for all of them, so each context costs its changes.
+    """
     if cache is None:
         cache = TextCache()
     pinned = tuple(step.pinned)
     budget = _budget(step.budget)
     flags: set[str] = set()
 
-    before_tokens, before_parts = _measure(step.before, tokens_of)
-    after_tokens, after_parts = _measure(step.after, tokens_of)
+    if meter is None:
+        meter = ContextMeter(tokens_of)
+    before_tokens, before_parts = meter.measure(step.before)
+    after_tokens, after_parts = meter.measure(step.after)
 
     names = set(before_parts) | set(after_parts) | set(budget.partitions)
     partitions = {
