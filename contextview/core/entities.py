@@ -43,8 +43,11 @@ def normalize(text: str) -> str:
     if not text.isascii():
         text = text.translate(_FULLWIDTH)
     # str.split() splits on exactly what str.isspace() calls whitespace.
-    text = " ".join(text.casefold().split())
-    text = _DIGIT_SPACE.sub("", text)
+    words = text.casefold().split()
+    if len(words) == 1:
+        text = words[0]  # one word (most entities): no space to collapse or drop
+    else:
+        text = _DIGIT_SPACE.sub("", " ".join(words))
     if "," in text:
         text = _THOUSANDS.sub("", text)
     return text
@@ -338,7 +341,10 @@ def entity_forms(entity: str) -> tuple[str, ...]:
 
 def is_kept_normalized(entity: str, normalized_text: str) -> bool:
     """`is_kept` for a text already passed through `normalize` (callers cache that)."""
-    return any(form in normalized_text for form in entity_forms(entity))
+    forms = entity_forms(entity)
+    if forms[0] in normalized_text:
+        return True
+    return len(forms) > 1 and forms[1] in normalized_text
 
 
 def is_kept(entity: str, text: str) -> bool:
