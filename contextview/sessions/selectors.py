@@ -88,15 +88,22 @@ def contexts_by_refs(
     mostly share one (a step's after is the next one's before). The lists are
     shared by every step that has those references; callers only read them.
     """
-    decoded: dict[bytes, list[int]] = {}
-    for data in refs:
-        if data not in decoded:
-            decoded[data] = decode_refs(data)
+    decoded = refs_decoded(refs)
     wanted: set[int] = set(extra_pks)
     for ids in decoded.values():
         wanted.update(ids)
     stored = messages_by_pk(wanted)
-    return {data: [stored[pk] for pk in ids] for data, ids in decoded.items()}, stored
+    of = stored.__getitem__
+    return {data: list(map(of, ids)) for data, ids in decoded.items()}, stored
+
+
+def refs_decoded(refs: Iterable[bytes]) -> dict[bytes, list[int]]:
+    """Each distinct stored reference list, decoded once."""
+    decoded: dict[bytes, list[int]] = {}
+    for data in refs:
+        if data not in decoded:
+            decoded[data] = decode_refs(data)
+    return decoded
 
 
 def session_get(*, project: Project, external_id: str) -> Session | None:
