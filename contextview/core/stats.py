@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from contextview.core.entities import (
@@ -78,6 +78,7 @@ PENALTY_ENTITY_LOSS = 0.5
 
 TokensOf = Callable[[Message], int]
 _first = itemgetter(0)
+_is_pinned = attrgetter("pinned")
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,6 +468,8 @@ def _entities_of(
         found += cache.entities(m.text, pinned)
     distinct = list(dict.fromkeys(found))
     keys = list(map(_first, map(entity_forms, distinct)))
+    if len(set(keys)) == len(keys):
+        return distinct  # the usual case: no two spellings of one entity
     first = dict(zip(reversed(keys), reversed(distinct), strict=True))
     return list(map(first.__getitem__, dict.fromkeys(keys)))
 
@@ -491,6 +494,8 @@ def _missing_pinned(
                 wanted -= hits
         missing.extend(pinned[k] for k in sorted(wanted))
 
+    if not any(map(_is_pinned, step.before)):  # at C speed: most contexts mark none
+        return missing
     # A message unpinned in this step may leave: that is what unpinning is for.
     unpinned = {t for op in step.ops if op.op == "unpin" for t in op.targets}
     marked = [m for m in step.before if m.pinned and m.id not in unpinned]
