@@ -165,6 +165,8 @@ LOGGING = {
 
 # Statistics workers: steps left pending longer than this are re-queued by beat.
 STATS_SWEEP_AFTER_SECONDS = envint("STATS_SWEEP_AFTER_SECONDS", "60")
+# Per worker process: messages, token counts and entities kept between tasks.
+STATS_CACHE_MB = envint("STATS_CACHE_MB", "256")
 CELERY_BEAT_SCHEDULE = {
     "sweep-pending-stats": {
         "task": "contextview.stats.tasks.sweep_pending_stats",

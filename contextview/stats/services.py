@@ -11,14 +11,17 @@ from __future__ import annotations
 import gc
 import json
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
+import orjson
+from django.conf import settings
 from django.db import connection, transaction
 
 from contextview.core.entities import extract_entities
+from contextview.core.lru import SizedLRU
 from contextview.core.model import Fold as CoreFold
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
@@ -39,7 +42,7 @@ from contextview.sessions.selectors import StoredMessage, messages_by_pk, refs_d
 _LOCK_NAMESPACE = 7301
 # Steps read and computed in one transaction, and written per statement.
 CHUNK = 2000
-WRITE_BATCH = 250
+WRITE_BATCH = 100
 
 
 class SessionBusy(Exception):
@@ -55,11 +58,43 @@ def session_encoding(session: Session) -> EncodingChoice:
     return resolve_encoding(encoding=session.encoding or None, model=session.model or None)
 
 
+# What this worker process read or worked out per stored content. Messages, token
+# counts and entities never change once stored (content is addressed by its hash,
+# ids are never reused), so the next chunk of a session reads only what is new.
+_CACHE: SizedLRU[tuple[Any, ...], Any] = SizedLRU(settings.STATS_CACHE_MB << 20)
+
+
+def caches_clear() -> None:
+    """Forget what this process cached (as a new worker process would start)."""
+    _CACHE.clear()
+
+
+def _cached(kind: str, keys: Iterable[Any]) -> tuple[dict[Any, Any], list[Any]]:
+    found, missing = _CACHE.get_many((kind, key) for key in keys)
+    return {key[1]: value for key, value in found.items()}, [key[1] for key in missing]
+
+
+def messages_cached(pks: Iterable[int]) -> dict[int, StoredMessage]:
+    found, missing = _cached("message", pks)
+    if missing:
+        loaded = messages_by_pk(missing)
+        for pk, stored in loaded.items():
+            _CACHE.put(("message", pk), stored, 300 + len(stored.message.text))
+        found.update(loaded)
+    return found
+
+
 def tokens_for_blobs(*, blobs: dict[int, str], encoding: str) -> dict[int, int]:
     """Tokens per blob pk: read the counted ones, count and store the rest."""
     if not blobs:
         return {}
-    pks = sorted(blobs)
+    known, pks = _cached(f"tokens:{encoding}", blobs)
+    if pks:
+        known.update(_tokens_stored(blobs, sorted(pks), encoding))
+    return known
+
+
+def _tokens_stored(blobs: dict[int, str], pks: list[int], encoding: str) -> dict[int, int]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT blob_id, tokens FROM cv_token_count "
@@ -77,6 +112,8 @@ def tokens_for_blobs(*, blobs: dict[int, str], encoding: str) -> dict[int, int]:
                 [encoding, missing, counts],
             )
             known.update(zip(missing, counts, strict=True))
+    for pk, tokens in known.items():
+        _CACHE.put((f"tokens:{encoding}", pk), tokens, 100)
     return known
 
 
@@ -84,7 +121,13 @@ def entities_for_blobs(*, blobs: dict[int, str]) -> dict[int, list[str]]:
     """Key entities per blob pk: read the extracted ones, extract and store the rest."""
     if not blobs:
         return {}
-    pks = sorted(blobs)
+    known, pks = _cached("entities", blobs)
+    if pks:
+        known.update(_entities_stored(blobs, sorted(pks)))
+    return known
+
+
+def _entities_stored(blobs: dict[int, str], pks: list[int]) -> dict[int, list[str]]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT blob_id, entities FROM cv_blob_entities WHERE blob_id = ANY(%s::bigint[])",
@@ -101,6 +144,8 @@ def entities_for_blobs(*, blobs: dict[int, str]) -> dict[int, list[str]]:
                 [missing, [json.dumps(f) for f in found]],
             )
             known.update(zip(missing, found, strict=True))
+    for pk, entities in known.items():
+        _CACHE.put(("entities", pk), entities, 100 + sum(60 + len(e) for e in entities))
     return known
 
 
@@ -219,7 +264,7 @@ def _compute_steps(
     wanted = {op[4] for op in op_rows if op[4]} | {f[6] for f in chunk_folds}
     for pks in decoded.values():
         wanted.update(pks)
-    extra = messages_by_pk(wanted)
+    extra = messages_cached(wanted)
 
     # Tokens of every content this chunk shows, keyed by the message object.
     stored: list[StoredMessage] = list(extra.values())
@@ -278,7 +323,6 @@ def _compute_steps(
     computed: dict[int, dict[str, Any]] = {}
     written: list[int] = []
     results: list[str] = []
-    dumps = json.JSONEncoder(separators=(",", ":")).encode
     # Pipelined: the database stores one batch of results while the next is computed.
     with binary_cursor() as cursor, cursor.connection.pipeline():
         for pk, index, before_refs, after_refs, reported_before, reported_after, mismatch in steps:
@@ -324,7 +368,7 @@ def _compute_steps(
                 stats["encoding_note"] = note
             computed[index] = stats
             written.append(pk)
-            results.append(dumps(stats))
+            results.append(orjson.dumps(stats).decode())
             if len(written) == WRITE_BATCH:
                 cursor.execute(_WRITE_SQL, [written, results])
                 written, results = [], []
