@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterable
 from itertools import accumulate
 
+from contextview.core.sequences import common_prefix
+
 _MAX_ID = (1 << 63) - 1
 
 
@@ -36,11 +38,12 @@ _ZIGZAG = tuple((z >> 1) if not z & 1 else -((z + 1) >> 1) for z in range(0x80))
 _HIGH_BYTE = re.compile(rb"[\x80-\xff]")
 
 
-def decode_refs(data: bytes) -> list[int]:
+def decode_refs(data: bytes, start: int = 0) -> list[int]:
+    """The references `data` encodes; `start`: the reference before the first, if cut."""
     # Runs of one-byte varints (most deltas of a context) are decoded at C speed;
     # a varint of several bytes (the first reference, a long jump) byte by byte.
     ids: list[int] = []
-    value = 0
+    value = start
     pos = 0
     end = len(data)
     zigzag = _ZIGZAG.__getitem__
@@ -69,3 +72,37 @@ def decode_refs(data: bytes) -> list[int]:
             value += (z >> 1) if not z & 1 else -((z + 1) >> 1)
             ids.append(value)
     return ids
+
+
+def decode_many(blobs: Iterable[bytes]) -> dict[bytes, tuple[list[int], bytes | None, int]]:
+    """Each distinct reference list decoded once: `(ids, base, shared)`.
+
+    A session's consecutive contexts mostly share their head; each list is
+    decoded after the head it shares with the list before it, whose first
+    `shared` ids it repeats (`base` is that list, None when nothing is shared),
+    so callers can build on what they made of `base` too.
+    """
+    out: dict[bytes, tuple[list[int], bytes | None, int]] = {}
+    previous: bytes | None = None
+    for data in blobs:
+        if data in out:
+            continue
+        if previous is None:
+            out[data] = (decode_refs(data), None, 0)
+        else:
+            out[data] = _decode_after(data, previous, out[previous][0])
+        previous = data
+    return out
+
+
+def _decode_after(
+    data: bytes, base: bytes, base_ids: list[int]
+) -> tuple[list[int], bytes | None, int]:
+    n = common_prefix(data, base)
+    while n and data[n - 1] & 0x80:
+        n -= 1  # back to the end of a whole varint
+    # Every varint ends with its one byte below 0x80.
+    shared = n - len(_HIGH_BYTE.findall(data, 0, n))
+    if not shared:
+        return decode_refs(data), None, 0
+    return base_ids[:shared] + decode_refs(data[n:], base_ids[shared - 1]), base, shared

@@ -45,6 +45,7 @@ from contextview.core.entities import (
     pinned_entities,
 )
 from contextview.core.model import PARTITIONS, REPLACING_OPS, Fold, Message, Operation
+from contextview.core.sequences import common_prefix, common_suffix
 
 FLAGS = (
     "after_mismatch",
@@ -120,7 +121,7 @@ class TextCache:
     message cost a dict lookup. One cache serves one session's computation.
     """
 
-    __slots__ = ("_normalized", "_base", "_entities", "_pinned")
+    __slots__ = ("_normalized", "_base", "_entities", "_pinned", "_keys")
 
     def __init__(self) -> None:
         self._normalized: dict[str, str] = {}
@@ -128,6 +129,8 @@ class TextCache:
         self._base: dict[str, list[str]] = {}
         self._entities: dict[tuple[str, ...], dict[str, list[str]]] = {}
         self._pinned: dict[tuple[str, ...], tuple[tuple[str, ...], dict[str, frozenset[int]]]] = {}
+        # by id() of a list that `entities` returned: (that list, its entities' keys)
+        self._keys: dict[int, tuple[list[str], list[str]]] = {}
 
     def normalized(self, text: str) -> str:
         cached = self._normalized.get(text)
@@ -155,6 +158,14 @@ class TextCache:
         if cached is None:
             cached = by_text[text] = pinned_entities(self.base_entities(text), text, pinned)
         return cached
+
+    def keys_of(self, entities: list[str]) -> list[str]:
+        """The normalized key of each entity in a list that `entities` returned."""
+        entry = self._keys.get(id(entities))
+        if entry is None or entry[0] is not entities:
+            keys = list(map(_first, map(entity_forms, entities)))
+            entry = self._keys[id(entities)] = (entities, keys)
+        return entry[1]
 
     def pinned_in(self, pinned: tuple[str, ...], text: str) -> frozenset[int]:
         """Positions in `pinned` of the pinned texts that `text` contains."""
@@ -223,38 +234,6 @@ def _measure(messages: Sequence[Message], tokens_of: TokensOf) -> tuple[int, dic
     return total, parts
 
 
-def _common_prefix(a: Sequence[Message], b: Sequence[Message]) -> int:
-    """How many leading messages `a` and `b` share, by list comparisons (C speed)."""
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    low, high = 0, n  # a[:low] == b[:low], a[:high] != b[:high]
-    while high - low > 1:
-        mid = (low + high) // 2
-        if a[low:mid] == b[low:mid]:
-            low = mid
-        else:
-            high = mid
-    return low
-
-
-def _common_suffix(a: Sequence[Message], b: Sequence[Message], limit: int) -> int:
-    """How many trailing messages `a` and `b` share, at most `limit`."""
-    if limit <= 0:
-        return 0
-    la, lb = len(a), len(b)
-    if a[la - limit :] == b[lb - limit :]:
-        return limit
-    low, high = 0, limit
-    while high - low > 1:
-        mid = (low + high) // 2
-        if a[la - mid : la - low] == b[lb - mid : lb - low]:
-            low = mid
-        else:
-            high = mid
-    return low
-
-
 class ContextMeter:
     """Token totals by partition of a session's contexts, measured one after another.
 
@@ -313,8 +292,8 @@ def context_delta(
     if type(last) is not type(messages):
         last, messages = list(last), list(messages)
     n_last, n_new = len(last), len(messages)
-    head = _common_prefix(last, messages)
-    tail = _common_suffix(last, messages, min(n_last, n_new) - head)
+    head = common_prefix(last, messages)
+    tail = common_suffix(last, messages, min(n_last, n_new) - head)
     removed = last[head : n_last - tail]
     added = messages[head : n_new - tail]
     cost = len(removed) + len(added)
@@ -326,7 +305,7 @@ def context_delta(
         except ValueError:
             start = -1
         if start > 0:
-            run = _common_prefix(last[start:], messages[head:])
+            run = common_prefix(last[start:], messages[head:])
             slid_removed = [*last[head:start], *last[start + run :]]
             slid_added = messages[head + run :]
             if len(slid_removed) + len(slid_added) < cost:
@@ -462,15 +441,16 @@ def _entities_of(
     if len(messages) == 1:
         return cache.entities(messages[0].text, pinned)
     # The first entity of each normalized key, in order of first appearance; the
-    # loops run at C speed (entity_forms is an lru_cache).
+    # loops run at C speed.
     found: list[str] = []
+    keys: list[str] = []
     for m in messages:
-        found += cache.entities(m.text, pinned)
-    distinct = list(dict.fromkeys(found))
-    keys = list(map(_first, map(entity_forms, distinct)))
+        entities = cache.entities(m.text, pinned)
+        found += entities
+        keys += cache.keys_of(entities)
     if len(set(keys)) == len(keys):
-        return distinct  # the usual case: no two spellings of one entity
-    first = dict(zip(reversed(keys), reversed(distinct), strict=True))
+        return found  # the usual case: no entity in two of the messages
+    first = dict(zip(reversed(keys), reversed(found), strict=True))
     return list(map(first.__getitem__, dict.fromkeys(keys)))
 
 

@@ -15,7 +15,7 @@ from django.db.models import Q, QuerySet
 
 from contextview.core.diff import diff_contexts
 from contextview.core.model import Message as CoreMessage
-from contextview.core.refs import decode_refs
+from contextview.core.refs import decode_many
 from contextview.projects.models import Project
 from contextview.sessions.models import Fold, Operation, Session, Step
 
@@ -99,11 +99,7 @@ def contexts_by_refs(
 
 def refs_decoded(refs: Iterable[bytes]) -> dict[bytes, list[int]]:
     """Each distinct stored reference list, decoded once."""
-    decoded: dict[bytes, list[int]] = {}
-    for data in refs:
-        if data not in decoded:
-            decoded[data] = decode_refs(data)
-    return decoded
+    return {data: ids for data, (ids, _, _) in decode_many(refs).items()}
 
 
 def session_get(*, project: Project, external_id: str) -> Session | None:

@@ -25,6 +25,7 @@ from contextview.core.lru import SizedLRU
 from contextview.core.model import Fold as CoreFold
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
+from contextview.core.refs import decode_many
 from contextview.core.stats import (
     ContextMeter,
     StepInput,
@@ -36,7 +37,7 @@ from contextview.core.stats import (
 from contextview.core.tokens import EncodingChoice, TokenCounter, resolve_encoding
 from contextview.db import binary_cursor
 from contextview.sessions.models import Session, Step
-from contextview.sessions.selectors import StoredMessage, messages_by_pk, refs_decoded
+from contextview.sessions.selectors import StoredMessage, messages_by_pk
 
 # Namespace of the advisory locks that keep one worker per session.
 _LOCK_NAMESPACE = 7301
@@ -260,10 +261,10 @@ def _compute_steps(
     refs = [bytes(r) for row in steps for r in (row[2], row[3])]
     if previous is not None:
         refs.append(bytes(previous[1]))
-    decoded = refs_decoded(refs)
+    decoded = decode_many(refs)
     wanted = {op[4] for op in op_rows if op[4]} | {f[6] for f in chunk_folds}
-    for pks in decoded.values():
-        wanted.update(pks)
+    for pks, _, shared in decoded.values():
+        wanted.update(pks[shared:])  # a shared head was added with its base
     extra = messages_cached(wanted)
 
     # Tokens of every content this chunk shows, keyed by the message object.
@@ -277,9 +278,11 @@ def _compute_steps(
 
     # Each distinct context as the core reads it, built once and shared by its steps.
     message_of = {pk: s.message for pk, s in extra.items()}.__getitem__
-    messages: dict[bytes, list[CoreMessage]] = {
-        data: list(map(message_of, pks)) for data, pks in decoded.items()
-    }
+    messages: dict[bytes, list[CoreMessage]] = {}
+    for data, (pks, base, shared) in decoded.items():
+        context = messages[base][:shared] if base is not None else []
+        context += map(message_of, pks[shared:])
+        messages[data] = context
 
     ops_by_step: dict[int, list[CoreOperation]] = defaultdict(list)
     for step_pk, op_name, targets, form, result_id, reason, params in op_rows:

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextview.core.refs import decode_refs, encode_refs
+from contextview.core.refs import decode_many, decode_refs, encode_refs
 
 MAX_ID = (1 << 63) - 1
 
@@ -46,3 +46,30 @@ def test_it_rejects_a_truncated_list() -> None:
     data = encode_refs([10, 1 << 40])
     with pytest.raises(ValueError):
         decode_refs(data[:-1])
+
+
+ids_lists = st.lists(st.integers(min_value=1, max_value=1 << 40), max_size=60)
+
+
+@given(ids_lists, st.lists(st.tuples(st.integers(0, 60), ids_lists), max_size=8))
+def test_decoding_after_a_shared_head_gives_what_decoding_alone_gives(
+    first: list[int], edits: list[tuple[int, list[int]]]
+) -> None:
+    # Each context keeps a head of the one before and ends its own way.
+    contexts = [first]
+    for keep, tail in edits:
+        contexts.append(contexts[-1][:keep] + tail)
+    blobs = [encode_refs(c) for c in contexts]
+    decoded = decode_many(blobs)
+    for blob, ids in zip(blobs, contexts, strict=True):
+        got, base, shared = decoded[blob]
+        assert got == ids
+        if base is not None:
+            assert decoded[base][0][:shared] == ids[:shared]
+
+
+def test_a_context_that_grew_is_decoded_from_where_it_grew() -> None:
+    head = [10_000_000 + k for k in range(200)]
+    before, after = encode_refs(head), encode_refs([*head, 10_000_500])
+    decoded = decode_many([before, after])
+    assert decoded[after] == ([*head, 10_000_500], before, 200)
