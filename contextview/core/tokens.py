@@ -172,7 +172,12 @@ class TokenCounter:
         return len(self._encode(text))
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        return [len(tokens) for tokens in self._encoding.encode_ordinary_batch(list(texts))]
+        # One by one: tiktoken's batch call hands each text to a thread pool, which
+        # measured slower here than this loop (0.43-0.47 s against 0.26-0.33 s
+        # for the 2.9 MB of the statistics benchmark), and a worker's second core
+        # is busy with the database anyway.
+        encode = self._encode
+        return [len(encode(text)) for text in texts]
 
     def count_cached(self, key: bytes | str, text: str) -> int:
         """Tokens of `text`, counted once per `key` (a content hash, or the text itself)."""
