@@ -297,6 +297,11 @@ def extract_entities(text: str, pinned: Sequence[str] = ()) -> list[str]:
     Pinned texts count when `text` contains them (normalized); one that is not
     there cannot be lost by rewriting this text, so it is not an entity of it.
     """
+    return extract_entities_keyed(text, pinned)[0]
+
+
+def extract_entities_keyed(text: str, pinned: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """`extract_entities`, with each entity's ``entity_key``."""
     found = _scan(text)
     if pinned:
         folded = normalize(text)
@@ -311,6 +316,7 @@ def extract_entities(text: str, pinned: Sequence[str] = ()) -> list[str]:
                 found.append((at if at >= 0 else len(text), p))
         found.sort(key=lambda item: item[0])
     out: list[str] = []
+    keys: list[str] = []
     seen_raw: set[str] = set()
     seen: set[str] = set()
     for _, value in found:
@@ -322,7 +328,8 @@ def extract_entities(text: str, pinned: Sequence[str] = ()) -> list[str]:
         if key and key not in seen:
             seen.add(key)
             out.append(value)
-    return out
+            keys.append(key)
+    return out, keys
 
 
 @lru_cache(maxsize=65536)
@@ -332,11 +339,28 @@ def entity_forms(entity: str) -> tuple[str, ...]:
     A status code said with its protocol ("HTTP 502") is kept by the code alone:
     "the gateway returned 502" lost nothing.
     """
-    key = normalize(entity)
+    return forms_of_key(normalize(entity))
+
+
+def forms_of_key(key: str) -> tuple[str, ...]:
+    """`entity_forms` of an entity whose ``entity_key`` is `key`."""
     code = _STATUS_CODE.fullmatch(key)
     if code:
         return (key, code.group(1))
     return (key,)
+
+
+def is_kept_key(key: str, normalized_text: str) -> bool:
+    """`is_kept_normalized` for an entity known by its ``entity_key``."""
+    if key in normalized_text:
+        return True
+    code = _STATUS_CODE.fullmatch(key)
+    return code is not None and code.group(1) in normalized_text
+
+
+def entity_key(entity: str) -> str:
+    """The normalized form that tells two spellings of one entity apart from others."""
+    return entity_forms(entity)[0]
 
 
 def is_kept_normalized(entity: str, normalized_text: str) -> bool:

@@ -34,13 +34,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any
 
 from contextview.core.entities import (
-    entity_forms,
+    entity_key,
     extract_entities,
-    is_kept_normalized,
+    is_kept_key,
     normalize,
     pinned_entities,
 )
@@ -78,7 +78,6 @@ PENALTY_REPEATED_TOOL = 0.3
 PENALTY_ENTITY_LOSS = 0.5
 
 TokensOf = Callable[[Message], int]
-_first = itemgetter(0)
 _is_pinned = attrgetter("pinned")
 
 
@@ -138,9 +137,14 @@ class TextCache:
             cached = self._normalized[text] = normalize(text)
         return cached
 
-    def prime(self, text: str, entities: list[str]) -> None:
-        """Entities of `text` extracted earlier (``extract_entities(text)``, no pinned)."""
+    def prime(self, text: str, entities: list[str], keys: list[str] | None = None) -> None:
+        """Entities of `text` extracted earlier (``extract_entities(text)``, no pinned).
+
+        `keys`, when known, are their ``entity_key``s.
+        """
         self._base[text] = entities
+        if keys is not None:
+            self._keys[id(entities)] = (entities, keys)
 
     def base_entities(self, text: str) -> list[str]:
         cached = self._base.get(text)
@@ -163,7 +167,7 @@ class TextCache:
         """The normalized key of each entity in a list that `entities` returned."""
         entry = self._keys.get(id(entities))
         if entry is None or entry[0] is not entities:
-            keys = list(map(_first, map(entity_forms, entities)))
+            keys = list(map(entity_key, entities))
             entry = self._keys[id(entities)] = (entities, keys)
         return entry[1]
 
@@ -408,13 +412,13 @@ def _op_stats(
         tokens_in = sum(tokens_of(m) for m in originals)
         tokens_out = tokens_of(result) if result is not None else 0
         ratio = tokens_out / tokens_in if tokens_in else None
-        entities = _entities_of(originals, cache, pinned)
+        entities, keys = _entities_of(originals, cache, pinned)
         kept_in = cache.normalized(result.text) if result is not None else ""
-        lost = [e for e in entities if not is_kept_normalized(e, kept_in)]
+        lost = [e for e, key in zip(entities, keys, strict=True) if not is_kept_key(key, kept_in)]
     elif name == "drop":
         # Archived, not rewritten: everything it carried left the context with it.
         tokens_in = sum(tokens_of(m) for m in originals)
-        entities = _entities_of(originals, cache, pinned)
+        entities = _entities_of(originals, cache, pinned)[0]
         lost = list(entities)
     elif name == "reload":
         tokens_out = sum(tokens_of(m) for m in originals)
@@ -437,11 +441,13 @@ def _op_stats(
 
 def _entities_of(
     messages: Sequence[Message], cache: TextCache, pinned: tuple[str, ...]
-) -> list[str]:
+) -> tuple[list[str], list[str]]:
+    """The entities of `messages` together, with their keys (``entity_key``)."""
     if len(messages) == 1:
-        return cache.entities(messages[0].text, pinned)
-    # The first entity of each normalized key, in order of first appearance; the
-    # loops run at C speed.
+        entities = cache.entities(messages[0].text, pinned)
+        return entities, cache.keys_of(entities)
+    # The first entity of each key, in order of first appearance; the loops run
+    # at C speed.
     found: list[str] = []
     keys: list[str] = []
     for m in messages:
@@ -449,9 +455,10 @@ def _entities_of(
         found += entities
         keys += cache.keys_of(entities)
     if len(set(keys)) == len(keys):
-        return found  # the usual case: no entity in two of the messages
+        return found, keys  # the usual case: no entity in two of the messages
     first = dict(zip(reversed(keys), reversed(found), strict=True))
-    return list(map(first.__getitem__, dict.fromkeys(keys)))
+    distinct = list(dict.fromkeys(keys))
+    return list(map(first.__getitem__, distinct)), distinct
 
 
 def _missing_pinned(

@@ -16,6 +16,7 @@ from django.db.models import Q, QuerySet
 from contextview.core.diff import diff_contexts
 from contextview.core.model import Message as CoreMessage
 from contextview.core.refs import decode_many
+from contextview.db import binary_cursor
 from contextview.projects.models import Project
 from contextview.sessions.models import Fold, Operation, Session, Step
 
@@ -26,7 +27,7 @@ MESSAGE_COLUMNS = (
 )
 _MESSAGE_SQL = (
     f"SELECT m.id, b.id, {MESSAGE_COLUMNS} FROM cv_message m JOIN cv_blob b ON b.id = m.blob_id "
-    "WHERE m.id = ANY(%s::bigint[])"
+    "WHERE m.id = ANY(%b)"
 )
 
 
@@ -61,7 +62,7 @@ def messages_by_pk(pks: Iterable[int]) -> dict[int, StoredMessage]:
     wanted = sorted(set(pks))
     if not wanted:
         return {}
-    with connection.cursor() as cursor:
+    with binary_cursor() as cursor:
         cursor.execute(_MESSAGE_SQL, [wanted])
         rows = cursor.fetchall()
     return {

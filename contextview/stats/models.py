@@ -26,6 +26,9 @@ class BlobEntities(models.Model):
         Blob, on_delete=models.CASCADE, primary_key=True, db_constraint=False
     )
     entities = models.JSONField(default=list)
+    # Each entity's normalized key (``entity_key``), so that no worker normalizes
+    # them again; null on rows written before keys were kept.
+    keys = models.JSONField(null=True, blank=True)
 
     class Meta:
         db_table = "cv_blob_entities"

@@ -20,7 +20,7 @@ import orjson
 from django.conf import settings
 from django.db import connection, transaction
 
-from contextview.core.entities import extract_entities
+from contextview.core.entities import entity_forms, entity_key, extract_entities_keyed
 from contextview.core.lru import SizedLRU
 from contextview.core.model import Fold as CoreFold
 from contextview.core.model import Message as CoreMessage
@@ -68,6 +68,7 @@ _CACHE: SizedLRU[tuple[Any, ...], Any] = SizedLRU(settings.STATS_CACHE_MB << 20)
 def caches_clear() -> None:
     """Forget what this process cached (as a new worker process would start)."""
     _CACHE.clear()
+    entity_forms.cache_clear()
 
 
 def _cached(kind: str, keys: Iterable[Any]) -> tuple[dict[Any, Any], list[Any]]:
@@ -118,35 +119,51 @@ def _tokens_stored(blobs: dict[int, str], pks: list[int], encoding: str) -> dict
     return known
 
 
-def entities_for_blobs(*, blobs: dict[int, str]) -> dict[int, list[str]]:
-    """Key entities per blob pk: read the extracted ones, extract and store the rest."""
+def entities_for_blobs(*, blobs: dict[int, str]) -> dict[int, tuple[list[str], list[str]]]:
+    """Key entities per blob pk, with their keys (``entity_key``).
+
+    Reads the extracted ones, extracts and stores the rest.
+    """
     if not blobs:
         return {}
     known, pks = _cached("entities", blobs)
     if pks:
-        known.update(_entities_stored(blobs, sorted(pks)))
+        for pk, keyed in _entities_stored(blobs, sorted(pks)).items():
+            size = 100 + sum(100 + len(e) for e in keyed[0])
+            _CACHE.put(("entities", pk), keyed, size)
+            known[pk] = keyed
     return known
 
 
-def _entities_stored(blobs: dict[int, str], pks: list[int]) -> dict[int, list[str]]:
-    with connection.cursor() as cursor:
+def _entities_stored(
+    blobs: dict[int, str], pks: list[int]
+) -> dict[int, tuple[list[str], list[str]]]:
+    known: dict[int, tuple[list[str], list[str]]] = {}
+    with binary_cursor() as cursor:
         cursor.execute(
-            "SELECT blob_id, entities FROM cv_blob_entities WHERE blob_id = ANY(%s::bigint[])",
+            "SELECT blob_id, entities::text, keys::text FROM cv_blob_entities "
+            "WHERE blob_id = ANY(%b)",
             [pks],
         )
-        known = {pk: json.loads(e) if isinstance(e, str) else e for pk, e in cursor.fetchall()}
+        for pk, entities_json, keys_json in cursor.fetchall():
+            entities = orjson.loads(entities_json)
+            # Rows from before keys were kept get them worked out here.
+            keys = orjson.loads(keys_json) if keys_json else list(map(entity_key, entities))
+            known[pk] = (entities, keys)
         missing = [pk for pk in pks if pk not in known]
         if missing:
-            found = [extract_entities(blobs[pk]) for pk in missing]
+            found = [extract_entities_keyed(blobs[pk]) for pk in missing]
             cursor.execute(
-                "INSERT INTO cv_blob_entities (blob_id, entities) "
-                "SELECT b, e::jsonb FROM unnest(%s::bigint[], %s::text[]) AS x(b, e) "
-                "ON CONFLICT (blob_id) DO NOTHING",
-                [missing, [json.dumps(f) for f in found]],
+                "INSERT INTO cv_blob_entities (blob_id, entities, keys) "
+                "SELECT b, e::jsonb, k::jsonb FROM unnest(%b::bigint[], %b::text[], %b::text[]) "
+                "AS x(b, e, k) ON CONFLICT (blob_id) DO NOTHING",
+                [
+                    missing,
+                    [orjson.dumps(e).decode() for e, _ in found],
+                    [orjson.dumps(k).decode() for _, k in found],
+                ],
             )
             known.update(zip(missing, found, strict=True))
-    for pk, entities in known.items():
-        _CACHE.put(("entities", pk), entities, 100 + sum(60 + len(e) for e in entities))
     return known
 
 
@@ -316,8 +333,8 @@ def _compute_steps(
     meter = ContextMeter(tokens_of)
     # Entities are only read from what operations took in: the folded originals.
     originals = {extra[f[6]].blob_pk: extra[f[6]].message.text for f in chunk_folds}
-    for pk, found in entities_for_blobs(blobs=originals).items():
-        cache.prime(originals[pk], found)
+    for pk, (found, keys) in entities_for_blobs(blobs=originals).items():
+        cache.prime(originals[pk], found, keys)
     budget = session.budget
     pinned = session.pinned or ()
     note = choice.note

@@ -6,7 +6,14 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from contextview.core.entities import extract_entities, is_kept, normalize
+from contextview.core.entities import (
+    entity_key,
+    extract_entities,
+    extract_entities_keyed,
+    is_kept,
+    is_kept_key,
+    normalize,
+)
 from tests.core.factories import NGINX_LOG, QUESTION, SUMMARY
 
 # (text, entities that must be found) — sentences from the seeds and the contract.
@@ -224,3 +231,19 @@ def test_it_keeps_every_entity_in_the_text_it_came_from(text: str) -> None:
 def test_it_keeps_every_entity_of_mixed_text(text: str) -> None:
     for entity in extract_entities(text):
         assert is_kept(entity, text)
+
+
+@given(
+    st.lists(st.one_of(FILLER, ENTITY, st.sampled_from([" ", "\n", ","])), max_size=20).map(
+        "".join
+    ),
+    st.lists(st.one_of(FILLER, ENTITY), max_size=8).map(" ".join),
+)
+def test_keys_decide_as_the_entities_themselves_do(text: str, other: str) -> None:
+    # Workers keep each entity's key with it and decide "kept" from the key alone.
+    entities, keys = extract_entities_keyed(text)
+    assert entities == extract_entities(text)
+    assert keys == [entity_key(e) for e in entities]
+    folded = normalize(other)
+    for entity, key in zip(entities, keys, strict=True):
+        assert is_kept_key(key, folded) == is_kept(entity, other)
