@@ -97,10 +97,9 @@ def tokens_for_blobs(*, blobs: dict[int, str], encoding: str) -> dict[int, int]:
 
 
 def _tokens_stored(blobs: dict[int, str], pks: list[int], encoding: str) -> dict[int, int]:
-    with connection.cursor() as cursor:
+    with binary_cursor() as cursor:
         cursor.execute(
-            "SELECT blob_id, tokens FROM cv_token_count "
-            "WHERE encoding = %s AND blob_id = ANY(%s::bigint[])",
+            "SELECT blob_id, tokens FROM cv_token_count WHERE encoding = %s AND blob_id = ANY(%b)",
             [encoding, pks],
         )
         known: dict[int, int] = dict(cursor.fetchall())
@@ -109,7 +108,7 @@ def _tokens_stored(blobs: dict[int, str], pks: list[int], encoding: str) -> dict
             counts = _counter(encoding).count_many([blobs[pk] for pk in missing])
             cursor.execute(
                 "INSERT INTO cv_token_count (blob_id, encoding, tokens) "
-                "SELECT b, %s, t FROM unnest(%s::bigint[], %s::int[]) AS x(b, t) "
+                "SELECT b, %s, t FROM unnest(%b::bigint[], %b::int[]) AS x(b, t) "
                 "ON CONFLICT (blob_id, encoding) DO NOTHING",
                 [encoding, missing, counts],
             )
@@ -128,8 +127,7 @@ def entities_for_blobs(*, blobs: dict[int, str]) -> dict[int, tuple[list[str], l
         return {}
     known, pks = _cached("entities", blobs)
     if pks:
-        for pk, keyed in _entities_stored(blobs, sorted(pks)).items():
-            size = 100 + sum(100 + len(e) for e in keyed[0])
+        for pk, (keyed, size) in _entities_stored(blobs, sorted(pks)).items():
             _CACHE.put(("entities", pk), keyed, size)
             known[pk] = keyed
     return known
@@ -137,33 +135,31 @@ def entities_for_blobs(*, blobs: dict[int, str]) -> dict[int, tuple[list[str], l
 
 def _entities_stored(
     blobs: dict[int, str], pks: list[int]
-) -> dict[int, tuple[list[str], list[str]]]:
-    known: dict[int, tuple[list[str], list[str]]] = {}
+) -> dict[int, tuple[tuple[list[str], list[str]], int]]:
+    """((entities, keys), their size in memory, roughly) per blob pk."""
+    known: dict[int, tuple[tuple[list[str], list[str]], int]] = {}
     with binary_cursor() as cursor:
         cursor.execute(
-            "SELECT blob_id, entities::text, keys::text FROM cv_blob_entities "
-            "WHERE blob_id = ANY(%b)",
+            "SELECT blob_id, entities, keys FROM cv_blob_entities WHERE blob_id = ANY(%b)",
             [pks],
         )
         for pk, entities_json, keys_json in cursor.fetchall():
             entities = orjson.loads(entities_json)
             # Rows from before keys were kept get them worked out here.
             keys = orjson.loads(keys_json) if keys_json else list(map(entity_key, entities))
-            known[pk] = (entities, keys)
+            known[pk] = ((entities, keys), 200 + 6 * len(entities_json))
         missing = [pk for pk in pks if pk not in known]
         if missing:
             found = [extract_entities_keyed(blobs[pk]) for pk in missing]
+            entities_json = [orjson.dumps(e).decode() for e, _ in found]
             cursor.execute(
                 "INSERT INTO cv_blob_entities (blob_id, entities, keys) "
-                "SELECT b, e::jsonb, k::jsonb FROM unnest(%b::bigint[], %b::text[], %b::text[]) "
-                "AS x(b, e, k) ON CONFLICT (blob_id) DO NOTHING",
-                [
-                    missing,
-                    [orjson.dumps(e).decode() for e, _ in found],
-                    [orjson.dumps(k).decode() for _, k in found],
-                ],
+                "SELECT b, e, k FROM unnest(%b::bigint[], %b::text[], %b::text[]) AS x(b, e, k) "
+                "ON CONFLICT (blob_id) DO NOTHING",
+                [missing, entities_json, [orjson.dumps(k).decode() for _, k in found]],
             )
-            known.update(zip(missing, found, strict=True))
+            for pk, keyed, text in zip(missing, found, entities_json, strict=True):
+                known[pk] = (keyed, 200 + 6 * len(text))
     return known
 
 
