@@ -39,3 +39,31 @@ def test_it_flags_a_reload_of_what_an_earlier_step_dropped(api: Api) -> None:
     session_stats_compute(session_id=Session.objects.get(external_id="s").pk)
     assert "reload_regret" in Step.objects.get(index=1).stats["flags"]
     assert Session.objects.get().aggregates["reload_regrets"] == 1
+
+
+@pytest.mark.django_db
+def test_what_a_worker_keeps_between_chunks_changes_no_statistic(api: Api) -> None:
+    # Chunks of two steps: each later chunk finds the earlier contexts cached.
+    from bench.ingest_gen import long_session, session_event
+    from contextview.stats import services
+
+    events = [session_event("long"), *long_session("long", 12, 30, seed=3, by_id=True)]
+    assert api.ingest({"batch": events}).status_code == 207
+    session = Session.objects.get(external_id="long")
+
+    def computed(chunk: int) -> list[dict[str, object]]:
+        Step.objects.filter(session=session).update(stats_status="pending")
+        services.CHUNK, saved = chunk, services.CHUNK
+        try:
+            assert services.session_stats_compute(session_id=session.pk) == 12
+        finally:
+            services.CHUNK = saved
+        return list(
+            Step.objects.filter(session=session).order_by("index").values_list("stats", flat=True)
+        )
+
+    services.caches_clear()
+    fresh = computed(12)
+    hot = computed(2)  # every message, count and entity now comes from the cache
+    assert hot == fresh
+    assert any(s["ops"] for s in fresh) and all(s["tokens"]["after"] > 0 for s in fresh)
