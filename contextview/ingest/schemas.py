@@ -39,6 +39,10 @@ class SessionBody(Lenient):
 
 class Obs(Lenient):
     messages: list[Any]
+    # Extension (docs/sdk.md, "Bytes on the wire"): the index of an earlier step of
+    # the session whose after context the messages' ``{"$run": [start, count]}``
+    # elements are taken from.
+    base: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = Field(default=None, alias="$base")
 
 
 class After(Lenient):

@@ -30,9 +30,9 @@ from pydantic import ValidationError
 
 from contextview.core.apply import StepResult, derive_step
 from contextview.core.errors import InputError
-from contextview.core.messages import blob_hash, canonical_json, message_hash
+from contextview.core.messages import blob_hash, canonical_json, expand_runs, message_hash
 from contextview.core.model import Message as CoreMessage
-from contextview.core.refs import encode_refs
+from contextview.core.refs import decode_refs, encode_refs
 from contextview.db import binary_cursor
 from contextview.ingest.schemas import (
     BODY_MODELS,
@@ -96,6 +96,9 @@ class _SessionState:
     step_hashes: dict[int, bytes] = field(default_factory=dict)
     # ids whose content was last sent in an event this batch refused
     refused: set[str] = field(default_factory=set)
+    # after contexts by step index: bases named by this batch's steps ($base),
+    # loaded from the database, and those of the steps this batch took
+    after_of: dict[int, list[CoreMessage]] = field(default_factory=dict)
     touched: bool = False
     fields: set[str] = field(default_factory=set)
 
@@ -415,6 +418,35 @@ def _dedupe(project: Project, events: list[_Event], results: list[EventResult | 
     return todo
 
 
+def _load_bases(
+    cursor: Any, store: _Store, wanted: set[tuple[int, int]]
+) -> dict[tuple[int, int], list[CoreMessage]]:
+    """The stored after contexts of (session pk, step index) pairs; absent ones left out."""
+    if not wanted:
+        return {}
+    pairs = sorted(wanted)
+    cursor.execute(
+        "SELECT s.session_id, s.index, s.after_refs FROM cv_step s "
+        "JOIN unnest(%b::bigint[], %b::int[]) AS w(s, i) ON s.session_id = w.s AND s.index = w.i",
+        [[pk for pk, _ in pairs], [index for _, index in pairs]],
+    )
+    refs = {(pk, index): decode_refs(bytes(data)) for pk, index, data in cursor.fetchall()}
+    wanted_pks = sorted({pk for ids in refs.values() for pk in ids})
+    if not wanted_pks:
+        return {key: [] for key in refs}
+    cursor.execute(
+        f"SELECT m.id, m.hash, {MESSAGE_COLUMNS} FROM cv_message m "
+        "JOIN cv_blob b ON b.id = m.blob_id WHERE m.id = ANY(%b)",
+        [wanted_pks],
+    )
+    by_pk: dict[int, CoreMessage] = {}
+    for row in cursor.fetchall():
+        message = message_from_row(row[2:])
+        store.known(message, bytes(row[1]), row[0])
+        by_pk[row[0]] = message
+    return {key: [by_pk[pk] for pk in ids] for key, ids in refs.items()}
+
+
 def _process(
     project: Project,
     todo: list[_Event],
@@ -445,6 +477,13 @@ def _process(
                 by_pk[pk].latest.update(latest)
             for pk, archive in _load_by_id(cursor, store, wanted_archive, _ARCHIVED_FROM).items():
                 by_pk[pk].archive.update(archive)
+            bases = {
+                (states[body.session_id].session.pk, body.obs.base)
+                for body in (e.body for e in steps)
+                if isinstance(body, StepBody) and body.obs.base is not None
+            }
+            for (pk, index), context in _load_bases(cursor, store, bases).items():
+                by_pk[pk].after_of[index] = context
 
     rows: list[_StepRow] = []
     for e in todo:
@@ -550,10 +589,23 @@ def _derive_or_refuse(
             f"body.obs.messages: id {stale[0]!r} was never recorded as last sent: its "
             "content came in an event this batch refused; send the content again",
         )
+    obs: Any = body.obs.messages
+    if body.obs.base is not None:
+        base = state.after_of.get(body.obs.base)
+        if base is None:
+            return EventResult(
+                e.head.id,
+                422,
+                f"body.obs.$base: step {body.obs.base} was never recorded for this session",
+            )
+        try:
+            obs = expand_runs(obs, base, field="body.obs.messages")
+        except InputError as exc:
+            return EventResult(e.head.id, exc.status, str(exc))
     ops_field = "body.actions" if body.actions is not None else "body.action"
     try:
         result = derive_step(
-            obs=body.obs.messages,
+            obs=obs,
             ops_raw=body.actions if body.actions is not None else body.action,
             ops_field=ops_field,
             after_raw=body.after.messages if body.after is not None else None,
@@ -584,6 +636,7 @@ def _derive_or_refuse(
         for m in fold.originals:
             state.archive[m.id] = m
     state.step_hashes[body.index] = body_hash
+    state.after_of[body.index] = result.after
     obs_extra = body.obs.model_extra or None
     return _StepRow(
         session=state.session,
