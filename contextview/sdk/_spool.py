@@ -3,8 +3,9 @@
 A spool is a folder of segment files ``seg-<n>.jsonl``, each read back whole
 and deleted once all its events are answered. A segment holds event lines
 (``{"e": event, "x": [[list, position, key], ...]}``) and content lines
-(``{"k": key, "m": message}``) for the messages its events send by id alone, so
-that every segment can resend any of its events with full content on its own.
+(``{"k": key, "m": message}``) for the messages its events send by id alone or
+in a run (list ``"run"``, at the run's position), so that every segment can
+resend any of its events with full content on its own.
 A crash between sending a segment and deleting it only makes the server answer
 ``duplicate`` for what it already has; so does an event spooled after an
 attempt whose answer was lost (``"a"``: it is resent byte for byte).
@@ -19,7 +20,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from contextview.sdk._wire import Message, Pending, encode_json
+from contextview.sdk._wire import RUN, Message, Pending, encode_json
 
 try:  # POSIX; elsewhere the folder is simply not locked.
     import fcntl
@@ -133,10 +134,14 @@ class Spool:
                     contents[line["k"]] = line["m"]
                     continue
                 event = line["e"]
+                refs = line.get("x", ())
+                # A run missing one of its messages stays a run: expanding it would
+                # send a shorter context than the agent had.
+                short = {p for where, p, key in refs if where == RUN and key not in contents}
                 expand = [
                     (where, position, contents[key])
-                    for where, position, key in line.get("x", ())
-                    if key in contents
+                    for where, position, key in refs
+                    if key in contents and not (where == RUN and position in short)
                 ]
                 session_id = str(event.get("body", {}).get("session_id", ""))
                 events.append(

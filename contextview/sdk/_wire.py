@@ -10,6 +10,15 @@ agent had. The mirror may lag the server (then content is resent, costing
 bytes only) but must never run ahead of it: a step the server rejects resets
 it (`SessionWire.reset`).
 
+A step's context also goes against the step before it: where it repeats, in
+order, messages of that step's after context that would go by id alone, the
+stretch goes as one ``{"$run": [start, count]}`` element and the observation
+names its base step (``"$base": index``). An agent that appends to its
+context sends a step as one run and what it added. Only the step encoded just
+before serves as a base: its event goes first, so the server has stored it, or
+refused it, and then answers that the base "was never recorded" and the step
+goes again in full (`Pending.expand_all`).
+
 Everything here runs on the sender thread, never on the agent's.
 """
 
@@ -33,6 +42,13 @@ Message = dict[str, Any]
 # triple in size as \u escapes). Anything json cannot encode is sent as its str.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 
+# The wire extension: ``obs["$base"]`` names the step whose after context the
+# ``{"$run": [start, count]}`` elements of ``obs.messages`` are taken from.
+BASE_KEY = "$base"
+RUN_KEY = "$run"
+# `Pending.expand`'s list name for the messages a run stands for.
+RUN = "run"
+
 
 def encode_json(value: Any) -> bytes:
     return _ENCODER.encode(value).encode("utf-8")
@@ -51,6 +67,8 @@ class Pending:
     data: bytes
     # Messages sent by id alone: (list name, position, full message), so the event
     # can be resent with content if the server no longer has what the id meant.
+    # List name "run": one of the messages, in order, that the run element at
+    # that position of ``obs.messages`` stands for.
     expand: list[tuple[str, int, Message]] | None = None
     kind: str = "step"
     attempts: int = 0
@@ -70,13 +88,29 @@ class Pending:
         return len(self.data) + 64 * len(self.expand or ())
 
     def expand_all(self) -> bool:
-        """Put content back in every message sent by id alone; False if nothing to do."""
+        """Put content back in every message sent by id alone or in a run.
+
+        The runs give way to the messages they stand for, and the observation
+        loses its ``$base``. False if there was nothing to do.
+        """
         if not self.expand:
             return False
         event = json.loads(self.data)
         body = event["body"]
+        runs: dict[int, list[Message]] = {}
         for where, position, message in self.expand:
-            body[where]["messages"][position] = message
+            if where == RUN:
+                runs.setdefault(position, []).append(message)
+            else:
+                body[where]["messages"][position] = message
+        if runs:
+            obs = body["obs"]
+            messages: list[Any] = []
+            for position, element in enumerate(obs["messages"]):
+                messages.extend(runs.get(position, (element,)))
+            obs["messages"] = messages
+            if not any(type(m) is dict and RUN_KEY in m for m in messages):
+                obs.pop(BASE_KEY, None)
         self.data = encode_json(event)
         self.expand = None
         self.expanded = True
@@ -212,6 +246,32 @@ class StepDraft:
     obs_extra: dict[str, Any] | Callable[[], dict[str, Any]] | None
 
 
+class _Base:
+    """A step whose after context the next step's runs may be taken from."""
+
+    __slots__ = ("index", "after", "where")
+
+    def __init__(self, index: int, after: list[CoreMessage]) -> None:
+        self.index = index
+        self.after = after
+        # id -> position in `after` (ids are unique within a context)
+        self.where = {m.id: position for position, m in enumerate(after)}
+
+
+def _close_run(
+    run: list[Message], start: int, wire: list[Message], expand: list[tuple[str, int, Message]]
+) -> int:
+    """Put a finished run on the wire: one run element, or an id alone for a single message."""
+    position = len(wire)
+    if len(run) == 1:
+        expand.append(("obs", position, run[0]))
+        wire.append({"id": run[0]["id"]})
+        return 0
+    wire.append({RUN_KEY: [start, len(run)]})
+    expand.extend((RUN, position, raw) for raw in run)
+    return 1
+
+
 @dataclass
 class SessionWire:
     session_id: str
@@ -221,6 +281,8 @@ class SessionWire:
     ids: IdAssigner = field(default_factory=IdAssigner)
     # ids the agent's contexts lost to drops and folds (for inferring reloads)
     folded: set[str] = field(default_factory=set)
+    # The step just encoded, if its derivation succeeded: the next step's base.
+    base: _Base | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.latest = _Lru(self.max_ids)
@@ -230,6 +292,7 @@ class SessionWire:
         """Forget what the server holds: the next steps send every message in full."""
         self.latest.clear()
         self.archive.clear()
+        self.base = None
 
     def encode_step(self, draft: StepDraft, event_id: str) -> tuple[Pending, str | None]:
         """The step as a pending event, and the local error if the server will refuse it."""
@@ -254,22 +317,23 @@ class SessionWire:
             ops = infer_ops(before, after, archived=self.folded)
         result, send_after, error = self._derive(before, ops, after)
 
+        base = self.base
+        if base is not None and base.index == draft.index:
+            base = None  # the same index again: a step cannot be its own base
         wire_obs: list[Message] = []
         expand: list[tuple[str, int, Message]] = []
+        runs = 0
         if result is not None:
-            for position, (raw, parsed) in enumerate(zip(before, result.before, strict=True)):
-                if self.latest.get(parsed.id) == parsed:
-                    wire_obs.append({"id": raw["id"]})
-                    expand.append(("obs", position, raw))
-                else:
-                    wire_obs.append(raw)
+            runs = self._wire_obs(before, result.before, base, wire_obs, expand)
         else:
             wire_obs = list(before)
 
         obs: dict[str, Any] = {"messages": wire_obs}
         obs_extra = _value(draft.obs_extra)
         if obs_extra:
-            obs.update((k, v) for k, v in obs_extra.items() if k != "messages")
+            obs.update((k, v) for k, v in obs_extra.items() if k not in ("messages", BASE_KEY))
+        if runs and base is not None:
+            obs[BASE_KEY] = base.index
         body: dict[str, Any] = {
             "session_id": self.session_id,
             "index": draft.index,
@@ -296,8 +360,72 @@ class SessionWire:
                 self.archive.put_all({m.id: m for m in fold.originals})
                 self.folded.update(m.id for m in fold.originals)
             self.folded.difference_update(m.id for m in result.after)
+            self.base = _Base(draft.index, result.after)
+        else:
+            self.base = None  # the server will refuse this step: nothing to build on
         pending = Pending(event_id, self.session_id, encode_json(event), expand or None)
         return pending, error
+
+    def _wire_obs(
+        self,
+        before: list[Message],
+        parsed_before: list[CoreMessage],
+        base: _Base | None,
+        wire: list[Message],
+        expand: list[tuple[str, int, Message]],
+    ) -> int:
+        """Fill `wire` with the step's obs as sent; returns how many runs it holds.
+
+        A message the mirror holds as it is goes by id alone, and a stretch of
+        such messages found in the same order in the base step's after context
+        goes as one run (when that is shorter: two messages or more). Anything
+        else goes in full. Runs before the mirror takes this step's recordings.
+        """
+        latest_get = self.latest.get
+        if base is None:
+            for raw, parsed in zip(before, parsed_before, strict=True):
+                known = latest_get(parsed.id)
+                if known is parsed or known == parsed:
+                    expand.append(("obs", len(wire), raw))
+                    wire.append({"id": raw["id"]})
+                else:
+                    wire.append(raw)
+            return 0
+        base_after = base.after
+        where = base.where
+        runs = 0
+        run: list[Message] = []  # raw messages of the run being grown
+        start = end = 0  # its positions in the base after
+        for raw, parsed in zip(before, parsed_before, strict=True):
+            known = latest_get(parsed.id)
+            if known is not parsed and known != parsed:
+                if run:
+                    runs += _close_run(run, start, wire, expand)
+                    run = []
+                wire.append(raw)
+                continue
+            at = where.get(parsed.id)
+            if at is not None and at == end and run:
+                # The server resolves the run to base_after[at]: the same message.
+                held = base_after[at]
+                if held is known or held == parsed:
+                    run.append(raw)
+                    end += 1
+                    continue
+            if run:
+                runs += _close_run(run, start, wire, expand)
+                run = []
+            if at is not None:
+                held = base_after[at]
+                if held is known or held == parsed:
+                    run = [raw]
+                    start, end = at, at + 1
+                    continue
+            expand.append(("obs", len(wire), raw))
+            wire.append({"id": raw["id"]})
+        if run:
+            runs += _close_run(run, start, wire, expand)
+        return runs
 
     def _wire_after(
         self,

@@ -689,7 +689,12 @@ class Client:
         kind, session = record[0], record[1]
         session._last_active = time.monotonic()
         if kind == "step":
-            draft: StepDraft = record[2] if isinstance(record[2], StepDraft) else _draft(record[2])
+            made = record[2]
+            # A StepDraft, a hook's builder of one (made here, off the agent's
+            # thread), or the fields record_step queued.
+            draft: StepDraft = (
+                made if isinstance(made, StepDraft) else made() if callable(made) else _draft(made)
+            )
             if session._wire is None:
                 session._wire = SessionWire(session.id)
             wire: SessionWire = session._wire

@@ -174,3 +174,24 @@ def own_server(
     yield make
     for server in servers:
         server.stop()
+
+
+def mock_clients(
+    handler: Callable[[httpx.Request], httpx.Response], **defaults: Any
+) -> Iterator[Callable[..., Client]]:
+    """A fixture body: makes clients talking to `handler` in process, closes them after."""
+    made: list[Client] = []
+
+    def make_client(**options: Any) -> Client:
+        options.setdefault("flush_interval", 0.02)
+        options.setdefault("poll_interval", 0)
+        for key, value in defaults.items():
+            options.setdefault(key, value)
+        client = Client("http://cv.test", "cv_test_key", transport=httpx.MockTransport(handler),
+                        **options)  # fmt: skip
+        made.append(client)
+        return client
+
+    yield make_client
+    for client in made:
+        client.close(timeout=1)

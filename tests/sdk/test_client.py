@@ -21,6 +21,7 @@ import pytest
 
 from contextview.sdk import Client, Directive, Problem, Reject
 from contextview.sdk.client import _retry_after
+from tests.sdk.conftest import mock_clients
 
 Handler = Callable[[httpx.Request], httpx.Response | None]
 
@@ -79,19 +80,7 @@ def server() -> FakeServer:
 
 @pytest.fixture
 def make(server: FakeServer) -> Iterator[Callable[..., Client]]:
-    made: list[Client] = []
-
-    def make_client(**options: Any) -> Client:
-        options.setdefault("flush_interval", 0.02)
-        options.setdefault("poll_interval", 0)
-        client = Client("http://cv.test", "cv_test_key", transport=httpx.MockTransport(server),
-                        **options)  # fmt: skip
-        made.append(client)
-        return client
-
-    yield make_client
-    for client in made:
-        client.close(timeout=1)
+    yield from mock_clients(server)
 
 
 SYS = {"id": "sys", "role": "system", "content": "You debug orders."}
@@ -113,10 +102,11 @@ def test_it_sends_unchanged_messages_by_id_alone(
 
     wire = [s["obs"]["messages"] for s in server.steps()]
     assert wire[0] == [SYS, ASK]
-    assert wire[1] == [{"id": "sys"}, {"id": "u1"}, log]
+    # Two or more in the order of the step before: one run of its after context.
+    assert wire[1] == [{"$run": [0, 2]}, log]
     assert wire[2] == [{"id": "sys"}, changed, {"id": "t1"}]
     # Any field that changes what the message is sends it again, not only content.
-    assert wire[3] == [{"id": "sys"}, {"id": "u1"}, dict(log, pinned=True)]
+    assert wire[3] == [{"$run": [0, 2]}, dict(log, pinned=True)]
 
 
 def test_it_does_not_send_what_a_summary_replaced_as_if_it_were_still_there(
@@ -133,7 +123,7 @@ def test_it_does_not_send_what_a_summary_replaced_as_if_it_were_still_there(
     session.record_step([SYS, log])
     assert client.flush(5)
     wire = [s["obs"]["messages"] for s in server.steps()]
-    assert wire[1] == [{"id": "sys"}, {"id": "t1"}]
+    assert wire[1] == [{"$run": [0, 2]}]
     assert wire[2] == [{"id": "sys"}, log]
 
 
@@ -151,7 +141,7 @@ def test_it_gives_stable_ids_to_openai_style_messages(
     assert client.flush(5)
     wire = [s["obs"]["messages"] for s in server.steps()]
     assert wire[1] == [{"id": "m1"}, {"id": "m2", "role": "user", "content": "hi"}]
-    assert wire[2] == [{"id": "m1"}, {"id": "m2"}]
+    assert wire[2] == [{"$run": [0, 2]}]
 
 
 def test_it_gzips_batches(server: FakeServer, make: Callable[..., Client]) -> None:
@@ -285,7 +275,8 @@ def test_it_spools_to_disk_and_the_next_client_sends_what_is_left(
     assert len(ids) == len(set(ids)) == 14 + 2
     steps = [e["body"] for e in server.events if e["body"]["session_id"] == "spooled"][1:-1]
     assert [s["index"] for s in steps] == list(range(12))
-    assert steps[5]["obs"]["messages"][:5] == [{"id": m} for m in ("sys", "t0", "t1", "t2", "t3")]
+    assert steps[5]["obs"]["$base"] == 4
+    assert steps[5]["obs"]["messages"][:1] == [{"$run": [0, 6]}]
     assert not list(tmp_path.glob("seg-*.jsonl"))
 
 
@@ -302,6 +293,9 @@ def test_it_resends_in_full_what_referred_to_a_refused_event(
                 results.append({"id": event["id"], "status": 201})
             elif event["body"]["index"] == 0:
                 results.append({"id": event["id"], "status": 400, "error": "body.x: no"})
+            elif event["body"]["obs"].get("$base") == 0:
+                error = "body.obs.$base: step 0 was never recorded for this session"
+                results.append({"id": event["id"], "status": 422, "error": error})
             else:
                 alone = [m["id"] for m in event["body"]["obs"]["messages"] if len(m) == 1]
                 missing = [m for m in alone if m not in recorded]
