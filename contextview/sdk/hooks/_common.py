@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from contextview.sdk._wire import StepDraft, to_message
@@ -67,6 +68,21 @@ def submit(
                 obs_extra=obs,
             )
         )
+        return index
+    except Exception as exc:
+        session.client._internal(exc, session.id)
+        return -1
+
+
+def submit_later(session: Session, build: Callable[[int], StepDraft]) -> int:
+    """Queue a step that `build(index)` makes on the SDK's thread; never raises.
+
+    For hooks whose snapshots are all the agent's thread needs to take: the
+    draft, its fields and its closures are made later, off the agent's step.
+    """
+    try:
+        index = session.next_index()
+        session.client._enqueue(("step", session, partial(build, index)))
         return index
     except Exception as exc:
         session.client._internal(exc, session.id)

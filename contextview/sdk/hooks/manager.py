@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
 from contextview.core.model import OP_NAMES, REPLACING_OPS
+from contextview.sdk._wire import StepDraft
 from contextview.sdk.client import Directive, Reject, Session
-from contextview.sdk.hooks._common import Message, snapshot, submit
+from contextview.sdk.hooks._common import Message, snapshot, submit, submit_later
 from contextview.sdk.ops import infer_ops
 
 _Snap = tuple[list[Any], list[Message]]
@@ -181,23 +183,38 @@ class ManagerHook:
             if old is not None:
                 # Freeing a hundred copies is the SDK thread's work, not the agent's.
                 self.session.client._trash.append(old)
-            # The action's fields as they are now (shallow); its reason, the
-            # operations and the token count are worked out on the SDK's thread.
-            proposed = _action_dict(pending.action)
-            before = pending.before
-            submit(
-                self.session,
-                before,
-                after,
-                lambda: _ops_for(proposed, before[1], after[1]),
-                reason=lambda: _reason(proposed) or None,
-                before_tokens=pending.used,
-                after_tokens=self._tokens(after[1]),
-                obs=lambda: _obs_fields(pending.obs),
-                timestamp=pending.ts,
-            )
+            # The action's fields as they are now (shallow); the draft, its
+            # operations, reason and token count are made on the SDK's thread.
+            action = _action_fields(pending.action)
+            mode = self.session.mode  # now: a directive may change it before the draft is made
+            submit_later(self.session, partial(self._executed_draft, pending, after, action, mode))
         except Exception as exc:
             self.session.client._internal(exc, self.session.id)
+
+    def _executed_draft(
+        self, pending: _Pending, after: _Snap, action: Any, mode: str | None, index: int
+    ) -> StepDraft:
+        """The draft of an executed step (on the SDK's thread)."""
+        proposed = _action_dict(action)
+        before = pending.before
+        return StepDraft(
+            index=index,
+            timestamp=pending.ts,
+            before=before[0],
+            before_copy=before[1],
+            after=after[0],
+            after_copy=after[1],
+            ops=_ops_for(proposed, before[1], after[1]),
+            infer=False,
+            fields={
+                "mode": mode,
+                "reason": _reason(proposed) or None,
+                "before_tokens": pending.used,
+                "after_tokens": self._tokens(after[1])(),
+                "outcome": None,
+            },
+            obs_extra=_obs_fields(pending.obs),
+        )
 
     def _log_unexecuted(self, pending: _Pending) -> None:
         try:
@@ -319,6 +336,14 @@ def _reason(action: Any) -> str:
         if isinstance(params, dict):
             reason = params.get("reason")
     return str(reason) if reason else ""
+
+
+def _action_fields(action: Any) -> Any:
+    """The action as it is now, shallow and cheap: a dict copy, or the action itself."""
+    if isinstance(action, dict):
+        return dict(action)
+    fields = getattr(action, "__dict__", None)
+    return SimpleNamespace(**fields) if isinstance(fields, dict) else action
 
 
 def _action_dict(action: Any) -> dict[str, Any]:
