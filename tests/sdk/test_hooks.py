@@ -44,8 +44,9 @@ def _tool(mid: str, text: str) -> dict[str, Any]:
     return {"id": mid, "role": "tool", "tool": "grep", "content": text}
 
 
+@pytest.mark.parametrize("copy", [True, False], ids=["copies", "shared dicts"])
 def test_it_logs_a_seed_000_context_manager_step_by_step(
-    gunicorn_api: str, project_key: str, make_client: Callable[..., Client]
+    gunicorn_api: str, project_key: str, make_client: Callable[..., Client], copy: bool
 ) -> None:
     plan = {
         "t2": ContextAction("summarize", "t1", {"reason": "keep error code and timeout"}),
@@ -60,8 +61,10 @@ def test_it_logs_a_seed_000_context_manager_step_by_step(
         max_tokens=100_000,
     )
     client = make_client(gunicorn_api, project_key)
-    session = client.session("seed-000", agent="cm-bot", mode="summary")
-    hook = watch_manager(cm, session)
+    sid = f"seed-000-{'copies' if copy else 'shared'}"
+    session = client.session(sid, agent="cm-bot", mode="summary")
+    # Seed 000's manager never edits a message dict in place: sharing them is safe.
+    hook = watch_manager(cm, session, copy=copy)
     performed: list[tuple[dict[str, Any], list[str]]] = []
     for message in [
         {"id": "sys", "role": "system", "content": "You debug orders."},
@@ -81,7 +84,7 @@ def test_it_logs_a_seed_000_context_manager_step_by_step(
     session.end("succeeded")
     assert client.flush(20), client.problems
 
-    steps = Reader(gunicorn_api, project_key).steps("seed-000")
+    steps = Reader(gunicorn_api, project_key).steps(sid)
     assert len(steps) == len(performed) + 1
     for step, (action, after_ids) in zip(steps, performed, strict=False):
         assert _ids(step["after"]) == after_ids

@@ -22,8 +22,9 @@ manager summarized rather than archived them).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
+from operator import is_
 from types import SimpleNamespace
 from typing import Any
 
@@ -56,9 +57,11 @@ class _Pending:
 
 
 class ManagerHook:
-    def __init__(self, manager: Any, session: Session) -> None:
+    def __init__(self, manager: Any, session: Session, *, copy: bool = True) -> None:
         self.manager = manager
         self.session = session
+        # copy=False: the message dicts themselves stand for what a step saw.
+        self._snapshot = snapshot if copy else _shared
         self._step = manager.step
         self._execute = manager.execute
         self._pending: _Pending | None = None
@@ -103,7 +106,7 @@ class ManagerHook:
         if pending is None:
             # execute() without step(): seed 000's run function calls it so.
             try:
-                before = snapshot(self.manager.active_context)
+                before = self._snapshot(self.manager.active_context)
                 pending = _Pending(
                     before, action, self._observation(fresh=True), self._tokens(before[1]),
                     time.time(),
@@ -161,9 +164,13 @@ class ManagerHook:
         """
         last = self._last_after
         originals = list(context)
-        if last is not None and originals[: len(last[0])] == last[0]:
-            return originals, last[1] + snapshot(originals[len(last[0]) :])[1]
-        return snapshot(originals)
+        if last is not None:
+            kept, copies = last
+            n = len(kept)
+            # Identity at C speed, nothing allocated: map stops at the shorter list.
+            if len(originals) >= n and all(map(is_, originals, kept)):
+                return originals, copies + self._snapshot(originals[n:])[1]
+        return self._snapshot(originals)
 
     def _tokens(self, messages: list[Message]) -> Callable[[], int | None]:
         """The manager's own count of `messages`, computed on the SDK's thread."""
@@ -178,7 +185,7 @@ class ManagerHook:
 
     def _log_executed(self, pending: _Pending) -> None:
         try:
-            after = snapshot(self.manager.active_context)
+            after = self._snapshot(self.manager.active_context)
             old, self._last_after = self._last_after, after
             if old is not None:
                 # Freeing a hundred copies is the SDK thread's work, not the agent's.
@@ -324,9 +331,23 @@ def _op(proposed: dict[str, Any], before: list[Message], after: list[Message]) -
     return op
 
 
-def watch_manager(manager: Any, session: Session) -> ManagerHook:
-    """Log every step / execute of a seed 000 ContextManager to `session`."""
-    return ManagerHook(manager, session)
+def watch_manager(manager: Any, session: Session, *, copy: bool = True) -> ManagerHook:
+    """Log every step / execute of a seed 000 ContextManager to `session`.
+
+    Each step copies the message dicts it logs (about half of what the hook costs
+    the agent's step), since a manager may edit a dict in place after the step.
+    ``copy=False`` shares them instead, for managers that never do: seed 000's own
+    replaces lists and builds new dicts for its summaries.
+    """
+    return ManagerHook(manager, session, copy=copy)
+
+
+def _shared(messages: Sequence[Any]) -> _Snap:
+    """A snapshot that shares the message dicts (copy=False): the list alone is copied."""
+    originals = list(messages)
+    if set(map(type, originals)) <= {dict}:
+        return originals, list(originals)
+    return snapshot(originals)
 
 
 def _reason(action: Any) -> str:
