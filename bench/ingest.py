@@ -4,8 +4,9 @@
         [--sessions 4] [--steps 300] [--workers 2] [--mode both] \\
         [--database-url postgres://...]
 
-For each mode (`by-id`: unchanged messages sent by id alone, as the SDK does;
-`full`: every message with its content at every step) it posts N generated
+For each mode (`by-id`: unchanged messages sent by id alone; `runs`: the last
+step's after context as one run plus the new messages, the `$base` extension the
+SDK uses; `full`: every message with its content at every step) it posts N generated
 sessions (bench/ingest_gen.py) in batches of up to 100 events, with W
 concurrent clients, one session per client at a time so a session's steps
 arrive in order. It reports events accepted per second and the p50/p99 latency
@@ -41,7 +42,8 @@ from psycopg.conninfo import conninfo_to_dict
 from bench.ingest_gen import distinct_content_bytes, long_session, session_event
 from contextview.demo.post import IngestError, post_body
 
-MODES = {"by-id": True, "full": False}
+# mode: (by_id, runs) for long_session
+MODES = {"by-id": (True, False), "runs": (True, True), "full": (False, False)}
 MAX_SESSIONS = 1000
 MAX_STEPS = 100_000
 MAX_WORKERS = 64
@@ -160,12 +162,14 @@ def prepare(
     args: argparse.Namespace, mode: str, session_ids: list[str]
 ) -> list[tuple[str, list[tuple[list[dict[str, Any]], bytes]]]]:
     """Generate and serialize every batch before the clock starts: the server is measured."""
-    by_id = MODES[mode]
+    by_id, runs = MODES[mode]
     prepared = []
     for session_id in session_ids:
         events = itertools.chain(
             [session_event(session_id, seed=args.seed, by_id=by_id)],
-            long_session(session_id, args.steps, args.max_context, args.seed, by_id=by_id),
+            long_session(
+                session_id, args.steps, args.max_context, args.seed, by_id=by_id, runs=runs
+            ),
         )
         bodies = [
             (group, gzip.compress(body, compresslevel=5) if args.gzip else body)
@@ -354,10 +358,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--mode",
-        choices=["by-id", "full", "both"],
+        choices=["by-id", "runs", "full", "both", "all"],
         default="both",
-        help="by-id: unchanged messages sent by id alone (SDK); full: full content at every "
-        "step; both: one then the other (default: %(default)s)",
+        help="by-id: unchanged messages sent by id alone; runs: the last step's after as one "
+        "run and the new messages (the $base extension, what the SDK sends); full: full "
+        "content at every step; both: by-id then full; all: the three (default: %(default)s)",
     )
     parser.add_argument(
         "--batch-size", type=int, default=100, help="events per request (default: %(default)s)"
@@ -430,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     validate(parser, args)
-    modes = list(MODES) if args.mode == "both" else [args.mode]
+    modes = {"both": ["by-id", "full"], "all": list(MODES)}.get(args.mode, [args.mode])
     records = []
     for mode in modes:
         print(

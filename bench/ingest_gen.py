@@ -123,9 +123,14 @@ def long_session(
     seed: int = 0,
     *,
     by_id: bool = True,
+    runs: bool = False,
     start: datetime = GEN_START,
 ) -> Iterator[Event]:
-    """Yield `steps` step events of one session, step index 0 upwards."""
+    """Yield `steps` step events of one session, step index 0 upwards.
+
+    With `runs`, each step after the first sends the previous step's after context
+    as one run (the ``$base`` extension, what the SDK sends) and its new messages.
+    """
     if max_context < 20:
         raise ValueError("max_context must be at least 20")
     rng = random.Random(f"{session_id}:{seed}")
@@ -191,12 +196,18 @@ def long_session(
         else:
             ops.append({"action": "keep", "target": new[-1]["id"] if new else "task"})
 
-        wire = []
-        for message in obs:
-            if by_id and message["id"] in recorded:
-                wire.append({"id": message["id"]})
-            else:
-                wire.append(message)
+        wire: list[Any] = []
+        obs_fields: dict[str, Any] = {}
+        if runs and index and context:
+            # This context is the last step's after (`context`) and what is new.
+            wire = [{"$run": [0, len(context)]}, *new]
+            obs_fields["$base"] = index - 1
+        else:
+            for message in obs:
+                if by_id and message["id"] in recorded:
+                    wire.append({"id": message["id"]})
+                else:
+                    wire.append(message)
         recorded.update(m["id"] for m in obs)
         recorded.update(op["result"]["id"] for op in ops if "result" in op)
 
@@ -205,7 +216,7 @@ def long_session(
         body: dict[str, Any] = {
             "session_id": session_id,
             "index": index,
-            "obs": {"messages": wire},
+            "obs": {"messages": wire, **obs_fields},
             "before_tokens": before_bytes // 4,
             "after_tokens": after_bytes // 4,
         }
