@@ -264,17 +264,18 @@ def _compute_steps(
     step_pks = [row[0] for row in steps]
     first_index = steps[0][1]
     last_index = steps[-1][1]
-    with binary_cursor() as cursor:
-        cursor.execute(_OPS_SQL, [step_pks])
-        op_rows = cursor.fetchall()
-        cursor.execute(_FOLDS_SQL, [session.pk, last_index])
-        fold_rows = cursor.fetchall()
+    with binary_cursor() as ops, binary_cursor() as folds, ops.connection.pipeline():
+        ops.execute(_OPS_SQL, [step_pks])
+        folds.execute(_FOLDS_SQL, [session.pk, last_index])
+        # Pipelined: the database reads operations and folds while this decodes.
+        refs = [bytes(r) for row in steps for r in (row[2], row[3])]
+        if previous is not None:
+            refs.append(bytes(previous[1]))
+        decoded = decode_many(refs)
+        op_rows = ops.fetchall()
+        fold_rows = folds.fetchall()
 
     chunk_folds = [f for f in fold_rows if f[0] >= first_index]
-    refs = [bytes(r) for row in steps for r in (row[2], row[3])]
-    if previous is not None:
-        refs.append(bytes(previous[1]))
-    decoded = decode_many(refs)
     wanted = {op[4] for op in op_rows if op[4]} | {f[6] for f in chunk_folds}
     for pks, _, shared in decoded.values():
         wanted.update(pks[shared:])  # a shared head was added with its base
