@@ -11,8 +11,9 @@ from __future__ import annotations
 import gc
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -256,133 +257,72 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+@dataclass(slots=True)
+class _Chunk:
+    """What a chunk of steps is computed from, read in bulk."""
+
+    # each distinct context (by its stored references), shared by its steps
+    contexts: dict[bytes, list[CoreMessage]]
+    tokens_of: Callable[[CoreMessage], int]
+    ops: dict[int, list[CoreOperation]]  # by step pk
+    folds: dict[int, list[CoreFold]]  # by step pk
+    # ids folded or dropped by steps before the chunk
+    folded_before: set[str]
+    # primed with the entities of every folded original
+    texts: TextCache
+
+
 def _compute_steps(
     session: Session, steps: Sequence[tuple[Any, ...]], previous: tuple[Any, ...] | None
 ) -> dict[int, dict[str, Any]]:
     """Compute and store the stats of `steps` (rows of ``_STEPS_SQL``); by step index."""
     choice = session_encoding(session)
-    step_pks = [row[0] for row in steps]
-    first_index = steps[0][1]
-    last_index = steps[-1][1]
-    with binary_cursor() as ops, binary_cursor() as folds, ops.connection.pipeline():
-        ops.execute(_OPS_SQL, [step_pks])
-        folds.execute(_FOLDS_SQL, [session.pk, last_index])
-        # Pipelined: the database reads operations and folds while this decodes.
-        refs = [bytes(r) for row in steps for r in (row[2], row[3])]
-        if previous is not None:
-            refs.append(bytes(previous[1]))
-        decoded = decode_many(refs)
-        op_rows = ops.fetchall()
-        fold_rows = folds.fetchall()
-
-    chunk_folds = [f for f in fold_rows if f[0] >= first_index]
-    wanted = {op[4] for op in op_rows if op[4]} | {f[6] for f in chunk_folds}
-    for pks, _, shared in decoded.values():
-        wanted.update(pks[shared:])  # a shared head was added with its base
-    extra = messages_cached(wanted)
-
-    # Tokens of every content this chunk shows, keyed by the message object.
-    stored: list[StoredMessage] = list(extra.values())
-    blobs = {s.blob_pk: s.message.text for s in stored}
-    counts = tokens_for_blobs(blobs=blobs, encoding=choice.name)
-    tokens: dict[int, int] = {id(s.message): counts[s.blob_pk] for s in stored}
-
-    def tokens_of(message: CoreMessage) -> int:
-        return tokens[id(message)]
-
-    # Each distinct context as the core reads it, built once and shared by its steps.
-    message_of = {pk: s.message for pk, s in extra.items()}.__getitem__
-    messages: dict[bytes, list[CoreMessage]] = {}
-    for data, (pks, base, shared) in decoded.items():
-        context = messages[base][:shared] if base is not None else []
-        context += map(message_of, pks[shared:])
-        messages[data] = context
-
-    ops_by_step: dict[int, list[CoreOperation]] = defaultdict(list)
-    for step_pk, op_name, targets, form, result_id, reason, params in op_rows:
-        ops_by_step[step_pk].append(
-            CoreOperation(
-                op=op_name,
-                targets=tuple(_json(targets)),
-                form=form,
-                result=extra[result_id].message if result_id else None,
-                reason=reason or None,
-                params=_json(params) or {},
-            )
-        )
-    grouped: dict[int, dict[tuple[int, str, str, str | None], list[CoreMessage]]] = defaultdict(
-        lambda: defaultdict(list)
-    )
-    for _, step_pk, position, op_name, kind, result_id, original_pk, _ in chunk_folds:
-        grouped[step_pk][(position, op_name, kind, result_id)].append(extra[original_pk].message)
-
-    # The core only reads it while computing a step; it grows between steps.
-    folded_earlier = {f[7] for f in fold_rows if f[0] < first_index}
+    chunk = _chunk_read(session, steps, previous, choice.name)
+    # The core only reads these while computing a step; they change between steps.
+    folded_earlier = chunk.folded_before
     prev_ids: set[str] | None = None
     prev_before: list[CoreMessage] | None = None
     prev_new_tool = None
     if previous is not None:
-        prev_before = messages[bytes(previous[1])]
+        prev_before = chunk.contexts[bytes(previous[1])]
         prev_ids = {m.id for m in prev_before}
         prev_new_tool = previous[2]
 
-    cache = TextCache()
-    meter = ContextMeter(tokens_of)
-    # Entities are only read from what operations took in: the folded originals.
-    originals = {extra[f[6]].blob_pk: extra[f[6]].message.text for f in chunk_folds}
-    for pk, (found, keys) in entities_for_blobs(blobs=originals).items():
-        cache.prime(originals[pk], found, keys)
-    budget = session.budget
-    pinned = session.pinned or ()
-    note = choice.note
-    encoding = choice.name
+    meter = ContextMeter(chunk.tokens_of)
     no_ops: list[CoreOperation] = []
+    no_folds: list[CoreFold] = []
     computed: dict[int, dict[str, Any]] = {}
     written: list[int] = []
     results: list[str] = []
     # Pipelined: the database stores one batch of results while the next is computed.
     with binary_cursor() as cursor, cursor.connection.pipeline():
         for pk, index, before_refs, after_refs, reported_before, reported_after, mismatch in steps:
-            before = messages[bytes(before_refs)]
-            step_groups = grouped.get(pk)
-            folds = (
-                [
-                    CoreFold(
-                        op_index=pos,
-                        op=op_name,
-                        kind=kind,
-                        result_id=result_id,
-                        originals=tuple(originals),
-                    )
-                    for (pos, op_name, kind, result_id), originals in step_groups.items()
-                ]
-                if step_groups
-                else []
-            )
-            ops = ops_by_step.get(pk, no_ops)
+            before = chunk.contexts[bytes(before_refs)]
+            folds = chunk.folds.get(pk, no_folds)
+            ops = chunk.ops.get(pk, no_ops)
             stats = step_stats(
                 StepInput(
                     before=before,
-                    after=messages[bytes(after_refs)],
+                    after=chunk.contexts[bytes(after_refs)],
                     ops=ops,
                     folds=folds,
                     reloaded=[t for op in ops if op.op == "reload" for t in op.targets],
                     folded_earlier=folded_earlier,
                     prev_new_tool=prev_new_tool,
                     prev_ids=prev_ids,
-                    budget=budget,
-                    pinned=pinned,
+                    budget=session.budget,
+                    pinned=session.pinned or (),
                     reported_before=reported_before,
                     reported_after=reported_after,
                     after_mismatch=mismatch,
-                    encoding=encoding,
+                    encoding=choice.name,
                 ),
-                tokens_of=tokens_of,
-                cache=cache,
+                tokens_of=chunk.tokens_of,
+                cache=chunk.texts,
                 meter=meter,
             )
-            if note:
-                stats["encoding_note"] = note
+            if choice.note:
+                stats["encoding_note"] = choice.note
             computed[index] = stats
             written.append(pk)
             results.append(orjson.dumps(stats).decode())
@@ -397,6 +337,87 @@ def _compute_steps(
         if written:
             cursor.execute(_WRITE_SQL, [written, results])
     return computed
+
+
+def _chunk_read(
+    session: Session,
+    steps: Sequence[tuple[Any, ...]],
+    previous: tuple[Any, ...] | None,
+    encoding: str,
+) -> _Chunk:
+    """Operations, folds, contexts, token counts and entities of a chunk of steps."""
+    first_index = steps[0][1]
+    with binary_cursor() as ops, binary_cursor() as folds, ops.connection.pipeline():
+        ops.execute(_OPS_SQL, [[row[0] for row in steps]])
+        folds.execute(_FOLDS_SQL, [session.pk, steps[-1][1]])
+        # Pipelined: the database reads operations and folds while this decodes.
+        refs = [bytes(r) for row in steps for r in (row[2], row[3])]
+        if previous is not None:
+            refs.append(bytes(previous[1]))
+        decoded = decode_many(refs)
+        op_rows = ops.fetchall()
+        fold_rows = folds.fetchall()
+
+    chunk_folds = [f for f in fold_rows if f[0] >= first_index]
+    wanted = {op[4] for op in op_rows if op[4]} | {f[6] for f in chunk_folds}
+    for pks, _, shared in decoded.values():
+        wanted.update(pks[shared:])  # a shared head was added with its base
+    stored = messages_cached(wanted)
+
+    # Tokens of every content this chunk shows, keyed by the message object.
+    counts = tokens_for_blobs(
+        blobs={s.blob_pk: s.message.text for s in stored.values()}, encoding=encoding
+    )
+    tokens = {id(s.message): counts[s.blob_pk] for s in stored.values()}
+
+    def tokens_of(message: CoreMessage) -> int:
+        return tokens[id(message)]
+
+    message_of = {pk: s.message for pk, s in stored.items()}.__getitem__
+    contexts: dict[bytes, list[CoreMessage]] = {}
+    for data, (pks, base, shared) in decoded.items():
+        context = contexts[base][:shared] if base is not None else []
+        context += map(message_of, pks[shared:])
+        contexts[data] = context
+
+    ops_by_step: dict[int, list[CoreOperation]] = defaultdict(list)
+    for step_pk, op_name, targets, form, result_id, reason, params in op_rows:
+        ops_by_step[step_pk].append(
+            CoreOperation(
+                op=op_name,
+                targets=tuple(_json(targets)),
+                form=form,
+                result=message_of(result_id) if result_id else None,
+                reason=reason or None,
+                params=_json(params) or {},
+            )
+        )
+    grouped: dict[int, dict[tuple[int, str, str, str | None], list[CoreMessage]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for _, step_pk, position, op_name, kind, result_id, original_pk, _ in chunk_folds:
+        grouped[step_pk][(position, op_name, kind, result_id)].append(message_of(original_pk))
+    folds_by_step = {
+        step_pk: [
+            CoreFold(op_index=pos, op=op, kind=kind, result_id=result, originals=tuple(originals))
+            for (pos, op, kind, result), originals in groups.items()
+        ]
+        for step_pk, groups in grouped.items()
+    }
+
+    texts = TextCache()
+    # Entities are only read from what operations took in: the folded originals.
+    originals = {stored[f[6]].blob_pk: stored[f[6]].message.text for f in chunk_folds}
+    for pk, (found, keys) in entities_for_blobs(blobs=originals).items():
+        texts.prime(originals[pk], found, keys)
+    return _Chunk(
+        contexts=contexts,
+        tokens_of=tokens_of,
+        ops=ops_by_step,
+        folds=folds_by_step,
+        folded_before={f[7] for f in fold_rows if f[0] < first_index},
+        texts=texts,
+    )
 
 
 def _ids_of(
