@@ -279,8 +279,10 @@ class ContextMeter:
                 n = tokens_of(m)
                 total += n
                 parts[m.partition] = parts.get(m.partition, 0) + n
-            if removed:
-                parts = {name: n for name, n in parts.items() if n or name in _present(messages)}
+            if removed and 0 in parts.values():
+                # A partition stays, at 0, while a message of it does (as _measure has it).
+                present = {m.partition for m in messages}
+                parts = {name: n for name, n in parts.items() if n or name in present}
         self._last, self._total, self._parts = messages, total, parts
         return total, parts
 
@@ -318,10 +320,6 @@ def context_delta(
     if cost >= n_new:
         return None
     return removed, added
-
-
-def _present(messages: Sequence[Message]) -> set[str]:
-    return {m.partition for m in messages}
 
 
 def _partition_order(name: str) -> tuple[int, str]:
