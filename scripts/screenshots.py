@@ -16,6 +16,8 @@ from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
 
+# Debian's chromium, as the browser tests launch it too (tests/browser/conftest.py):
+# without the background-networking flags it keeps trying the closed network.
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",

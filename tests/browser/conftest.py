@@ -15,20 +15,11 @@ import pytest
 from django.contrib.auth.models import User
 
 from contextview.projects.services import membership_set
+from scripts.screenshots import CHROMIUM, CHROMIUM_ARGS
 
 # Playwright's sync API keeps an event loop in the test thread; Django would then
 # refuse ORM calls from the tests themselves, which run synchronously all the same.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @pytest.fixture(scope="session")
