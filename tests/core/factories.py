@@ -83,3 +83,13 @@ def contexts(draw: st.DrawFn, min_size: int = 0, max_size: int = 8) -> list[Mess
         )
     )
     return [msg(mid, draw(texts), draw(roles), pinned=draw(st.booleans())) for mid in ids]
+
+
+# The contract's example action (its ingest example, step evt-2).
+CONTRACT_ACTION = {
+    "action": "summarize",
+    "target": "tool_result_32",
+    "reason": "log body is normal; keep error code and timeout",
+    "params": {"max_tokens": 400},
+    "result": {"id": "sum_1", "role": "tool", "content": "504 from inventory after 3s"},
+}

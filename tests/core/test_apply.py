@@ -11,7 +11,16 @@ from contextview.core.apply import StepResult, apply_operations, derive_step
 from contextview.core.errors import InputError
 from contextview.core.model import Message, Operation
 from contextview.core.ops import normalize_operations
-from tests.core.factories import NGINX_LOG, QUESTION, SUMMARY, contexts, msg, raw, seed_context
+from tests.core.factories import (
+    CONTRACT_ACTION,
+    NGINX_LOG,
+    QUESTION,
+    SUMMARY,
+    contexts,
+    msg,
+    raw,
+    seed_context,
+)
 
 
 def ops_of(raw_ops: Any, latest: dict[str, Message] | None = None) -> list[Operation]:
@@ -400,13 +409,6 @@ CONTRACT_OBS = [
     {"id": "u1", "role": "user", "content": "Why does order SO20260101007 time out?"},
     {"id": "tool_result_32", "role": "tool", "tool": "read_file", "content": "...1000 lines..."},
 ]
-CONTRACT_ACTION = {
-    "action": "summarize",
-    "target": "tool_result_32",
-    "reason": "log body is normal; keep error code and timeout",
-    "params": {"max_tokens": 400},
-    "result": {"id": "sum_1", "role": "tool", "content": "504 from inventory after 3s"},
-}
 
 
 def test_it_derives_the_contracts_example_step() -> None:

@@ -5,15 +5,7 @@ import pytest
 from contextview.core.errors import InputError
 from contextview.core.model import OP_NAMES, Message, Operation
 from contextview.core.ops import normalize_operations
-from tests.core.factories import SUMMARY, msg
-
-CONTRACT_ACTION = {
-    "action": "summarize",
-    "target": "tool_result_32",
-    "reason": "log body is normal; keep error code and timeout",
-    "params": {"max_tokens": 400},
-    "result": {"id": "sum_1", "role": "tool", "content": "504 from inventory after 3s"},
-}
+from tests.core.factories import CONTRACT_ACTION, SUMMARY, msg
 
 
 def test_it_normalizes_the_contracts_named_action() -> None:
