@@ -245,6 +245,43 @@ class StepDraft:
     fields: dict[str, Any]
     obs_extra: dict[str, Any] | Callable[[], dict[str, Any]] | None
 
+    @classmethod
+    def of(
+        cls,
+        *,
+        index: int,
+        timestamp: float,
+        before: tuple[list[Any], list[Message]],
+        after: tuple[list[Any], list[Message]] | None,
+        ops: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]] | None,
+        infer: bool,
+        obs_extra: dict[str, Any] | Callable[[], dict[str, Any]] | None,
+        mode: str | None,
+        reason: Any,
+        before_tokens: Any,
+        after_tokens: Any,
+        outcome: dict[str, Any] | None,
+    ) -> StepDraft:
+        """A draft from (objects, copies) snapshots and the step's own fields."""
+        return cls(
+            index=index,
+            timestamp=timestamp,
+            before=before[0],
+            before_copy=before[1],
+            after=after[0] if after is not None else None,
+            after_copy=after[1] if after is not None else None,
+            ops=ops,
+            infer=infer,
+            fields={
+                "mode": mode,
+                "reason": reason,
+                "before_tokens": before_tokens,
+                "after_tokens": after_tokens,
+                "outcome": outcome,
+            },
+            obs_extra=obs_extra,
+        )
+
 
 class _Base:
     """A step whose after context the next step's runs may be taken from."""

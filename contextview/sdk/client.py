@@ -1112,23 +1112,19 @@ def _draft(fields: tuple[Any, ...]) -> StepDraft:
     """A step as `Session.record_step` queued it, ready for `_wire`."""
     (index, ts, originals, copies, after_pair, ops, infer, mode, reason, before_tokens,
      after_tokens, outcome, obs) = fields  # fmt: skip
-    return StepDraft(
+    return StepDraft.of(
         index=index,
         timestamp=ts,
-        before=originals,
-        before_copy=copies,
-        after=after_pair[0] if after_pair is not None else None,
-        after_copy=after_pair[1] if after_pair is not None else None,
+        before=(originals, copies),
+        after=after_pair,
         ops=ops,
         infer=infer,
-        fields={
-            "mode": mode,
-            "reason": reason,
-            "before_tokens": before_tokens,
-            "after_tokens": after_tokens,
-            "outcome": outcome,
-        },
         obs_extra=obs,
+        mode=mode,
+        reason=reason,
+        before_tokens=before_tokens,
+        after_tokens=after_tokens,
+        outcome=outcome,
     )
 
 

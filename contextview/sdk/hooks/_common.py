@@ -49,23 +49,19 @@ def submit(
     try:
         index = session.next_index()
         session._submit(
-            StepDraft(
+            StepDraft.of(
                 index=index,
                 timestamp=time.time() if timestamp is None else timestamp,
-                before=before[0],
-                before_copy=before[1],
-                after=after[0] if after is not None else None,
-                after_copy=after[1] if after is not None else None,
+                before=before,
+                after=after,
                 ops=ops,
                 infer=ops is None,
-                fields={
-                    "mode": mode if mode is not None else session.mode,
-                    "reason": reason,
-                    "before_tokens": before_tokens,
-                    "after_tokens": after_tokens,
-                    "outcome": outcome,
-                },
                 obs_extra=obs,
+                mode=mode if mode is not None else session.mode,
+                reason=reason,
+                before_tokens=before_tokens,
+                after_tokens=after_tokens,
+                outcome=outcome,
             )
         )
         return index

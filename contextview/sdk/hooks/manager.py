@@ -204,23 +204,19 @@ class ManagerHook:
         """The draft of an executed step (on the SDK's thread)."""
         proposed = _action_dict(action)
         before = pending.before
-        return StepDraft(
+        return StepDraft.of(
             index=index,
             timestamp=pending.ts,
-            before=before[0],
-            before_copy=before[1],
-            after=after[0],
-            after_copy=after[1],
+            before=before,
+            after=after,
             ops=_ops_for(proposed, before[1], after[1]),
             infer=False,
-            fields={
-                "mode": mode,
-                "reason": _reason(proposed) or None,
-                "before_tokens": pending.used,
-                "after_tokens": self._tokens(after[1])(),
-                "outcome": None,
-            },
             obs_extra=_obs_fields(pending.obs),
+            mode=mode,
+            reason=_reason(proposed) or None,
+            before_tokens=pending.used,
+            after_tokens=self._tokens(after[1])(),
+            outcome=None,
         )
 
     def _log_unexecuted(self, pending: _Pending) -> None:
