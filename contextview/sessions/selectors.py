@@ -89,18 +89,13 @@ def contexts_by_refs(
     mostly share one (a step's after is the next one's before). The lists are
     shared by every step that has those references; callers only read them.
     """
-    decoded = refs_decoded(refs)
+    decoded = {data: ids for data, (ids, _, _) in decode_many(refs).items()}
     wanted: set[int] = set(extra_pks)
     for ids in decoded.values():
         wanted.update(ids)
     stored = messages_by_pk(wanted)
     of = stored.__getitem__
     return {data: list(map(of, ids)) for data, ids in decoded.items()}, stored
-
-
-def refs_decoded(refs: Iterable[bytes]) -> dict[bytes, list[int]]:
-    """Each distinct stored reference list, decoded once."""
-    return {data: ids for data, (ids, _, _) in decode_many(refs).items()}
 
 
 def session_get(*, project: Project, external_id: str) -> Session | None:
