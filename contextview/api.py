@@ -15,6 +15,7 @@ from contextview.core.errors import InputError
 from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.schemas import Envelope
 from contextview.ingest.services import batch_ingest
+from contextview.postmortems.downloads import as_attachment, download_name
 from contextview.postmortems.export import dataset_jsonl
 from contextview.postmortems.reports import report_json_chunks, report_markdown, session_report
 from contextview.projects.models import ApiKey
@@ -267,7 +268,7 @@ def export_steps(
 ) -> StreamingHttpResponse:
     lines = dataset_jsonl(project=_key(request).project, agent=agent, mode=mode, status=status)
     response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
-    response["Content-Disposition"] = 'attachment; filename="steps.jsonl"'
+    as_attachment(response, "steps.jsonl")
     return response
 
 
@@ -283,7 +284,7 @@ def report_md(request: HttpRequest, session_id: str) -> HttpResponse:
     response = HttpResponse(
         report_markdown(session_report(session)), content_type="text/markdown; charset=utf-8"
     )
-    response["Content-Disposition"] = f'attachment; filename="{_filename(session_id)}.md"'
+    as_attachment(response, f"{download_name(session_id)}.md")
     return response
 
 
@@ -297,12 +298,8 @@ def report_json(request: HttpRequest, session_id: str) -> HttpResponse:
     if isinstance(session, JsonResponse):
         return session
     response = StreamingHttpResponse(report_json_chunks(session), content_type="application/json")
-    response["Content-Disposition"] = f'attachment; filename="{_filename(session_id)}.json"'
+    as_attachment(response, f"{download_name(session_id)}.json")
     return response
-
-
-def _filename(session_id: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in session_id)[:100] or "session"
 
 
 @api.get(

@@ -34,6 +34,7 @@ from django_htmx.middleware import HtmxDetails
 
 from contextview.core.errors import InputError
 from contextview.postmortems import selectors as postmortems
+from contextview.postmortems.downloads import as_attachment, download_name
 from contextview.postmortems.export import sessions_jsonl
 from contextview.postmortems.models import Annotation, Incident
 from contextview.postmortems.reports import report_json_chunks, report_markdown, session_report
@@ -104,11 +105,6 @@ def _project_or_404(request: HttpRequest, slug: str) -> web.Access:
     if access is None:
         raise Http404("no such project")
     return access
-
-
-def _filename(name: str) -> str:
-    """A download's file name from an id the agent chose: letters, digits, - _ . only."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:100] or "session"
 
 
 def _chart_meta(session: Session, directives: list[web.DirectiveRow], **extra: Any) -> str:
@@ -677,18 +673,13 @@ def permalink(request: HtmxHttpRequest, slug: str, rest: str) -> HttpResponse:
 # --- reports and exports ---------------------------------------------------------------
 
 
-def _attachment(response: HttpResponse, filename: str) -> HttpResponse:
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
-
-
 @login_required
 @require_GET
 def report_md(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session, _ = _session_or_404(request, pk)
     text = report_markdown(session_report(session))
     response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
-    return _attachment(response, f"{_filename(session.external_id)}.md")
+    return as_attachment(response, f"{download_name(session.external_id)}.md")
 
 
 @login_required
@@ -697,7 +688,7 @@ def report_json(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The report and every step as the read API gives it, streamed a chunk at a time."""
     session, _ = _session_or_404(request, pk)
     response = StreamingHttpResponse(report_json_chunks(session), content_type="application/json")
-    return _attachment(response, f"{_filename(session.external_id)}.json")
+    return as_attachment(response, f"{download_name(session.external_id)}.json")
 
 
 @login_required
@@ -718,7 +709,7 @@ def report_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     response = HttpResponse(html, content_type="text/html; charset=utf-8")
     # Its own policy, which lets only its own inline scripts run, whoever opens it.
     response["Content-Security-Policy"] = policy
-    return _attachment(response, f"{_filename(session.external_id)}.html")
+    return as_attachment(response, f"{download_name(session.external_id)}.html")
 
 
 @login_required
@@ -730,7 +721,7 @@ def export_steps(request: HtmxHttpRequest, slug: str) -> StreamingHttpResponse:
     filters = web.SessionFilters.from_query(request.GET)
     sessions = web.session_queryset(project=access.project, filters=filters)
     response = StreamingHttpResponse(sessions_jsonl(sessions), content_type="application/x-ndjson")
-    response["Content-Disposition"] = f'attachment; filename="{_filename(slug)}-steps.jsonl"'
+    as_attachment(response, f"{download_name(slug)}-steps.jsonl")
     return response
 
 
