@@ -351,11 +351,9 @@ def forms_of_key(key: str) -> tuple[str, ...]:
 
 
 def is_kept_key(key: str, normalized_text: str) -> bool:
-    """`is_kept_normalized` for an entity known by its ``entity_key``."""
-    if key in normalized_text:
-        return True
-    code = _STATUS_CODE.fullmatch(key)
-    return code is not None and code.group(1) in normalized_text
+    """Whether a normalized text keeps the entity whose ``entity_key`` is `key`."""
+    # The key itself first: most entities have no other form.
+    return key in normalized_text or any(form in normalized_text for form in forms_of_key(key)[1:])
 
 
 def entity_key(entity: str) -> str:
@@ -365,10 +363,7 @@ def entity_key(entity: str) -> str:
 
 def is_kept_normalized(entity: str, normalized_text: str) -> bool:
     """`is_kept` for a text already passed through `normalize` (callers cache that)."""
-    forms = entity_forms(entity)
-    if forms[0] in normalized_text:
-        return True
-    return len(forms) > 1 and forms[1] in normalized_text
+    return is_kept_key(entity_key(entity), normalized_text)
 
 
 def is_kept(entity: str, text: str) -> bool:
