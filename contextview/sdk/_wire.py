@@ -419,17 +419,9 @@ class SessionWire:
         else goes in full. Runs before the mirror takes this step's recordings.
         """
         latest_get = self.latest.get
-        if base is None:
-            for raw, parsed in zip(before, parsed_before, strict=True):
-                known = latest_get(parsed.id)
-                if known is parsed or known == parsed:
-                    expand.append(("obs", len(wire), raw))
-                    wire.append({"id": raw["id"]})
-                else:
-                    wire.append(raw)
-            return 0
-        base_after = base.after
-        where = base.where
+        # Without a base no message is found in one: each goes by id alone or in full.
+        base_after = base.after if base is not None else []
+        where: dict[str, int] = base.where if base is not None else {}
         runs = 0
         run: list[Message] = []  # raw messages of the run being grown
         start = end = 0  # its positions in the base after
