@@ -9,9 +9,10 @@ Three measurements:
   context of `--context` messages (each step adds a tool result and drops the
   oldest message), p50 / p99 over `--steps` steps; and the time `watch_manager`
   adds to a seed 000 ContextManager's ``step`` + ``execute`` (median with the
-  hook minus median without), copying the message dicts (the default) and
-  sharing them (``copy=False``). The agent "thinks" `--think-ms` between steps,
-  as an agent waiting for its model does, which is when the SDK's thread works.
+  hook minus median without), for each way of capturing a context: contents
+  (the default), whole message copies, and shared dicts. The agent "thinks"
+  `--think-ms` between steps, as an agent waiting for its model does, which is
+  when the SDK's thread works.
 - **bytes**: the 1,000-step session of ``bench.ingest_gen`` (1-4 KB tool
   results, compactions every time the context reaches its cap) sent through
   `record_step` with gzip off, against the distinct message content it carries
@@ -108,7 +109,9 @@ def hook_time(args: argparse.Namespace, prefix: str) -> dict[str, Any]:
     }
 
 
-def manager_hook_time(args: argparse.Namespace, prefix: str, copy: bool = True) -> dict[str, Any]:
+def manager_hook_time(
+    args: argparse.Namespace, prefix: str, capture: str = "content"
+) -> dict[str, Any]:
     """What watch_manager adds to a seed 000 ContextManager's step + execute.
 
     Two managers, one watched, take turns step by step, so that whatever else
@@ -132,7 +135,8 @@ def manager_hook_time(args: argparse.Namespace, prefix: str, copy: bool = True) 
     fake = FakeIngest()
     client = make_client(args, fake)
     plain, hooked = manager(), manager()
-    watch_manager(hooked, client.session(f"{prefix}-manager", agent="bench-sdk"), copy=copy)
+    session = client.session(f"{prefix}-manager-{capture}", agent="bench-sdk")
+    watch_manager(hooked, session, capture=capture)
     wall: dict[bool, list[float]] = {False: [], True: []}
     cpu: dict[bool, list[float]] = {False: [], True: []}
     for n in range(args.steps):
@@ -147,7 +151,7 @@ def manager_hook_time(args: argparse.Namespace, prefix: str, copy: bool = True) 
     client.close()
     median = statistics.median
     return {
-        "copy": copy,
+        "capture": capture,
         "without_p50_us": round(median(wall[False]), 1),
         "with_p50_us": round(median(wall[True]), 1),
         "added_p50_us": round(median(wall[True]) - median(wall[False]), 1),
@@ -232,8 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     prefix = f"bench-sdk-{int(time.time())}"
     results: dict[str, Any] = {
         "hook_time": hook_time(args, prefix),
-        "manager_hook_time": manager_hook_time(args, prefix),
-        "manager_hook_time_shared": manager_hook_time(args, prefix, copy=False),
+        "manager_hook_time": [
+            manager_hook_time(args, prefix, capture) for capture in ("content", "copy", "shared")
+        ],
         "bytes": [session_bytes(args, prefix, cap, False) for cap in (100, 200)],
         "bytes_gzip": session_bytes(args, prefix, 100, True),
     }
@@ -250,9 +255,9 @@ def _print_table(results: dict[str, Any]) -> None:
         f"record_step, {hook['context_messages']}-message context, {hook['steps']} steps: "
         f"p50 {hook['p50_us']} µs, p99 {hook['p99_us']} µs (thread CPU p50 {hook['cpu_p50_us']} µs)"
     )
-    for manager in (results["manager_hook_time"], results["manager_hook_time_shared"]):
+    for manager in results["manager_hook_time"]:
         line(
-            f"watch_manager{'' if manager['copy'] else '(copy=False)'} on step+execute: "
+            f"watch_manager(capture={manager['capture']!r}) on step+execute: "
             f"{manager['without_p50_us']} → {manager['with_p50_us']} µs "
             f"(p50 added {manager['added_p50_us']} µs, "
             f"thread CPU {manager['added_cpu_p50_us']} µs)"

@@ -376,9 +376,6 @@ class Client:
         self._acks: deque[_Ack] = deque()
         self._prefetch: deque[tuple[Session, Directive]] = deque()
         self._incoming: list[Any] = []
-        # Objects hooks no longer need, released here so the agent's thread does not
-        # pay for freeing them.
-        self._trash: deque[Any] = deque()
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._retry_at = 0.0
         self._streak = 0
@@ -583,7 +580,6 @@ class Client:
 
     def _cycle(self) -> bool:
         """One round of work; True if there may be more to do at once."""
-        self._trash.clear()
         with self._state:
             if self._exit_spilled:
                 return False

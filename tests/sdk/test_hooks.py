@@ -44,9 +44,21 @@ def _tool(mid: str, text: str) -> dict[str, Any]:
     return {"id": mid, "role": "tool", "tool": "grep", "content": text}
 
 
-@pytest.mark.parametrize("copy", [True, False], ids=["copies", "shared dicts"])
+def _planned(
+    kind: type[ContextManager], plan: dict[str, ContextAction], summary: str
+) -> ContextManager:
+    """A manager whose policy acts as `plan` says when the newest message has that id."""
+    return kind(
+        policy=lambda obs: plan.get(obs["active_context"][-1]["id"], ContextAction("keep", "", {})),
+        summarizer=lambda ms: summary,
+        estimate_tokens=estimate_tokens,
+        max_tokens=100_000,
+    )
+
+
+@pytest.mark.parametrize("capture", ["content", "copy", "shared"])
 def test_it_logs_a_seed_000_context_manager_step_by_step(
-    gunicorn_api: str, project_key: str, make_client: Callable[..., Client], copy: bool
+    gunicorn_api: str, project_key: str, make_client: Callable[..., Client], capture: str
 ) -> None:
     plan = {
         "t2": ContextAction("summarize", "t1", {"reason": "keep error code and timeout"}),
@@ -54,17 +66,12 @@ def test_it_logs_a_seed_000_context_manager_step_by_step(
         "u2": ContextAction("reload", "t2", {"reason": "user wants the raw line"}),
         "u3": ContextAction("drop", "t3", {"reason": "answered"}),
     }
-    cm = ContextManager(
-        policy=lambda obs: plan.get(obs["active_context"][-1]["id"], ContextAction("keep", "", {})),
-        summarizer=lambda ms: "504 from inventory after 3 s",
-        estimate_tokens=estimate_tokens,
-        max_tokens=100_000,
-    )
+    cm = _planned(ContextManager, plan, "504 from inventory after 3 s")
     client = make_client(gunicorn_api, project_key)
-    sid = f"seed-000-{'copies' if copy else 'shared'}"
+    sid = f"seed-000-{capture}"
     session = client.session(sid, agent="cm-bot", mode="summary")
     # Seed 000's manager never edits a message dict in place: sharing them is safe.
-    hook = watch_manager(cm, session, copy=copy)
+    hook = watch_manager(cm, session, capture=capture)
     performed: list[tuple[dict[str, Any], list[str]]] = []
     for message in [
         {"id": "sys", "role": "system", "content": "You debug orders."},
@@ -103,6 +110,60 @@ def test_it_logs_a_seed_000_context_manager_step_by_step(
     assert steps[6]["ops"][0]["params"]["proposed"]["action"] == "drop"
     assert _ids(steps[6]["after"]) == _ids(cm.active_context)
     assert steps[3]["reported"]["before_tokens"] > steps[3]["reported"]["after_tokens"]
+
+
+class InPlaceManager(ContextManager):
+    """A seed 000 manager that writes each summary over its target's dict."""
+
+    def _replace_with_summary(self, target: str, summary: str) -> None:
+        original = self._find_target(target)
+        self.archive[target] = dict(original)
+        original["content"] = f"[summary of {target}] {summary}"
+
+
+@pytest.mark.parametrize("capture", ["content", "copy"])
+def test_it_logs_contents_a_manager_rewrites_in_place_as_each_step_saw_them(
+    gunicorn_api: str, project_key: str, make_client: Callable[..., Client], capture: str
+) -> None:
+    raw = "upstream timed out (110) while reading response header, order SO20260101007 " * 8
+    plan = {"u2": ContextAction("summarize", "t1", {"reason": "long log"})}
+    cm = _planned(InPlaceManager, plan, "a timeout upstream")
+    client = make_client(gunicorn_api, project_key)
+    sid = f"seed-000-in-place-{capture}"
+    watch_manager(cm, client.session(sid, agent="cm-bot"), capture=capture)
+    for message in [
+        {"id": "u1", "role": "user", "content": "Why does SO20260101007 time out?"},
+        _tool("t1", raw),
+        {"id": "u2", "role": "user", "content": "Summarize the log."},
+    ]:
+        cm.execute(cm.step(message))
+    # The agent's own code edits a message between two steps, in place too.
+    cm.active_context[0]["content"] = "Why does SO20260101007 time out? (asked twice)"
+    cm.execute(cm.step({"id": "u3", "role": "user", "content": "Thanks."}))
+    assert client.flush(20), client.problems
+
+    steps = Reader(gunicorn_api, project_key).steps(sid)
+    summarized = steps[2]
+    assert summarized["before"][1]["content"] == raw
+    assert summarized["after"][1]["content"] == "[summary of t1] a timeout upstream"
+    assert [op["op"] for op in summarized["ops"]] == ["summarize"]
+    assert _folds(summarized) == [("t1", ["t1"])]
+    # The edit between steps is in the record: in the next step's after at the latest.
+    assert steps[3]["after"][0]["content"] == "Why does SO20260101007 time out? (asked twice)"
+    assert [op["op"] for op in steps[3]["ops"]] == ["keep", "rewrite"]
+    assert steps[2]["after"][0]["content"] == "Why does SO20260101007 time out?"
+
+
+def test_a_manager_hook_refuses_an_unknown_capture(make_client: Callable[..., Client]) -> None:
+    cm = ContextManager(
+        policy=lambda obs: ContextAction("keep", "", {}),
+        summarizer=lambda ms: "",
+        estimate_tokens=estimate_tokens,
+    )
+    session = make_client("http://127.0.0.1:9", "key").session("capture-typo")
+    with pytest.raises(ValueError, match="capture must be one of content, copy, shared"):
+        watch_manager(cm, session, capture="copies")
+    assert "step" not in vars(cm)  # the manager is left as it was
 
 
 def test_it_logs_hidden_compactions_of_a_seed_000_manager_as_inferred_operations(

@@ -24,17 +24,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from operator import is_
 from types import SimpleNamespace
 from typing import Any
 
 from contextview.core.model import OP_NAMES, REPLACING_OPS
 from contextview.sdk._wire import StepDraft
 from contextview.sdk.client import Directive, Reject, Session
-from contextview.sdk.hooks._common import Message, snapshot, submit, submit_later
+from contextview.sdk.hooks._common import Captured, Message, submit_later
 from contextview.sdk.ops import infer_ops
 
-_Snap = tuple[list[Any], list[Message]]
+# How a step's context is captured on the agent's thread (see `watch_manager`).
+CAPTURES: dict[str, Callable[[Sequence[Any]], Captured]] = {
+    "content": Captured.of,
+    "copy": Captured.copied,
+    "shared": Captured.shared,
+}
 
 
 def _field(action: Any, name: str, default: Any = None) -> Any:
@@ -48,7 +52,7 @@ class _Pending:
 
     __slots__ = ("before", "action", "obs", "used", "ts")
 
-    def __init__(self, before: _Snap, action: Any, obs: dict[str, Any], used: Any, ts: float):
+    def __init__(self, before: Captured, action: Any, obs: dict[str, Any], used: Any, ts: float):
         self.before = before
         self.action = action
         self.obs = obs
@@ -57,15 +61,16 @@ class _Pending:
 
 
 class ManagerHook:
-    def __init__(self, manager: Any, session: Session, *, copy: bool = True) -> None:
+    def __init__(self, manager: Any, session: Session, *, capture: str = "content") -> None:
+        if capture not in CAPTURES:
+            raise ValueError(f"capture must be one of {', '.join(CAPTURES)}, not {capture!r}")
         self.manager = manager
         self.session = session
-        # copy=False: the message dicts themselves stand for what a step saw.
-        self._snapshot = snapshot if copy else _shared
+        self._capture = CAPTURES[capture]
         self._step = manager.step
         self._execute = manager.execute
         self._pending: _Pending | None = None
-        self._last_after: _Snap | None = None
+        self._last_after: Captured | None = None
         self._action_type: Callable[..., Any] | None = None
         manager.step = self.step
         manager.execute = self.execute
@@ -73,8 +78,9 @@ class ManagerHook:
             session.on_restore = self.restore
 
     # The wrappers: the manager's behaviour first, logging around it. On the
-    # agent's thread they only take snapshots; building the operations and
-    # counting tokens happens on the SDK's thread.
+    # agent's thread they only capture the context (its list and contents);
+    # copying messages, building the operations and counting tokens happen on
+    # the SDK's thread.
 
     def step(self, new_message: Any, *args: Any, **kwargs: Any) -> Any:
         # Directives first: a restore reloads before the policy looks at the context.
@@ -106,9 +112,9 @@ class ManagerHook:
         if pending is None:
             # execute() without step(): seed 000's run function calls it so.
             try:
-                before = self._snapshot(self.manager.active_context)
+                before = self._before(self.manager.active_context)
                 pending = _Pending(
-                    before, action, self._observation(fresh=True), self._tokens(before[1]),
+                    before, action, self._observation(fresh=True), self._tokens(before),
                     time.time(),
                 )  # fmt: skip
             except Exception as exc:
@@ -153,43 +159,26 @@ class ManagerHook:
             if k not in ("active_context", "messages")
         }
 
-    def _before(self, context: list[Any]) -> _Snap:
-        """The context step() left, reusing the copies the last execute() took.
+    def _before(self, context: list[Any]) -> Captured:
+        """The context step() left: what the last execute() captured, and what step() added."""
+        if self._last_after is not None:
+            return self._last_after.extended(context, self._capture)
+        return self._capture(context)
 
-        step() appends to what execute() left: when the list still starts with
-        the same messages (the same objects, or equal ones), only the new ones are
-        copied; otherwise everything is. An edit made in place to a message dict
-        between execute() and the next step() is the one thing this does not see;
-        the manager's own edits happen inside execute(), and are seen.
-        """
-        last = self._last_after
-        originals = list(context)
-        if last is not None:
-            kept, copies = last
-            n = len(kept)
-            # Identity at C speed, nothing allocated: map stops at the shorter list.
-            if len(originals) >= n and all(map(is_, originals, kept)):
-                return originals, copies + self._snapshot(originals[n:])[1]
-        return self._snapshot(originals)
-
-    def _tokens(self, messages: list[Message]) -> Callable[[], int | None]:
-        """The manager's own count of `messages`, computed on the SDK's thread."""
+    def _tokens(self, captured: Captured) -> Callable[[], int | None]:
+        """The manager's own count of a context, computed on the SDK's thread."""
         estimate = getattr(self.manager, "estimate_tokens", None)
 
         def count() -> int | None:
             if not callable(estimate):
                 return None
-            return sum(int(estimate(m.get("content", ""))) for m in messages)
+            return sum(int(estimate(content)) for content in captured.contents_seen())
 
         return count
 
     def _log_executed(self, pending: _Pending) -> None:
         try:
-            after = self._snapshot(self.manager.active_context)
-            old, self._last_after = self._last_after, after
-            if old is not None:
-                # Freeing a hundred copies is the SDK thread's work, not the agent's.
-                self.session.client._trash.append(old)
+            after = self._last_after = self._capture(self.manager.active_context)
             # The action's fields as they are now (shallow); the draft, its
             # operations, reason and token count are made on the SDK's thread.
             action = _action_fields(pending.action)
@@ -199,47 +188,60 @@ class ManagerHook:
             self.session.client._internal(exc, self.session.id)
 
     def _executed_draft(
-        self, pending: _Pending, after: _Snap, action: Any, mode: str | None, index: int
+        self, pending: _Pending, after: Captured, action: Any, mode: str | None, index: int
     ) -> StepDraft:
         """The draft of an executed step (on the SDK's thread)."""
         proposed = _action_dict(action)
-        before = pending.before
+        before = pending.before.snapshot()
+        after_snap = after.snapshot()
         return StepDraft.of(
             index=index,
             timestamp=pending.ts,
             before=before,
-            after=after,
-            ops=_ops_for(proposed, before[1], after[1]),
+            after=after_snap,
+            ops=_ops_for(proposed, before[1], after_snap[1]),
             infer=False,
             obs_extra=_obs_fields(pending.obs),
             mode=mode,
             reason=_reason(proposed) or None,
             before_tokens=pending.used,
-            after_tokens=self._tokens(after[1])(),
+            after_tokens=self._tokens(after)(),
             outcome=None,
         )
 
     def _log_unexecuted(self, pending: _Pending) -> None:
         try:
-            proposed = _action_dict(pending.action)
-            op: dict[str, Any] = {"action": "keep"}
-            if _reason(proposed):
-                op["reason"] = _reason(proposed)
-            if proposed.get("action") != "keep":
-                op["params"] = {"proposed": proposed, "executed": False}
-            submit(
-                self.session,
-                pending.before,
-                None,
-                [op],
-                reason=op.get("reason"),
-                before_tokens=pending.used,
-                after_tokens=pending.used,
-                obs=lambda: _obs_fields(pending.obs),
-                timestamp=pending.ts,
-            )
+            action = _action_fields(pending.action)
+            mode = self.session.mode
+            submit_later(self.session, partial(self._unexecuted_draft, pending, action, mode))
         except Exception as exc:
             self.session.client._internal(exc, self.session.id)
+
+    def _unexecuted_draft(
+        self, pending: _Pending, action: Any, mode: str | None, index: int
+    ) -> StepDraft:
+        """The draft of a step whose action was never executed: a keep (on the SDK's thread)."""
+        proposed = _action_dict(action)
+        op: dict[str, Any] = {"action": "keep"}
+        reason = _reason(proposed)
+        if reason:
+            op["reason"] = reason
+        if proposed.get("action") != "keep":
+            op["params"] = {"proposed": proposed, "executed": False}
+        return StepDraft.of(
+            index=index,
+            timestamp=pending.ts,
+            before=pending.before.snapshot(),
+            after=None,
+            ops=[op],
+            infer=False,
+            obs_extra=_obs_fields(pending.obs),
+            mode=mode,
+            reason=reason or None,
+            before_tokens=pending.used,
+            after_tokens=pending.used,
+            outcome=None,
+        )
 
     def restore(self, directive: Directive) -> str:
         """Reload each target through the manager's own execute(reload)."""
@@ -327,23 +329,21 @@ def _op(proposed: dict[str, Any], before: list[Message], after: list[Message]) -
     return op
 
 
-def watch_manager(manager: Any, session: Session, *, copy: bool = True) -> ManagerHook:
+def watch_manager(manager: Any, session: Session, *, capture: str = "content") -> ManagerHook:
     """Log every step / execute of a seed 000 ContextManager to `session`.
 
-    Each step copies the message dicts it logs (about half of what the hook costs
-    the agent's step), since a manager may edit a dict in place after the step.
-    ``copy=False`` shares them instead, for managers that never do: seed 000's own
-    replaces lists and builds new dicts for its summaries.
+    What the agent's thread takes of each context, by `capture`:
+
+    - ``"content"`` (the default): the list and each message's content, which
+      is what managers rewrite in place (a summary written over a tool
+      result). The message dicts are copied on the SDK's thread, so a field
+      other than ``content`` edited in place shows as it is then.
+    - ``"copy"``: every message dict, copied at the step (the most the hook
+      costs a step), for managers that edit other fields in place.
+    - ``"shared"``: the list alone, for managers that never edit a message dict
+      (seed 000's own replaces lists and builds a new dict for a summary).
     """
-    return ManagerHook(manager, session, copy=copy)
-
-
-def _shared(messages: Sequence[Any]) -> _Snap:
-    """A snapshot that shares the message dicts (copy=False): the list alone is copied."""
-    originals = list(messages)
-    if set(map(type, originals)) <= {dict}:
-        return originals, list(originals)
-    return snapshot(originals)
+    return ManagerHook(manager, session, capture=capture)
 
 
 def _reason(action: Any) -> str:
