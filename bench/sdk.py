@@ -5,7 +5,8 @@
 
 Three measurements:
 
-- **hook time**: wall time of `Session.record_step` on the agent's thread for a
+- **hook time**: wall time of `Session.record_step` (capturing contents, the
+  default, and copying the message dicts) on the agent's thread for a
   context of `--context` messages (each step adds a tool result and drops the
   oldest message), p50 / p99 over `--steps` steps; and the time `watch_manager`
   adds to a seed 000 ContextManager's ``step`` + ``execute`` (median with the
@@ -17,7 +18,8 @@ Three measurements:
   results, compactions every time the context reaches its cap) sent through
   `record_step` with gzip off, against the distinct message content it carries
   and against resending every message in full at every step; for contexts of
-  100 and 200 messages. Also what the id-alone references alone cost.
+  up to 100, 200 and 400 messages (``--bytes-contexts``). Also what the id-alone
+  references alone cost.
 - **gzip**: the same session with gzip on.
 
 Without ``--url`` the server is an in-process fake that answers 207 at once
@@ -75,11 +77,11 @@ def _tool(n: int) -> dict[str, Any]:
     return {"id": f"t{n}", "role": "tool", "tool": "grep", "content": text * 20}
 
 
-def hook_time(args: argparse.Namespace, prefix: str) -> dict[str, Any]:
+def hook_time(args: argparse.Namespace, prefix: str, capture: str = "content") -> dict[str, Any]:
     """record_step on a context of `args.context` messages, each step one in, one out."""
     fake = FakeIngest()
     client = make_client(args, fake)
-    session = client.session(f"{prefix}-latency", agent="bench-sdk")
+    session = client.session(f"{prefix}-latency-{capture}", agent="bench-sdk")
     context = [{"id": "sys", "role": "system", "content": "You are an operations agent."}]
     context += [_tool(n) for n in range(args.context - 1)]
     timings: list[float] = []
@@ -88,7 +90,7 @@ def hook_time(args: argparse.Namespace, prefix: str) -> dict[str, Any]:
     for n in range(args.steps):
         context = context[:1] + context[2:] + [_tool(args.context + n)]
         started, started_cpu = time.perf_counter(), time.thread_time()
-        session.record_step(context)
+        session.record_step(context, capture=capture)
         timings.append((time.perf_counter() - started) * 1e6)
         cpu.append((time.thread_time() - started_cpu) * 1e6)
         if think:
@@ -97,6 +99,7 @@ def hook_time(args: argparse.Namespace, prefix: str) -> dict[str, Any]:
     delivered = client.flush(120)
     client.close()
     return {
+        "capture": capture,
         "context_messages": len(context),
         "steps": args.steps,
         "p50_us": round(percentile(timings, 50) or 0, 1),
@@ -213,6 +216,18 @@ def session_bytes(
     return out
 
 
+def _caps(text: str) -> tuple[int, ...]:
+    try:
+        caps = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of numbers: {text!r}"
+        ) from None
+    if not caps or min(caps) < 20:
+        raise argparse.ArgumentTypeError("each context cap must be at least 20 messages")
+    return caps
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.sdk", description=__doc__.split("\n")[0])
     parser.add_argument("--url", default=None, help="a contextview server (loopback only)")
@@ -220,6 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--context", type=int, default=100, help="messages in the hook context")
     parser.add_argument("--think-ms", type=float, default=2.0, help="agent time between steps")
+    parser.add_argument(
+        "--bytes-contexts",
+        type=_caps,
+        default=(100, 200, 400),
+        metavar="N,N,..",
+        help="message caps of the bytes sessions (default 100,200,400)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line only")
     return parser
 
@@ -235,11 +257,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     prefix = f"bench-sdk-{int(time.time())}"
     results: dict[str, Any] = {
-        "hook_time": hook_time(args, prefix),
+        "hook_time": [hook_time(args, prefix, capture) for capture in ("content", "copy")],
         "manager_hook_time": [
             manager_hook_time(args, prefix, capture) for capture in ("content", "copy", "shared")
         ],
-        "bytes": [session_bytes(args, prefix, cap, False) for cap in (100, 200)],
+        "bytes": [session_bytes(args, prefix, cap, False) for cap in args.bytes_contexts],
         "bytes_gzip": session_bytes(args, prefix, 100, True),
     }
     if not args.json:
@@ -249,12 +271,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _print_table(results: dict[str, Any]) -> None:
-    hook = results["hook_time"]
     line: Callable[..., None] = print
-    line(
-        f"record_step, {hook['context_messages']}-message context, {hook['steps']} steps: "
-        f"p50 {hook['p50_us']} µs, p99 {hook['p99_us']} µs (thread CPU p50 {hook['cpu_p50_us']} µs)"
-    )
+    for hook in results["hook_time"]:
+        line(
+            f"record_step(capture={hook['capture']!r}), {hook['context_messages']}-message "
+            f"context, {hook['steps']} steps: p50 {hook['p50_us']} µs, p99 {hook['p99_us']} µs "
+            f"(thread CPU p50 {hook['cpu_p50_us']} µs)"
+        )
     for manager in results["manager_hook_time"]:
         line(
             f"watch_manager(capture={manager['capture']!r}) on step+execute: "

@@ -33,6 +33,7 @@ from urllib.parse import quote
 
 import httpx
 
+from contextview.sdk._capture import capture_function
 from contextview.sdk._spool import Spool, SpoolError
 from contextview.sdk._wire import (
     Pending,
@@ -40,7 +41,6 @@ from contextview.sdk._wire import (
     StepDraft,
     end_event,
     session_event,
-    to_message,
 )
 
 log = logging.getLogger("contextview.sdk")
@@ -159,7 +159,7 @@ class Session:
         obs: dict[str, Any] | None = None,
         index: int | None = None,
         infer: bool = True,
-        copy: bool = True,
+        capture: str = "content",
     ) -> int:
         """Record one step; returns its index (-1 if it could not be recorded).
 
@@ -169,22 +169,28 @@ class Session:
         the SDK infers them (`contextview.sdk.ops.infer_ops`) unless `infer` is
         False. Messages without an ``id`` get one that stays the same while the
         message does. `obs` adds fields to the observation (seed 000's
-        ``summary_index``, seed 001's ``mode_snapshot``, ...). With ``copy=False``
-        the message dicts are not copied (half the cost), for agents that never
-        edit a message dict in place once they passed it here.
+        ``summary_index``, seed 001's ``mode_snapshot``, ...).
+
+        `capture` says what is taken of the lists now, on the agent's thread:
+        ``"content"`` each message's content (the dicts are copied later, on
+        the SDK's thread, with those contents), ``"copy"`` every dict, or
+        ``"shared"`` the lists alone, for agents that never edit a message dict
+        once they passed it here. Another name is reported as a problem and the
+        step is taken as ``"copy"``, the safest.
         """
         try:
+            try:
+                take = capture_function(capture)
+            except ValueError as exc:
+                self.client._internal(exc, self.id)
+                take = capture_function("copy")
             if index is None:
                 index = next(self._index)
-            # Only the lists and the message dicts are copied here (the agent may edit
-            # them in place after this returns); everything else waits for the SDK's
-            # thread, so that a step costs the agent a few microseconds.
-            originals = list(before)
-            copies = _copies(originals) if copy else list(originals)
-            after_pair = None
-            if after is not None:
-                after_list = list(after)
-                after_pair = (after_list, _copies(after_list) if copy else list(after_list))
+            # Only the lists and what `capture` names are taken here (the agent may
+            # edit them in place after this returns); everything else waits for the
+            # SDK's thread, so that a step costs the agent a few microseconds.
+            captured = take(before)
+            captured_after = take(after) if after is not None else None
             if ops is not None:
                 ops = [dict(ops)] if isinstance(ops, dict) else [dict(op) for op in ops]
             self.client._enqueue(
@@ -192,7 +198,7 @@ class Session:
                     "step",
                     self,
                     (
-                        index, time.time(), originals, copies, after_pair, ops, infer,
+                        index, time.time(), captured, captured_after, ops, infer,
                         self.mode if mode is None else mode, reason, before_tokens,
                         after_tokens, outcome, dict(obs) if obs else None,
                     ),
@@ -1097,22 +1103,15 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def _copies(messages: list[Any]) -> list[Message]:
-    try:
-        return list(map(dict.copy, messages))
-    except TypeError:  # not all dicts: pydantic models, dataclasses...
-        return [to_message(m) for m in messages]
-
-
 def _draft(fields: tuple[Any, ...]) -> StepDraft:
     """A step as `Session.record_step` queued it, ready for `_wire`."""
-    (index, ts, originals, copies, after_pair, ops, infer, mode, reason, before_tokens,
-     after_tokens, outcome, obs) = fields  # fmt: skip
+    (index, ts, before, after, ops, infer, mode, reason, before_tokens, after_tokens, outcome,
+     obs) = fields  # fmt: skip
     return StepDraft.of(
         index=index,
         timestamp=ts,
-        before=(originals, copies),
-        after=after_pair,
+        before=before.snapshot(),
+        after=after.snapshot() if after is not None else None,
         ops=ops,
         infer=infer,
         obs_extra=obs,

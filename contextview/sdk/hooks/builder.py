@@ -24,8 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from contextview.sdk._capture import snapshot
 from contextview.sdk.client import Session
-from contextview.sdk.hooks._common import Message, snapshot, submit
+from contextview.sdk.hooks._common import Message, submit
 
 BLOCKS = ("system", "task", "memory", "tool", "retrieval", "question")
 ROLES = {

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from contextview.sdk._capture import snapshot
 from contextview.sdk.client import Session
-from contextview.sdk.hooks._common import Message, snapshot, submit
+from contextview.sdk.hooks._common import Message, submit
 from contextview.sdk.ops import apply_edits
 
 Edit = Mapping[str, Any]

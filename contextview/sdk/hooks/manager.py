@@ -22,23 +22,17 @@ manager summarized rather than archived them).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
 from contextview.core.model import OP_NAMES, REPLACING_OPS
+from contextview.sdk._capture import Captured, capture_function
 from contextview.sdk._wire import StepDraft
 from contextview.sdk.client import Directive, Reject, Session
-from contextview.sdk.hooks._common import Captured, Message, submit_later
+from contextview.sdk.hooks._common import Message, submit_later
 from contextview.sdk.ops import infer_ops
-
-# How a step's context is captured on the agent's thread (see `watch_manager`).
-CAPTURES: dict[str, Callable[[Sequence[Any]], Captured]] = {
-    "content": Captured.of,
-    "copy": Captured.copied,
-    "shared": Captured.shared,
-}
 
 
 def _field(action: Any, name: str, default: Any = None) -> Any:
@@ -62,11 +56,9 @@ class _Pending:
 
 class ManagerHook:
     def __init__(self, manager: Any, session: Session, *, capture: str = "content") -> None:
-        if capture not in CAPTURES:
-            raise ValueError(f"capture must be one of {', '.join(CAPTURES)}, not {capture!r}")
+        self._capture = capture_function(capture)
         self.manager = manager
         self.session = session
-        self._capture = CAPTURES[capture]
         self._step = manager.step
         self._execute = manager.execute
         self._pending: _Pending | None = None

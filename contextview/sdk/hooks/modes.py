@@ -28,8 +28,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from contextview.sdk._capture import snapshot
 from contextview.sdk.client import Directive, Reject, Session
-from contextview.sdk.hooks._common import Message, snapshot, submit
+from contextview.sdk.hooks._common import Message, submit
 from contextview.sdk.ops import infer_ops
 
 # How scopes map to the contract's partitions; a scope not listed keeps its
