@@ -360,11 +360,31 @@ def _float(value: Any) -> float | None:
         return None
 
 
+# How long the page watches for the step that shows an applied directive.
+AWAIT_STEP = timedelta(minutes=2)
+
+
 @dataclass
 class DirectiveRow:
     directive: Directive
     created_by: str
     applied_step: int | None
+
+    @property
+    def awaits_step(self) -> bool:
+        """Applied by the agent, and its step not in yet (for a while after the answer).
+
+        The SDK acknowledges a directive a moment before it sends the step that
+        shows it (or seconds before, when that step waits for a retry); the page
+        keeps watching until the step lands, so its header and timeline show it.
+        """
+        d = self.directive
+        return (
+            d.status == Directive.Status.APPLIED
+            and self.applied_step is None
+            and d.resolved_at is not None
+            and timezone.now() - d.resolved_at < AWAIT_STEP
+        )
 
     @property
     def summary(self) -> str:

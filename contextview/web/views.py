@@ -215,7 +215,7 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             modes=modes,
             reported_modes=reported_modes,
             directives=directives,
-            pending=any(d.directive.status == Directive.Status.PENDING for d in directives),
+            watching=_watching(directives),
             flag_help=web.FLAG_HELP,
             **window,
         ),
@@ -332,19 +332,24 @@ def restore_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
     )
 
 
+def _watching(directives: list[web.DirectiveRow]) -> bool:
+    """Whether the panel polls: an agent has not answered, or has and its step is not in."""
+    return any(d.directive.status == Directive.Status.PENDING or d.awaits_step for d in directives)
+
+
 def _directives_response(
     request: HtmxHttpRequest, session: Session, *, error: str = "", status: int = 200
 ) -> HttpResponse:
     directives = web.session_directives(session=session)
-    pending = any(d.directive.status == Directive.Status.PENDING for d in directives)
+    watching = _watching(directives)
     response = render(
         request,
         "session/_directives.html",
-        {"session": session, "directives": directives, "pending": pending, "error": error},
+        {"session": session, "directives": directives, "watching": watching, "error": error},
         status=status,
     )
-    if request.GET.get("polling") and not pending:
-        # The last pending directive settled: the page redraws its overview.
+    if request.GET.get("polling") and not watching:
+        # The last directive settled and its step is in: the page redraws its overview.
         response["HX-Trigger"] = "directives-settled"
     return response
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 from contextview.demo.fleet import AGENTS, run_fleet
 from contextview.sdk import Client
 from tests.sdk.conftest import Reader
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -44,16 +44,6 @@ def _live(client: Client, name: str, stop: threading.Event, **options: Any) -> t
     return thread
 
 
-def _wait(check: Callable[[], Any], seconds: float = 30) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError("timed out")
-
-
 def test_it_keeps_a_live_chat_agent_that_applies_a_mode_switch(
     gunicorn_api: str, project_key: str, make_client: Callable[..., Client]
 ) -> None:
@@ -63,8 +53,11 @@ def test_it_keeps_a_live_chat_agent_that_applies_a_mode_switch(
     thread = _live(client, "chat-sliding", stop, pace=0.05, linger=400)
     try:
         # Past its 20 scripted turns, the agent lingers on the session.
-        _wait(lambda: reader.http.get("/api/v1/sessions/live-chat-sliding").json().get("steps", 0)
-              > 21)  # fmt: skip
+        wait_for(
+            lambda: (
+                reader.http.get("/api/v1/sessions/live-chat-sliding").json().get("steps", 0) > 21
+            )
+        )
         created = reader.post(
             "/sessions/live-chat-sliding/directives", {"type": "set_mode", "mode": "hybrid"}
         )
@@ -75,7 +68,7 @@ def test_it_keeps_a_live_chat_agent_that_applies_a_mode_switch(
             last = reader.get(f"/sessions/live-chat-sliding/steps/{count - 1}")
             return last if last["mode"] == "hybrid" else None
 
-        step = _wait(hybrid_step)
+        step = wait_for(hybrid_step)
         # Hybrid mode puts the hard constraints back: the member id is in front of the model.
         assert any("A12345" in m["content"] for m in step["after"])
         assert reader.get("/sessions/live-chat-sliding")["mode"] == "hybrid"
@@ -96,7 +89,7 @@ def test_it_keeps_a_live_debugging_agent_that_reloads_a_restored_original(
     thread = _live(client, "nginx-504-hunt", stop, pace=0.05, linger=400)
     sid = "live-nginx-504-hunt"
     try:
-        _wait(lambda: reader.http.get(f"/api/v1/sessions/{sid}").json().get("steps", 0) > 12)
+        wait_for(lambda: reader.http.get(f"/api/v1/sessions/{sid}").json().get("steps", 0) > 12)
         # The access log was summarized (sum_1); an engineer restores the original.
         created = reader.post(
             f"/sessions/{sid}/directives", {"type": "restore", "targets": ["tool_result_12"]}
@@ -111,7 +104,7 @@ def test_it_keeps_a_live_debugging_agent_that_reloads_a_restored_original(
                     return step
             return None
 
-        step = _wait(reloaded)
+        step = wait_for(reloaded)
         assert "tool_result_12" in [m["id"] for m in step["after"]]
         assert reader.get(f"/sessions/{sid}/control")["directives"] == []
     finally:

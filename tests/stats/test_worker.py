@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +19,7 @@ from contextview.sessions.models import Session, Step
 from contextview.stats.tasks import sweep_pending_stats
 from tests.api_client import Api, step
 from tests.conftest import ROOT, _process_env, _stop, database_url
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -29,14 +29,6 @@ LOG = (
     'request: "GET /api/orders/SO20260101007 HTTP/1.1", upstream: "http://inventory-svc:8080", '
     "status 504 after 3 s"
 )
-
-
-def _wait(predicate: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for the worker")
-        time.sleep(0.1)
 
 
 def test_it_fills_in_stats_through_a_real_worker(api: Api, celery_worker_process: Any) -> None:
@@ -69,7 +61,7 @@ def test_it_fills_in_stats_through_a_real_worker(api: Api, celery_worker_process
     def ready() -> bool:
         return api.get("/sessions/orders/steps/0").json()["stats_status"] == "ready"
 
-    _wait(ready)
+    wait_for(ready)
     got = api.get("/sessions/orders/steps/0").json()
     stats = got["stats"]
     enc = load_encoding("cl100k_base")
@@ -85,7 +77,7 @@ def test_it_fills_in_stats_through_a_real_worker(api: Api, celery_worker_process
         len(enc.encode_ordinary("Why does order SO20260101007 time out?")),
         len(enc.encode_ordinary(LOG)),
     }
-    _wait(lambda: api.get("/sessions/orders").json()["stats_status"] == "ready")
+    wait_for(lambda: api.get("/sessions/orders").json()["stats_status"] == "ready")
     aggregates = api.get("/sessions/orders").json()["aggregates"]
     assert aggregates["steps"] == 1
     assert aggregates["flag_counts"]["entity_loss"] == 1
@@ -158,7 +150,7 @@ def _kill_mid_batch(api: Api) -> None:
 
     doomed = _worker("doomed")
     try:
-        _wait(lambda: Step.objects.filter(stats_status="ready").exists(), timeout=60)
+        wait_for(lambda: Step.objects.filter(stats_status="ready").exists(), seconds=60)
         doomed.send_signal(signal.SIGKILL)
         doomed.wait(10)
     finally:
@@ -171,8 +163,8 @@ def _kill_mid_batch(api: Api) -> None:
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr("django.conf.settings.STATS_SWEEP_AFTER_SECONDS", -1)
             sweep_pending_stats()
-        _wait(lambda: not Step.objects.exclude(stats_status="ready").exists(), timeout=90)
-        _wait(lambda: not Session.objects.exclude(stats_status="ready").exists(), timeout=30)
+        wait_for(lambda: not Step.objects.exclude(stats_status="ready").exists(), seconds=90)
+        wait_for(lambda: not Session.objects.exclude(stats_status="ready").exists(), seconds=30)
     finally:
         _stop(survivor)
     assert Step.objects.filter(stats_status="ready").count() == 360

@@ -226,6 +226,34 @@ def test_it_switches_modes_and_shows_pending_then_applied(
     assert meta["directives"] == [{"step": 3, "label": "mode → hybrid", "by": "editor-user"}]
 
 
+def test_it_keeps_watching_an_acknowledged_mode_switch_until_its_step_arrives(
+    api: Api, login: Callable[..., Client], order_session: Session
+) -> None:
+    editor = login("editor")
+    editor.post(f"/sessions/{order_session.pk}/mode/", {"mode": "hybrid"}, **HTMX)
+    directive = Directive.objects.get(session=order_session)
+    # The SDK acknowledges first and sends the step in the new mode a moment later.
+    acked = api.post(
+        f"/sessions/{order_session.external_id}/control/{directive.public_id}/ack",
+        {"status": "applied", "detail": "building in hybrid mode"},
+    )
+    assert acked.status_code == 200, acked.text
+    panel = editor.get(f"/sessions/{order_session.pk}/directives/?polling=1", **HTMX)
+    text = panel.content.decode()
+    assert "state-applied" in text and "waiting for the agent's next step" in text
+    # Still polling, and no redraw of the header yet: it would show the old mode.
+    assert "HX-Trigger" not in panel and 'hx-trigger="every 2s"' in text
+
+    api.ingest({"batch": [step("order-debug-42", 3, [{"id": "sys"}], mode="hybrid")]})
+    panel = editor.get(f"/sessions/{order_session.pk}/directives/?polling=1", **HTMX)
+    text = panel.content.decode()
+    assert "at step 3 (acknowledged)" in text and "every 2s" not in text
+    assert panel["HX-Trigger"] == "directives-settled"
+    assert (
+        'id="current-mode">hybrid<' in editor.get(f"/sessions/{order_session.pk}/").content.decode()
+    )
+
+
 def test_it_lets_viewers_look_but_not_direct(
     api: Api, login: Callable[..., Client], order_session: Session
 ) -> None:
