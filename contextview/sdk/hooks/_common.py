@@ -56,15 +56,15 @@ def submit(
         return -1
 
 
-def submit_later(session: Session, build: Callable[[int], StepDraft]) -> int:
-    """Queue a step that `build(index)` makes on the SDK's thread; never raises.
+def submit_later(session: Session, build: Callable[..., StepDraft], *args: Any) -> int:
+    """Queue a step that `build(*args, index)` makes on the SDK's thread; never raises.
 
-    For hooks whose snapshots are all the agent's thread needs to take: the
+    For hooks whose captures are all the agent's thread needs to take: the
     draft, its fields and its closures are made later, off the agent's step.
     """
     try:
         index = session.next_index()
-        session.client._enqueue(("step", session, partial(build, index)))
+        session.client._enqueue(("step", session, partial(build, *args, index)))
         return index
     except Exception as exc:
         session.client._internal(exc, session.id)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
@@ -145,11 +144,13 @@ class ManagerHook:
                 "max_tokens": getattr(self.manager, "max_tokens", None),
                 "last_actions": list(log[-5:]) if log else [],
             }
-        return {
-            k: list(v) if isinstance(v, list) else v
-            for k, v in obs.items()
-            if k not in ("active_context", "messages")
-        }
+        fields = obs.copy()
+        fields.pop("active_context", None)
+        fields.pop("messages", None)
+        for key, value in fields.items():
+            if value.__class__ is list:
+                fields[key] = value.copy()  # the manager's own list: it grows later
+        return fields
 
     def _before(self, context: list[Any]) -> Captured:
         """The context step() left: what the last execute() captured, and what step() added."""
@@ -175,7 +176,7 @@ class ManagerHook:
             # operations, reason and token count are made on the SDK's thread.
             action = _action_fields(pending.action)
             mode = self.session.mode  # now: a directive may change it before the draft is made
-            submit_later(self.session, partial(self._executed_draft, pending, after, action, mode))
+            submit_later(self.session, self._executed_draft, pending, after, action, mode)
         except Exception as exc:
             self.session.client._internal(exc, self.session.id)
 
@@ -205,7 +206,7 @@ class ManagerHook:
         try:
             action = _action_fields(pending.action)
             mode = self.session.mode
-            submit_later(self.session, partial(self._unexecuted_draft, pending, action, mode))
+            submit_later(self.session, self._unexecuted_draft, pending, action, mode)
         except Exception as exc:
             self.session.client._internal(exc, self.session.id)
 
@@ -347,15 +348,21 @@ def _reason(action: Any) -> str:
     return str(reason) if reason else ""
 
 
+class _Attributes(dict[str, Any]):
+    """An action object's attributes as they were when it was executed."""
+
+
 def _action_fields(action: Any) -> Any:
-    """The action as it is now, shallow and cheap: a dict copy, or the action itself."""
+    """The action as it is now, shallow and cheap: a dict copy, or its attributes'."""
     if isinstance(action, dict):
-        return dict(action)
+        return action.copy()
     fields = getattr(action, "__dict__", None)
-    return SimpleNamespace(**fields) if isinstance(fields, dict) else action
+    return _Attributes(fields) if isinstance(fields, dict) else action
 
 
 def _action_dict(action: Any) -> dict[str, Any]:
+    if isinstance(action, _Attributes):
+        return {k: v for k, v in action.items() if not k.startswith("_")}
     if isinstance(action, dict):
         return dict(action)
     if hasattr(action, "__dict__"):
