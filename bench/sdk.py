@@ -11,7 +11,8 @@ Three measurements:
   oldest message), p50 / p99 over `--steps` steps; and the time `watch_manager`
   adds to a seed 000 ContextManager's ``step`` + ``execute`` (median with the
   hook minus median without), for each way of capturing a context: contents
-  (the default), whole message copies, and shared dicts. The agent "thinks"
+  (the default), whole message copies, and shared dicts; and what the seed 001,
+  002 and 003 hooks add to a build or an edit pass of as many messages. The agent "thinks"
   `--think-ms` between steps, as an agent waiting for its model does, which is
   when the SDK's thread works.
 - **bytes**: the 1,000-step session of ``bench.ingest_gen`` (1-4 KB tool
@@ -43,10 +44,18 @@ import httpx
 
 from bench.ingest import is_loopback_host, percentile
 from bench.ingest_gen import distinct_content_bytes, long_session
-from contextview.demo.fleet import ContextAction, ContextManager
-from contextview.sdk import Client
+from contextview.demo.fleet import (
+    ContextAction,
+    ContextBuilder,
+    ContextManager,
+    ContextModeManager,
+    MessageStore,
+    SlidingPolicy,
+    estimate_tokens,
+)
+from contextview.sdk import Client, apply_edits
 from contextview.sdk._wire import encode_json
-from contextview.sdk.hooks import watch_manager
+from contextview.sdk.hooks import EditHook, watch_builder, watch_manager, wrap_build
 
 
 class FakeIngest:
@@ -112,14 +121,53 @@ def hook_time(args: argparse.Namespace, prefix: str, capture: str = "content") -
     }
 
 
+StepFn = Callable[[int], Any]
+
+
+def added_time(
+    args: argparse.Namespace,
+    hook: str,
+    plain: StepFn,
+    hooked: StepFn,
+    client: Client,
+    between: Callable[[], Any] | None = None,
+) -> dict[str, Any]:
+    """What a hook adds to an agent's step: `plain(n)` and `hooked(n)` take turns.
+
+    Both do the same agent work, one with the hook on; taking turns step by step,
+    whatever else the machine does weighs on both alike. The figure is the median
+    with the hook minus the median without, in wall time and in the thread's CPU.
+    `between` runs after each step, untimed (the agent's own time between steps).
+    """
+    wall: dict[bool, list[float]] = {False: [], True: []}
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    for n in range(args.steps):
+        for watched, step in ((False, plain), (True, hooked)):
+            started, started_cpu = time.perf_counter(), time.thread_time()
+            step(n)
+            wall[watched].append((time.perf_counter() - started) * 1e6)
+            cpu[watched].append((time.thread_time() - started_cpu) * 1e6)
+            if between is not None:
+                between()
+            if args.think_ms:
+                time.sleep(args.think_ms / 1000)
+    client.flush(120)
+    client.close()
+    median = statistics.median
+    return {
+        "hook": hook,
+        "without_p50_us": round(median(wall[False]), 1),
+        "with_p50_us": round(median(wall[True]), 1),
+        "added_p50_us": round(median(wall[True]) - median(wall[False]), 1),
+        "added_cpu_p50_us": round(median(cpu[True]) - median(cpu[False]), 1),
+        "rejected": client.stats["rejected"],
+    }
+
+
 def manager_hook_time(
     args: argparse.Namespace, prefix: str, capture: str = "content"
 ) -> dict[str, Any]:
-    """What watch_manager adds to a seed 000 ContextManager's step + execute.
-
-    Two managers, one watched, take turns step by step, so that whatever else
-    the machine does weighs on both alike.
-    """
+    """Seed 000: what watch_manager adds to a ContextManager's step + execute."""
 
     def policy(obs: dict[str, Any]) -> ContextAction:
         # Keeps the context at its size the way a manager does: inside execute().
@@ -135,31 +183,112 @@ def manager_hook_time(
         cm.active_context = [_tool(n) for n in range(args.context)]
         return cm
 
-    fake = FakeIngest()
-    client = make_client(args, fake)
+    client = make_client(args, FakeIngest())
     plain, hooked = manager(), manager()
     session = client.session(f"{prefix}-manager-{capture}", agent="bench-sdk")
     watch_manager(hooked, session, capture=capture)
-    wall: dict[bool, list[float]] = {False: [], True: []}
-    cpu: dict[bool, list[float]] = {False: [], True: []}
-    for n in range(args.steps):
-        for watched, cm in ((False, plain), (True, hooked)):
-            started, started_cpu = time.perf_counter(), time.thread_time()
-            cm.execute(cm.step(_tool(args.context + n)))
-            wall[watched].append((time.perf_counter() - started) * 1e6)
-            cpu[watched].append((time.thread_time() - started_cpu) * 1e6)
-            if args.think_ms:
-                time.sleep(args.think_ms / 1000)
-    client.flush(120)
-    client.close()
-    median = statistics.median
-    return {
-        "capture": capture,
-        "without_p50_us": round(median(wall[False]), 1),
-        "with_p50_us": round(median(wall[True]), 1),
-        "added_p50_us": round(median(wall[True]) - median(wall[False]), 1),
-        "added_cpu_p50_us": round(median(cpu[True]) - median(cpu[False]), 1),
-    }
+
+    def step(cm: ContextManager) -> StepFn:
+        return lambda n: cm.execute(cm.step(_tool(args.context + n)))
+
+    return added_time(
+        args, f"watch_manager(capture={capture!r})", step(plain), step(hooked), client
+    )
+
+
+def _chat(n: int) -> dict[str, Any]:
+    role = "user" if n % 2 == 0 else "assistant"
+    text = f"turn {n}: where is order SO2026{n:07d}, member id A12345? "
+    return {"id": f"m{n}", "role": role, "content": text * 6, "scope": "chat"}
+
+
+def modes_hook_time(args: argparse.Namespace, prefix: str) -> dict[str, Any]:
+    """Seed 001: what wrap_build adds to a sliding-mode build of `--context` messages.
+
+    The store grows by a turn per build (starting at ten times the window), as a
+    long chat does; the mode builds the system message and the last turns.
+    """
+    client = make_client(args, FakeIngest())
+    stores: list[MessageStore] = []
+    builds: list[StepFn] = []
+    for watched in (False, True):
+        manager = ContextModeManager(10**9, {"sliding": SlidingPolicy(args.context // 2)})
+        system = {"id": "sys", "role": "system", "content": "You help.", "scope": "system"}
+        store = MessageStore(
+            messages=[system] + [_chat(k) for k in range(10 * args.context)],
+            immutable_items=["member id A12345"],
+        )
+        if watched:
+            wrap_build(manager, client.session(f"{prefix}-modes", agent="bench-sdk"))
+        stores.append(store)
+
+        def build(n: int, manager: Any = manager, store: MessageStore = store) -> Any:
+            store.messages.append(_chat(10 * args.context + n))
+            return manager.build("sliding", store, "where is my order?")
+
+        builds.append(build)
+    return added_time(args, "wrap_build (seed 001, sliding)", builds[0], builds[1], client)
+
+
+def builder_hook_time(args: argparse.Namespace, prefix: str) -> dict[str, Any]:
+    """Seed 002: what watch_builder adds to a build of `--context` messages, degrading.
+
+    Six blocks, retrieval a list of passages (one message each); the budget is
+    small enough that every build runs the degradation order.
+    """
+    client = make_client(args, FakeIngest())
+    builds: list[StepFn] = []
+    passages = [f"passage {k} on order SO2026{k:07d} " * 5 for k in range(args.context - 5)]
+    for watched in (False, True):
+        builder = ContextBuilder(estimate_tokens, budget=2000)
+        if watched:
+            session = client.session(f"{prefix}-builder", agent="bench-sdk")
+            watch_builder(builder, session, partition_budgets={"tool": 600, "retrieval": 800})
+
+        def build(n: int, builder: ContextBuilder = builder) -> Any:
+            return builder.build(
+                "You audit orders.",
+                "Find the stalled orders.",
+                "CS-1042 is open\nSO20260101007 stalled at the Wuhan hub",
+                f"query_orders #{n}: " + "row " * 100,
+                passages,
+                f"What happened to order {n}?",
+            )
+
+        builds.append(build)
+    return added_time(args, "watch_builder (seed 002)", builds[0], builds[1], client)
+
+
+def edits_hook_time(args: argparse.Namespace, prefix: str) -> dict[str, Any]:
+    """Seed 003: what EditHook.apply adds to applying one edit to `--context` messages.
+
+    Applying edits copies the messages; the context a step replaced is released
+    between steps, for both agents: the hook keeps it until the SDK's thread has
+    read it, and its release would otherwise count as time the hook saves.
+    """
+    client = make_client(args, FakeIngest())
+    hook = EditHook(client.session(f"{prefix}-edits", agent="bench-sdk"))
+    contexts = [[_tool(k) for k in range(args.context)] for _ in range(2)]
+    replaced: list[Any] = []
+
+    def edited(which: int, apply: Callable[..., list[Any]]) -> StepFn:
+        def step(n: int) -> None:
+            context = contexts[which] + [_tool(args.context + n)]
+            oldest = context[0]["id"]
+            edits = [{"ids": [oldest], "justification": "stale", "new_content": ""}]
+            replaced.append(contexts[which])
+            contexts[which] = apply(context, edits)
+
+        return step
+
+    return added_time(
+        args,
+        "EditHook.apply (seed 003)",
+        edited(0, apply_edits),
+        edited(1, hook.apply),
+        client,
+        between=replaced.clear,
+    )
 
 
 def _ops(body: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -258,8 +387,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     prefix = f"bench-sdk-{int(time.time())}"
     results: dict[str, Any] = {
         "hook_time": [hook_time(args, prefix, capture) for capture in ("content", "copy")],
-        "manager_hook_time": [
-            manager_hook_time(args, prefix, capture) for capture in ("content", "copy", "shared")
+        "hooks_time": [
+            *(manager_hook_time(args, prefix, how) for how in ("content", "copy", "shared")),
+            modes_hook_time(args, prefix),
+            builder_hook_time(args, prefix),
+            edits_hook_time(args, prefix),
         ],
         "bytes": [session_bytes(args, prefix, cap, False) for cap in args.bytes_contexts],
         "bytes_gzip": session_bytes(args, prefix, 100, True),
@@ -278,12 +410,10 @@ def _print_table(results: dict[str, Any]) -> None:
             f"context, {hook['steps']} steps: p50 {hook['p50_us']} µs, p99 {hook['p99_us']} µs "
             f"(thread CPU p50 {hook['cpu_p50_us']} µs)"
         )
-    for manager in results["manager_hook_time"]:
+    for hook in results["hooks_time"]:
         line(
-            f"watch_manager(capture={manager['capture']!r}) on step+execute: "
-            f"{manager['without_p50_us']} → {manager['with_p50_us']} µs "
-            f"(p50 added {manager['added_p50_us']} µs, "
-            f"thread CPU {manager['added_cpu_p50_us']} µs)"
+            f"{hook['hook']}: step {hook['without_p50_us']} → {hook['with_p50_us']} µs "
+            f"(p50 added {hook['added_p50_us']} µs, thread CPU {hook['added_cpu_p50_us']} µs)"
         )
     for row in results["bytes"] + [results["bytes_gzip"]]:
         extra = ""

@@ -214,10 +214,6 @@ class Session:
     def next_index(self) -> int:
         return next(self._index)
 
-    def _submit(self, draft: StepDraft) -> None:
-        """Queue a step whose lists the caller already copied (hooks snapshot as they go)."""
-        self.client._enqueue(("step", self, draft))
-
     def update(self, **fields: Any) -> None:
         """Send the session's fields again (``mode``, ``pinned``, ``budget``, ``metadata``, ...)."""
         try:

@@ -1,4 +1,4 @@
-"""What every hook does: snapshot a context and hand a step to its session."""
+"""What every hook does: hand a step of captured contexts to its session."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from contextview.sdk._capture import Captured
 from contextview.sdk._wire import StepDraft
 from contextview.sdk.client import Session
 
@@ -15,45 +16,45 @@ Message = dict[str, Any]
 
 def submit(
     session: Session,
-    before: tuple[list[Any], list[Message]],
-    after: tuple[list[Any], list[Message]] | None,
-    ops: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]] | None,
+    before: Captured,
+    after: Captured | None,
+    ops: list[dict[str, Any]] | None,
     *,
-    reason: str | Callable[[], str | None] | None = None,
+    reason: str | None = None,
     mode: str | None = None,
     before_tokens: int | None = None,
-    after_tokens: int | Callable[[], int | None] | None = None,
+    after_tokens: int | None = None,
     outcome: dict[str, Any] | None = None,
-    obs: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
-    timestamp: float | None = None,
+    obs: dict[str, Any] | None = None,
 ) -> int:
-    """Queue a step built from snapshots; never raises (returns -1 on failure).
+    """Queue a step of captured contexts; never raises (returns -1 on failure).
 
-    `ops`, `obs`, `reason` and `after_tokens` may be functions: they run on the SDK's
-    thread, so the agent's step pays only for the snapshots.
+    The draft (copies of the messages, inferred operations when `ops` is None)
+    is made on the SDK's thread.
     """
-    try:
-        index = session.next_index()
-        session._submit(
-            StepDraft.of(
-                index=index,
-                timestamp=time.time() if timestamp is None else timestamp,
-                before=before,
-                after=after,
-                ops=ops,
-                infer=ops is None,
-                obs_extra=obs,
-                mode=mode if mode is not None else session.mode,
-                reason=reason,
-                before_tokens=before_tokens,
-                after_tokens=after_tokens,
-                outcome=outcome,
-            )
-        )
-        return index
-    except Exception as exc:
-        session.client._internal(exc, session.id)
-        return -1
+    fields = {
+        "ops": ops,
+        "infer": ops is None,
+        "obs_extra": obs,
+        "mode": mode if mode is not None else session.mode,
+        "reason": reason,
+        "before_tokens": before_tokens,
+        "after_tokens": after_tokens,
+        "outcome": outcome,
+        "timestamp": time.time(),
+    }
+    return submit_later(session, _captured_draft, before, after, fields)
+
+
+def _captured_draft(
+    before: Captured, after: Captured | None, fields: dict[str, Any], index: int
+) -> StepDraft:
+    return StepDraft.of(
+        index=index,
+        before=before.snapshot(),
+        after=after.snapshot() if after is not None else None,
+        **fields,
+    )
 
 
 def submit_later(session: Session, build: Callable[..., StepDraft], *args: Any) -> int:

@@ -21,12 +21,14 @@ the server by id alone.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from contextview.sdk._capture import snapshot
+from contextview.sdk._wire import StepDraft
 from contextview.sdk.client import Session
-from contextview.sdk.hooks._common import Message, submit
+from contextview.sdk.hooks._common import Message, submit_later
 
 BLOCKS = ("system", "task", "memory", "tool", "retrieval", "question")
 ROLES = {
@@ -80,7 +82,7 @@ class BuilderHook:
         def degrade(block: Any, *args: Any, **kwargs: Any) -> Any:
             out = method(block, *args, **kwargs)
             if self._runs is not None:
-                self._runs.append((partition, op, block, out))
+                self._runs.append((partition, op, _frozen(block), _frozen(out)))
             return out
 
         return degrade
@@ -97,8 +99,14 @@ class BuilderHook:
         **kwargs: Any,
     ) -> Any:
         self.session.poll()
+        # On the agent's thread: the blocks as they are (lists copied) and the
+        # degradations the build runs; the step is made on the SDK's thread.
         blocks = dict(
-            zip(BLOCKS, (system, task, memory, tool_result, retrieval, question), strict=True)
+            zip(
+                BLOCKS,
+                map(_frozen, (system, task, memory, tool_result, retrieval, question)),
+                strict=True,
+            )
         )
         self._runs = []
         try:
@@ -107,10 +115,9 @@ class BuilderHook:
             )
         finally:
             runs, self._runs = self._runs, None
-            try:
-                self._log(blocks, runs or [])
-            except Exception as exc:
-                self.session.client._internal(exc, self.session.id)
+            budget = getattr(self.builder, "budget", None)
+            mode = self.session.mode
+            submit_later(self.session, self._draft, blocks, runs or [], budget, mode, time.time())
 
     def _count(self, block: Any) -> int | None:
         count = getattr(self.builder, "_count", None)
@@ -194,7 +201,16 @@ class BuilderHook:
             ops.append({"action": "drop", "targets": gone, "reason": why})
         return kept, ops
 
-    def _log(self, blocks: dict[str, Any], runs: list[tuple[str, str, Any, Any]]) -> None:
+    def _draft(
+        self,
+        blocks: dict[str, Any],
+        runs: list[tuple[str, str, Any, Any]],
+        budget: Any,
+        mode: str | None,
+        timestamp: float,
+        index: int,
+    ) -> StepDraft:
+        """The step of one build (on the SDK's thread, which keeps the ids' versions)."""
         before: list[Message] = []
         by_partition: dict[str, list[Message]] = {}
         for partition in BLOCKS:
@@ -204,7 +220,6 @@ class BuilderHook:
         counts = {p: self._count(blocks[p]) for p in BLOCKS}
         counted = all(c is not None for c in counts.values())
         total = sum(c for c in counts.values() if c is not None)
-        budget = getattr(self.builder, "budget", None)
         over = isinstance(budget, int) and budget > 0 and total > budget * self.threshold
 
         ops: list[dict[str, Any]] = []
@@ -248,22 +263,35 @@ class BuilderHook:
             if over
             else f"{total} tokens, within {round(self.threshold * 100)}% of {budget}"
         )
-        submit(
-            self.session,
-            snapshot(before),
-            snapshot(after),
-            ops or [{"action": "keep", "reason": "under the degradation threshold"}],
-            reason=reason,
-            before_tokens=total if counted else None,
-            after_tokens=after_total if counted else None,
-            obs={
+        return StepDraft.of(
+            index=index,
+            timestamp=timestamp,
+            before=snapshot(before),
+            after=snapshot(after),
+            ops=ops or [{"action": "keep", "reason": "under the degradation threshold"}],
+            infer=False,
+            obs_extra={
                 "builder": {
                     "budget": budget,
                     "threshold": self.threshold,
                     "tokens": {p: c for p, c in counts.items() if c is not None},
                 }
             },
+            mode=mode,
+            reason=reason,
+            before_tokens=total if counted else None,
+            after_tokens=after_total if counted else None,
+            outcome=None,
         )
+
+
+def _frozen(block: Any) -> Any:
+    """A block as it is now: a list is copied (and its dict items); strings never change."""
+    if isinstance(block, list):
+        return [dict(item) if isinstance(item, dict) else item for item in block]
+    if isinstance(block, dict):
+        return dict(block)
+    return block
 
 
 def watch_builder(builder: Any, session: Session, **options: Any) -> BuilderHook:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from contextview.sdk._capture import snapshot
+from contextview.sdk._capture import Captured
 from contextview.sdk.client import Session
 from contextview.sdk.hooks._common import Message, submit
 from contextview.sdk.ops import apply_edits
@@ -52,8 +52,8 @@ class EditHook:
             ops = [_as_op(e) for e in edits]
             return submit(
                 self.session,
-                snapshot(before),
-                snapshot(after) if after is not None else None,
+                Captured.of(before),
+                Captured.of(after) if after is not None else None,
                 ops,
                 reason=reason or ("manager pass" if ops else "manager pass: no edits"),
                 before_tokens=before_tokens,

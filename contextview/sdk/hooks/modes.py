@@ -25,12 +25,15 @@ Messages need ids (the store's own): the hook follows them from build to build.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from contextview.sdk._capture import snapshot
+from contextview.sdk._capture import Captured
+from contextview.sdk._wire import StepDraft
 from contextview.sdk.client import Directive, Reject, Session
-from contextview.sdk.hooks._common import Message, submit
+from contextview.sdk.hooks._common import Message, submit_later
 from contextview.sdk.ops import infer_ops
 
 # How scopes map to the contract's partitions; a scope not listed keeps its
@@ -49,6 +52,25 @@ SCOPE_PARTITIONS: dict[str, str] = {
     "knowledge": "retrieval",
     "question": "question",
 }
+
+
+@dataclass(slots=True)
+class _Build:
+    """What one build saw and made, as the agent's thread took it."""
+
+    mode: str
+    after: Captured
+    arrived: Captured  # the store's messages appended since the last build
+    history_count: int
+    retrieved: list[Any]
+    summaries: dict[str, list[str]] | None
+    immutable_items: list[str] | None
+    snap: dict[str, Any] | None
+    query: str | None
+    reason: str | None
+    before_tokens: int | None
+    after_tokens: int | None
+    timestamp: float = field(default_factory=time.time)
 
 
 def _is_summary(message: Mapping[str, Any]) -> bool:
@@ -75,6 +97,8 @@ class ModeHook:
         self._seen: set[str] = set()
         self._left: set[str] = set()
         self._pinned: list[str] | None = None
+        # How much of the store the last build looked at, and its last message.
+        self._history_mark: tuple[int, Any] = (0, None)
         if session.on_set_mode is None:
             session.on_set_mode = self.set_mode
         if session.on_restore is None:
@@ -103,8 +127,8 @@ class ModeHook:
                 self.restored[target] = dict(original)
         return f"{', '.join(directive.targets)} kept in every build from now on"
 
-    def _partitioned(self, messages: Sequence[Any]) -> tuple[list[Any], list[Message]]:
-        originals, copies = snapshot(messages)
+    def _partitioned(self, captured: Captured) -> tuple[list[Any], list[Message]]:
+        originals, copies = captured.snapshot()  # fresh copies, this build's own
         for m in copies:
             scope = m.get("scope")
             if "partition" not in m and isinstance(scope, str) and scope in self.scope_partitions:
@@ -157,6 +181,8 @@ class ModeHook:
         before_tokens: int | None,
         after_tokens: int | None,
     ) -> list[Any]:
+        # On the agent's thread: the session's fields, and what this build saw and
+        # made (lists and contents); the step itself is worked out on the SDK's thread.
         if immutable_items is not None and list(immutable_items) != self._pinned:
             self._pinned = list(immutable_items)
             self.session.update(pinned=self._pinned)
@@ -164,17 +190,54 @@ class ModeHook:
             self.session.update(mode=mode)
 
         built = list(context)
-        built_ids = {str(_get(m, "id")) for m in built}
-        for mid, original in self.restored.items():
-            if mid not in built_ids:
-                built.append(original)
-        after = self._partitioned(built)
-        _, history_copies = self._partitioned(history)
+        if self.restored:
+            built_ids = {str(_get(m, "id")) for m in built}
+            for mid, original in self.restored.items():
+                if mid not in built_ids:
+                    built.append(original)
+        build = _Build(
+            mode=mode,
+            after=Captured.of(built),
+            arrived=self._history_since(history),
+            history_count=len(history),
+            retrieved=list(retrieved),
+            summaries={k: list(v) for k, v in summaries.items()} if summaries else None,
+            immutable_items=list(immutable_items) if immutable_items is not None else None,
+            snap=dict(snap) if snap else None,
+            query=query,
+            reason=reason,
+            before_tokens=before_tokens,
+            after_tokens=after_tokens,
+        )
+        submit_later(self.session, self._draft, build)
+        return built
+
+    def _history_since(self, history: Sequence[Any]) -> Captured:
+        """The store's messages this hook has not looked at yet.
+
+        The store only grows (seed 001: its messages are never edited), so only
+        what was appended since the last build is taken; a store that shrank,
+        or whose messages were replaced, is looked at whole again.
+        """
+        n, last = self._history_mark
+        if len(history) >= n and (n == 0 or history[n - 1] is last):
+            new = list(history[n:]) if n else list(history)
+        else:
+            new = list(history)
+        self._history_mark = (len(history), history[-1] if history else None)
+        return Captured.of(new)
+
+    def _draft(self, build: _Build, index: int) -> StepDraft:
+        """The step of one build (on the SDK's thread, which keeps the hook's record)."""
+        mode = build.mode
+        after = self._partitioned(build.after)
+        _, history_copies = self._partitioned(build.arrived)
         previous = self._context
         previous_ids = {str(m.get("id")) for m in previous}
         arrivals = [m for m in history_copies if str(m.get("id")) not in self._seen]
         arrived = {str(m.get("id")) for m in arrivals}
-        retrieved_ids = {str(_get(m, "id")) for m in retrieved}
+        retrieved_ids = {str(_get(m, "id")) for m in build.retrieved}
+        summaries = build.summaries
         summary_ids = set(summaries or ())
         for m in after[1]:
             mid = str(m.get("id"))
@@ -216,35 +279,36 @@ class ModeHook:
             op.setdefault("reason", f"{mode} mode")
 
         obs: dict[str, Any] = {
-            "mode_snapshot": dict(snap)
-            if snap
-            else {
+            "mode_snapshot": build.snap
+            or {
                 "mode": mode,
-                "history_messages": len(history_copies),
+                "history_messages": build.history_count,
                 "context_messages": len(after[1]),
             }
         }
-        if immutable_items is not None:
-            obs["immutable_items"] = list(immutable_items)
-        if query is not None:
-            obs["query"] = query
-        submit(
-            self.session,
-            before,
-            after,
-            ops,
-            reason=reason or f"built in {mode} mode",
-            mode=mode,
-            before_tokens=before_tokens,
-            after_tokens=after_tokens,
-            obs=obs,
-        )
+        if build.immutable_items is not None:
+            obs["immutable_items"] = build.immutable_items
+        if build.query is not None:
+            obs["query"] = build.query
         now_ids = {str(m.get("id")) for m in after[1]}
         self._left |= {str(m.get("id")) for m in before_copies} - now_ids
         self._left -= now_ids
         self._seen |= {str(m.get("id")) for m in history_copies}
         self._context = after[1]
-        return built
+        return StepDraft.of(
+            index=index,
+            timestamp=build.timestamp,
+            before=before,
+            after=after,
+            ops=ops,
+            infer=False,
+            obs_extra=obs,
+            mode=mode,
+            reason=build.reason or f"built in {mode} mode",
+            before_tokens=build.before_tokens,
+            after_tokens=build.after_tokens,
+            outcome=None,
+        )
 
 
 def _get(message: Any, key: str) -> Any:
