@@ -111,6 +111,7 @@ def hook_time(args: argparse.Namespace, prefix: str, capture: str = "content") -
         "capture": capture,
         "context_messages": len(context),
         "steps": args.steps,
+        "rejected": client.stats["rejected"],
         "p50_us": round(percentile(timings, 50) or 0, 1),
         "p99_us": round(percentile(timings, 99) or 0, 1),
         # CPU time of the agent's thread: the same work, without what a busy
@@ -361,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.sdk", description=__doc__.split("\n")[0])
     parser.add_argument("--url", default=None, help="a contextview server (loopback only)")
     parser.add_argument("--key", default=None, help="a project key that may ingest")
-    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=1000, help="steps per measurement")
     parser.add_argument("--context", type=int, default=100, help="messages in the hook context")
     parser.add_argument("--think-ms", type=float, default=2.0, help="agent time between steps")
     parser.add_argument(
@@ -399,6 +400,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.json:
         _print_table(results)
     print(json.dumps(results))
+    rejected = [
+        row.get("hook") or row.get("capture") or f"bytes {row['max_context']}"
+        for row in [*results["hook_time"], *results["hooks_time"], *results["bytes"]]
+        if (row.get("rejected") or row.get("stats", {}).get("rejected"))
+    ]
+    if rejected:
+        print(f"the server refused events of: {', '.join(rejected)}", file=sys.stderr)
+        return 1
     return 0
 
 
