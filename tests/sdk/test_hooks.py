@@ -9,6 +9,7 @@ compares it with what the read API shows.
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -237,25 +238,26 @@ def test_it_logs_each_build_of_a_seed_001_mode_manager(
     assert reader.get("/sessions/seed-001")["pinned"] == ["member id A12345"]
 
 
+@pytest.mark.parametrize("kind", [list, deque], ids=["list", "deque"])
 def test_a_seed_001_store_that_is_rewritten_is_read_whole_again(
-    gunicorn_api: str, project_key: str, make_client: Callable[..., Client]
+    gunicorn_api: str, project_key: str, make_client: Callable[..., Client], kind: type
 ) -> None:
     manager = ContextModeManager(8000, {"full": FullPolicy()})
     client = make_client(gunicorn_api, project_key)
-    wrap_build(manager, client.session("seed-001-rewritten", agent="chat-bot", mode="full"))
-    store = MessageStore(
-        [{"id": "sys", "role": "system", "content": "Be brief.", "scope": "system"}]
-    )
+    sid = f"seed-001-rewritten-{kind.__name__}"
+    wrap_build(manager, client.session(sid, agent="chat-bot", mode="full"))
+    system = {"id": "sys", "role": "system", "content": "Be brief.", "scope": "system"}
+    store = MessageStore(kind([system]))
     for n in range(1, 4):
         store.messages.append({"id": f"u{n}", "role": "user", "content": f"q{n}", "scope": "chat"})
         manager.build("full", store, f"q{n}")
     # The agent rewrites its store (not only appends): u2 goes, a correction comes in.
-    store.messages = [store.messages[0], store.messages[1], store.messages[3]]
+    store.messages = kind([store.messages[0], store.messages[1], store.messages[3]])
     store.messages.append({"id": "u4", "role": "user", "content": "q4, corrected", "scope": "chat"})
     manager.build("full", store, "q4")
     assert client.flush(20), client.problems
 
-    steps = Reader(gunicorn_api, project_key).steps("seed-001-rewritten")
+    steps = Reader(gunicorn_api, project_key).steps(sid)
     assert [_ids(s["after"]) for s in steps] == [
         ["sys", "u1"],
         ["sys", "u1", "u2"],

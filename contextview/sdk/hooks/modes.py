@@ -28,6 +28,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from contextview.sdk._capture import Captured
@@ -220,8 +221,11 @@ class ModeHook:
         or whose messages were replaced, is looked at whole again.
         """
         n, last = self._history_mark
-        if len(history) >= n and (n == 0 or history[n - 1] is last):
-            new = list(history[n:]) if n else list(history)
+        if n and len(history) >= n and history[n - 1] is last:
+            try:
+                new = list(history[n:])
+            except TypeError:  # a sequence that cannot be sliced (a deque)
+                new = list(islice(history, n, None))
         else:
             new = list(history)
         self._history_mark = (len(history), history[-1] if history else None)
