@@ -434,7 +434,8 @@ def _print_table(results: dict[str, Any]) -> None:
         line(
             f"1000 steps, context ≤ {row['max_context']}, gzip {'on' if row['gzip'] else 'off'}: "
             f"SDK {row['sdk_bytes']:,} B = {row['sdk_ratio']}x distinct "
-            f"({row['distinct_content_bytes']:,} B); resend-all {row['resend_all_ratio']}x" + extra
+            f"({row['distinct_content_bytes']:,} B); resend-all {row['resend_all_ratio']}x; "
+            f"recorded and sent in {row['seconds']} s" + extra
         )
 
 

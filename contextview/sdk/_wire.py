@@ -29,6 +29,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import repeat
 from typing import Any
 
 from contextview.core.apply import StepResult, derive_step
@@ -153,8 +154,21 @@ class IdAssigner:
         self._by_content: dict[tuple[Any, ...], list[str]] = {}
         self._by_call: dict[tuple[Any, Any], str] = {}
         self._next = 0
+        # The last step's lists when every message had an id: indexed only if a
+        # later step brings messages without one (most agents never do).
+        self._unindexed: Sequence[tuple[Sequence[Any], list[Message]]] | None = None
 
     def assign(self, lists: Sequence[tuple[Sequence[Any], list[Message]]]) -> None:
+        if not any(None in map(dict.get, copies, repeat("id")) for _, copies in lists):
+            self._unindexed = lists
+            return
+        if self._unindexed is not None:
+            self._walk(self._unindexed)  # ids all given: this only indexes that step
+            self._unindexed = None
+        self._walk(lists)
+
+    def _walk(self, lists: Sequence[tuple[Sequence[Any], list[Message]]]) -> None:
+        """Give ids where they are missing, and index the step for the next one."""
         by_object: dict[int, tuple[Any, str]] = {}
         by_content: dict[tuple[Any, ...], list[str]] = {}
         by_call: dict[tuple[Any, Any], str] = {}
@@ -320,6 +334,9 @@ class SessionWire:
     folded: set[str] = field(default_factory=set)
     # The step just encoded, if its derivation succeeded: the next step's base.
     base: _Base | None = field(default=None, init=False)
+    # The last step's messages as parsed, by the agent's object: id(object) ->
+    # (object, the copy sent, the parsed message). Only messages with content.
+    parsed: dict[int, tuple[Any, Message, CoreMessage]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.latest = _Lru(self.max_ids)
@@ -352,7 +369,10 @@ class SessionWire:
 
         if ops is None and after is not None and draft.infer:
             ops = infer_ops(before, after, archived=self.folded)
-        result, send_after, error = self._derive(before, ops, after)
+        obs_in = self._known_parses(draft.before, before)
+        result, send_after, error = self._derive(obs_in, ops, after)
+        if result is not None:
+            self._keep_parses(draft.before, before, result.before)
 
         base = self.base
         if base is not None and base.index == draft.index:
@@ -485,9 +505,37 @@ class SessionWire:
                 wire.append(raw)
         return wire
 
+    def _known_parses(self, originals: Sequence[Any], copies: list[Message]) -> list[Any]:
+        """The obs with each message that is as it was last step given as parsed then.
+
+        A message with content parses from its fields alone, so the same object
+        with equal fields parses to the same message: an agent's context repeats
+        itself from step to step, and only what changed is parsed again.
+        """
+        known = self.parsed
+        if not known:
+            return copies
+        out: list[Any] = []
+        for original, copy in zip(originals, copies, strict=True):
+            hit = known.get(id(original))
+            if hit is not None and hit[0] is original and hit[1] == copy:
+                out.append(hit[2])
+            else:
+                out.append(copy)
+        return out
+
+    def _keep_parses(
+        self, originals: Sequence[Any], copies: list[Message], parsed: list[CoreMessage]
+    ) -> None:
+        self.parsed = {
+            id(original): (original, copy, message)
+            for original, copy, message in zip(originals, copies, parsed, strict=True)
+            if "content" in copy
+        }
+
     def _derive(
         self,
-        before: list[Message],
+        before: list[Any],
         ops: list[dict[str, Any]] | None,
         after: list[Message] | None,
     ) -> tuple[StepResult | None, bool, str | None]:

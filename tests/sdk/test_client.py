@@ -144,6 +144,28 @@ def test_it_gives_stable_ids_to_openai_style_messages(
     assert wire[2] == [{"$run": [0, 2]}]
 
 
+def test_a_message_without_an_id_takes_the_id_it_had_in_the_last_step(
+    server: FakeServer, make: Callable[..., Client]
+) -> None:
+    client = make(gzip=False)
+    session = client.session("s")
+    session.record_step([{"id": "sys", "role": "system", "content": "Be brief."}])
+    session.record_step(
+        [{"id": "sys", "role": "system", "content": "Be brief."},
+         {"id": "q1", "role": "user", "content": "Where is SO20260101007?"}]
+    )  # fmt: skip
+    # A framework that drops the ids it was given: the same message keeps its id.
+    session.record_step(
+        [{"role": "system", "content": "Be brief."},
+         {"role": "user", "content": "Where is SO20260101007?"},
+         {"role": "user", "content": "And SO20260101008?"}]
+    )  # fmt: skip
+    assert client.flush(5)
+    ids = [[m.get("id") for m in s["obs"]["messages"]] for s in server.steps()]
+    assert ids[2] == [None, "m1"]  # the run of sys and q1, then a new message
+    assert server.steps()[2]["obs"]["messages"][0] == {"$run": [0, 2]}
+
+
 def test_it_gzips_batches(server: FakeServer, make: Callable[..., Client]) -> None:
     client = make()
     session = client.session("s")
