@@ -1,7 +1,7 @@
 """SDK benchmark: what a hook costs the agent's step, and what a session costs on the wire.
 
     python -m bench.sdk [--url http://127.0.0.1:8000 --key cv_...] [--steps 1000]
-        [--context 100] [--think-ms 2] [--json]
+        [--context 100] [--think-ms 2] [--repeat 1] [--bytes-contexts 100,200,400] [--json]
 
 Three measurements:
 
@@ -372,8 +372,38 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N,N,..",
         help="message caps of the bytes sessions (default 100,200,400)",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="measure the hooks this many times and report the median run (default 1)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON line only")
     return parser
+
+
+Rows = list[dict[str, Any]]
+
+
+def _hook_rows(args: argparse.Namespace, prefix: str) -> tuple[Rows, Rows]:
+    """record_step's time, and what each hook adds, measured once."""
+    return (
+        [hook_time(args, prefix, capture) for capture in ("content", "copy")],
+        [
+            *(manager_hook_time(args, prefix, how) for how in ("content", "copy", "shared")),
+            modes_hook_time(args, prefix),
+            builder_hook_time(args, prefix),
+            edits_hook_time(args, prefix),
+        ],
+    )
+
+
+def _median_run(rows: Rows, key: str) -> dict[str, Any]:
+    """The row whose `key` is the median of the runs, with every run's figure."""
+    ordered = sorted(rows, key=lambda row: float(row[key]))
+    chosen = dict(ordered[(len(ordered) - 1) // 2])
+    chosen["runs"] = [row[key] for row in rows]
+    return chosen
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -386,13 +416,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("refusing a server that is not on this machine", file=sys.stderr)
             return 2
     prefix = f"bench-sdk-{int(time.time())}"
+    # Each repetition measures every hook once, so that a slow spell of the machine
+    # weighs on all of them; each row is then the run with the median figure.
+    repeats = [_hook_rows(args, f"{prefix}-r{k}") for k in range(args.repeat)]
     results: dict[str, Any] = {
-        "hook_time": [hook_time(args, prefix, capture) for capture in ("content", "copy")],
+        "hook_time": [
+            _median_run([r[0][i] for r in repeats], "p50_us") for i in range(len(repeats[0][0]))
+        ],
         "hooks_time": [
-            *(manager_hook_time(args, prefix, how) for how in ("content", "copy", "shared")),
-            modes_hook_time(args, prefix),
-            builder_hook_time(args, prefix),
-            edits_hook_time(args, prefix),
+            _median_run([r[1][i] for r in repeats], "added_p50_us")
+            for i in range(len(repeats[0][1]))
         ],
         "bytes": [session_bytes(args, prefix, cap, False) for cap in args.bytes_contexts],
         "bytes_gzip": session_bytes(args, prefix, 100, True),
@@ -411,18 +444,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _runs(row: dict[str, Any]) -> str:
+    runs = row.get("runs") or []
+    return f" [median of {len(runs)} runs: {', '.join(map(str, runs))}]" if len(runs) > 1 else ""
+
+
 def _print_table(results: dict[str, Any]) -> None:
     line: Callable[..., None] = print
     for hook in results["hook_time"]:
         line(
             f"record_step(capture={hook['capture']!r}), {hook['context_messages']}-message "
             f"context, {hook['steps']} steps: p50 {hook['p50_us']} µs, p99 {hook['p99_us']} µs "
-            f"(thread CPU p50 {hook['cpu_p50_us']} µs)"
+            f"(thread CPU p50 {hook['cpu_p50_us']} µs)" + _runs(hook)
         )
     for hook in results["hooks_time"]:
         line(
             f"{hook['hook']}: step {hook['without_p50_us']} → {hook['with_p50_us']} µs "
             f"(p50 added {hook['added_p50_us']} µs, thread CPU {hook['added_cpu_p50_us']} µs)"
+            + _runs(hook)
         )
     for row in results["bytes"] + [results["bytes_gzip"]]:
         extra = ""
