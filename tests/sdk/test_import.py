@@ -16,7 +16,7 @@ _SDK_ONLY = textwrap.dedent(
     package = types.ModuleType("contextview")
     package.__path__ = [os.path.join(os.getcwd(), "contextview")]
     sys.modules["contextview"] = package
-    import contextview.sdk, contextview.sdk.hooks
+    import contextview.sdk, contextview.sdk.hooks, contextview.sdk.__main__
     heavy = sorted({m.split(".")[0] for m in sys.modules} & {"django", "celery", "kombu",
                                                             "psycopg", "redis", "tiktoken"})
     print(",".join(heavy) or "clean")

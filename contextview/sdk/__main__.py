@@ -1,0 +1,134 @@
+"""`python -m contextview.sdk check`: can this machine send to contextview?
+
+Run it where the agent runs, with the agent's settings. It checks, in order:
+
+1. the server answers at its URL (``GET /healthz``);
+2. the key is accepted for ingest (an empty batch, which stores nothing);
+3. the spool folder, when one is set, can be written.
+
+Each check prints one line, ``ok`` or ``FAIL`` with what to do about it; the
+exit status is 0 when every check passed, 1 otherwise, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+
+USER_AGENT = "contextview-sdk/1 (check)"
+
+# What a refusal of the key means, by status.
+KEY_ANSWERS = {
+    401: "the server does not know this key: check for a typo, or create a new key "
+    "on the dashboard's API keys page (a revoked key answers this too)",
+    403: "the key is known but may only read: create a key that may write",
+}
+
+
+def _line(ok: bool, what: str) -> None:
+    print(f"{'ok  ' if ok else 'FAIL'}  {what}")
+
+
+def check_server(http: httpx.Client, url: str) -> bool:
+    started = time.perf_counter()
+    try:
+        response = http.get(f"{url}/healthz")
+    except httpx.HTTPError as exc:
+        _line(False, f"server {url}: cannot connect ({type(exc).__name__}: {exc})")
+        return False
+    took = (time.perf_counter() - started) * 1000
+    if response.status_code != 200:
+        _line(False, f"server {url}: /healthz answered {response.status_code}, not 200")
+        return False
+    _line(True, f"server {url} answers ({took:.0f} ms)")
+    return True
+
+
+def check_key(http: httpx.Client, url: str, key: str) -> bool:
+    shown = f"{key[:12]}…" if len(key) > 12 else "(empty)" if not key else key
+    if not key:
+        _line(False, "key: none given (--key, or CONTEXTVIEW_KEY)")
+        return False
+    try:
+        response = http.post(
+            f"{url}/api/v1/ingest",
+            json={"batch": []},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+    except httpx.HTTPError as exc:
+        _line(False, f"key {shown}: the ingest request failed ({type(exc).__name__}: {exc})")
+        return False
+    if response.status_code in (200, 207):
+        _line(True, f"key {shown} may ingest")
+        return True
+    why = KEY_ANSWERS.get(response.status_code, response.text[:200])
+    _line(False, f"key {shown}: ingest answered {response.status_code}: {why}")
+    return False
+
+
+def check_spool(folder: str) -> bool:
+    path = Path(folder)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".check-", delete=True) as probe:
+            probe.write(b"contextview")
+            probe.flush()
+    except OSError as exc:
+        _line(False, f"spool {path}: cannot write there ({exc.strerror or exc})")
+        return False
+    _line(True, f"spool {path} can be written")
+    return True
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m contextview.sdk",
+        description="Tools for the contextview SDK.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    check = commands.add_parser(
+        "check",
+        help="check that this machine can send to a contextview server",
+        description=(__doc__ or "").split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument(
+        "--url",
+        default=os.environ.get("CONTEXTVIEW_URL", "http://127.0.0.1:8000"),
+        help="the server's base URL (default: CONTEXTVIEW_URL, else http://127.0.0.1:8000)",
+    )
+    check.add_argument(
+        "--key",
+        default=os.environ.get("CONTEXTVIEW_KEY", ""),
+        help="the project key the agent sends with (default: CONTEXTVIEW_KEY)",
+    )
+    check.add_argument(
+        "--spool",
+        default=os.environ.get("CONTEXTVIEW_SPOOL") or None,
+        help="the spool folder the agent uses, if any (default: CONTEXTVIEW_SPOOL)",
+    )
+    check.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    url = args.url.rstrip("/")
+    with httpx.Client(timeout=args.timeout, headers={"User-Agent": USER_AGENT}) as http:
+        results = [check_server(http, url)]
+        # The key is checked even when /healthz failed: a proxy may hide only that.
+        results.append(check_key(http, url, args.key))
+    if args.spool:
+        results.append(check_spool(args.spool))
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
