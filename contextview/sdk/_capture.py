@@ -12,12 +12,17 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
-from contextview.sdk._wire import to_message
+from contextview.sdk._wire import StepDraft, to_message
 
 Message = dict[str, Any]
 
-# How a context is captured, by the name hooks and record_step take as `capture=`.
-CAPTURE_NAMES = ("content", "copy", "shared")
+
+def _copies(messages: list[Any]) -> list[Message]:
+    try:
+        # map(dict.copy) is the cheapest shallow copy per message there is.
+        return list(map(dict.copy, messages))
+    except TypeError:  # not all dicts: pydantic models, dataclasses...
+        return [to_message(m) for m in messages]
 
 
 def snapshot(messages: Sequence[Any]) -> tuple[list[Any], list[Message]]:
@@ -27,11 +32,7 @@ def snapshot(messages: Sequence[Any]) -> tuple[list[Any], list[Message]]:
     what the step saw. Contents are strings, which never change.
     """
     originals = list(messages)
-    try:
-        # map(dict.copy) is the cheapest shallow copy per message there is.
-        return originals, list(map(dict.copy, originals))
-    except TypeError:  # not all dicts: pydantic models, dataclasses...
-        return originals, [to_message(m) for m in originals]
+    return originals, _copies(originals)
 
 
 _NONE = object()  # the content of a message dict without a "content" key
@@ -117,10 +118,7 @@ class Captured:
             if self.head is not None and self.tail is not None:
                 self.copies = self.head.snapshot()[1] + self.tail.snapshot()[1]
             else:
-                try:
-                    copies = list(map(dict.copy, self.objects))
-                except TypeError:  # a mapping of another kind
-                    copies = [to_message(m) for m in self.objects]
+                copies = _copies(self.objects)
                 for copy, content in zip(copies, self.contents or (), strict=True):
                     if copy.get("content", _NONE) is not content:
                         # Rewritten in place since the step: the content the step saw.
@@ -140,12 +138,33 @@ class Captured:
         return ["" if c is _NONE else c for c in self.contents]
 
 
+# How a context is captured, by the name hooks and record_step take as `capture=`.
+CAPTURES: dict[str, Callable[[Sequence[Any]], Captured]] = {
+    "content": Captured.of,
+    "copy": Captured.copied,
+    "shared": Captured.shared,
+}
+
+
 def capture_function(name: str) -> Callable[[Sequence[Any]], Captured]:
     """`Captured.of`, `.copied` or `.shared` by its `capture=` name; ValueError for another."""
-    if name == "content":
-        return Captured.of
-    if name == "copy":
-        return Captured.copied
-    if name == "shared":
-        return Captured.shared
-    raise ValueError(f"capture must be one of {', '.join(CAPTURE_NAMES)}, not {name!r}")
+    try:
+        return CAPTURES[name]
+    except KeyError:
+        raise ValueError(f"capture must be one of {', '.join(CAPTURES)}, not {name!r}") from None
+
+
+def captured_draft(
+    before: Captured, after: Captured | None, fields: dict[str, Any], index: int
+) -> StepDraft:
+    """The draft of a step of captured contexts (on the SDK's thread).
+
+    `fields` are `StepDraft.of`'s other arguments but the index, which the
+    session gives as the step is queued.
+    """
+    return StepDraft.of(
+        index=index,
+        before=before.snapshot(),
+        after=after.snapshot() if after is not None else None,
+        **fields,
+    )

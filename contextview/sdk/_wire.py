@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import repeat
@@ -230,23 +230,9 @@ class _Lru(OrderedDict[str, CoreMessage]):
             self.popitem(last=False)
 
 
-def _value(value: Any) -> Any:
-    """A field given as a function is computed here, on the SDK's thread; a failure is None."""
-    if not callable(value):
-        return value
-    try:
-        return value()
-    except Exception:
-        return None
-
-
 @dataclass(slots=True)
 class StepDraft:
-    """A step as the agent recorded it (message dicts already copied).
-
-    Hooks may pass `ops`, `obs_extra` or a field as a function of no arguments,
-    to have the work done on the SDK's thread instead of the agent's.
-    """
+    """A step as the agent recorded it, message dicts copied (made on the SDK's thread)."""
 
     index: int
     timestamp: float
@@ -254,10 +240,10 @@ class StepDraft:
     before_copy: list[Message]
     after: list[Any] | None
     after_copy: list[Message] | None
-    ops: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]] | None
+    ops: list[dict[str, Any]] | None
     infer: bool
     fields: dict[str, Any]
-    obs_extra: dict[str, Any] | Callable[[], dict[str, Any]] | None
+    obs_extra: dict[str, Any] | None
 
     @classmethod
     def of(
@@ -267,9 +253,9 @@ class StepDraft:
         timestamp: float,
         before: tuple[list[Any], list[Message]],
         after: tuple[list[Any], list[Message]] | None,
-        ops: list[dict[str, Any]] | Callable[[], list[dict[str, Any]]] | None,
+        ops: list[dict[str, Any]] | None,
         infer: bool,
-        obs_extra: dict[str, Any] | Callable[[], dict[str, Any]] | None,
+        obs_extra: dict[str, Any] | None,
         mode: str | None,
         reason: Any,
         before_tokens: Any,
@@ -355,8 +341,7 @@ class SessionWire:
         lists: list[tuple[Sequence[Any], list[Message]]] = [(draft.before, before)]
         if after is not None and draft.after is not None:
             lists.append((draft.after, after))
-        raw_ops = draft.ops() if callable(draft.ops) else draft.ops
-        ops = [dict(op) for op in raw_ops] if raw_ops is not None else None
+        ops = [dict(op) for op in draft.ops] if draft.ops is not None else None
         results: list[tuple[dict[str, Any], list[Message]]] = []
         for op in ops or ():
             if isinstance(op.get("result"), dict):
@@ -386,7 +371,7 @@ class SessionWire:
             wire_obs = list(before)
 
         obs: dict[str, Any] = {"messages": wire_obs}
-        obs_extra = _value(draft.obs_extra)
+        obs_extra = draft.obs_extra
         if obs_extra:
             obs.update((k, v) for k, v in obs_extra.items() if k not in ("messages", BASE_KEY))
         if runs and base is not None:
@@ -403,8 +388,7 @@ class SessionWire:
                 body["actions"] = ops
         if send_after and after is not None:
             body["after"] = {"messages": self._wire_after(after, result, expand)}
-        fields = {k: _value(v) for k, v in draft.fields.items()}
-        body.update((k, v) for k, v in fields.items() if v is not None)
+        body.update((k, v) for k, v in draft.fields.items() if v is not None)
         event = {
             "id": event_id,
             "type": "step",
@@ -416,7 +400,8 @@ class SessionWire:
             for fold in result.folds:
                 self.archive.put_all({m.id: m for m in fold.originals})
                 self.folded.update(m.id for m in fold.originals)
-            self.folded.difference_update(m.id for m in result.after)
+            if self.folded:  # empty until the agent folds something
+                self.folded.difference_update(m.id for m in result.after)
             self.base = _Base(draft.index, result.after)
         else:
             self.base = None  # the server will refuse this step: nothing to build on

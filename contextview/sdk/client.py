@@ -12,6 +12,7 @@ here raises into the agent's code: failures become counters, `Problem` reports
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import email.utils
 import functools
 import gzip as gzip_module
@@ -33,7 +34,7 @@ from urllib.parse import quote
 
 import httpx
 
-from contextview.sdk._capture import capture_function
+from contextview.sdk._capture import capture_function, captured_draft
 from contextview.sdk._spool import Spool, SpoolError
 from contextview.sdk._wire import (
     Pending,
@@ -193,17 +194,19 @@ class Session:
             captured_after = take(after) if after is not None else None
             if ops is not None:
                 ops = [dict(ops)] if isinstance(ops, dict) else [dict(op) for op in ops]
-            self.client._enqueue(
-                (
-                    "step",
-                    self,
-                    (
-                        index, time.time(), captured, captured_after, ops, infer,
-                        self.mode if mode is None else mode, reason, before_tokens,
-                        after_tokens, outcome, dict(obs) if obs else None,
-                    ),
-                )
-            )  # fmt: skip
+            fields = {
+                "timestamp": time.time(),
+                "ops": ops,
+                "infer": infer,
+                "obs_extra": dict(obs) if obs else None,
+                "mode": self.mode if mode is None else mode,
+                "reason": reason,
+                "before_tokens": before_tokens,
+                "after_tokens": after_tokens,
+                "outcome": outcome,
+            }
+            draft = functools.partial(captured_draft, captured, captured_after, fields, index)
+            self.client._enqueue(("step", self, draft))
             if self._inbox:
                 self.poll()
             return index
@@ -461,6 +464,11 @@ class Client:
         self._count_dropped(1)
         self._report(Problem("dropped", why, session_id=session_id))
 
+    def _lose(self, n: int) -> None:
+        """`n` recorded events will never be sent: counted dropped, and finished."""
+        self._count_dropped(n)
+        self._finish(n)
+
     def _count_dropped(self, n: int) -> None:
         # The one counter both the agent's threads and the SDK's thread move.
         with self._lock:
@@ -613,14 +621,12 @@ class Client:
                 pending = self._encode(record)
             except Exception as exc:
                 self._internal(exc, record[1].id)
-                self._count_dropped(1)
-                self._finish()
+                self._lose(1)
                 continue
             if pending is None:
                 continue
             if not self._room_for(pending):
-                self._count_dropped(1)
-                self._finish()
+                self._lose(1)
                 self._report(
                     Problem(
                         "dropped",
@@ -677,8 +683,7 @@ class Client:
             self.counters.spooled += len(events)
         except OSError as exc:
             self._report(Problem("spool", f"could not write the spool: {exc}"))
-            self._count_dropped(len(events))
-            self._finish(len(events))
+            self._lose(len(events))
 
     def _event_id(self) -> str:
         return f"{self._run_id}-{next(self._seq)}"
@@ -687,12 +692,8 @@ class Client:
         kind, session = record[0], record[1]
         session._last_active = time.monotonic()
         if kind == "step":
-            made = record[2]
-            # A StepDraft, a hook's builder of one (made here, off the agent's
-            # thread), or the fields record_step queued.
-            draft: StepDraft = (
-                made if isinstance(made, StepDraft) else made() if callable(made) else _draft(made)
-            )
+            # The step's draft is made here, off the agent's thread.
+            draft: StepDraft = record[2]()
             if session._wire is None:
                 session._wire = SessionWire(session.id)
             wire: SessionWire = session._wire
@@ -1043,16 +1044,7 @@ class Client:
                     originals[entry["id"]] = {
                         k: v for k, v in message.items() if k in ("id", "role", "content", "tool")
                     }
-        return Directive(
-            id=directive.id,
-            session_id=directive.session_id,
-            type=directive.type,
-            mode=directive.mode,
-            targets=directive.targets,
-            step=directive.step,
-            originals=originals,
-            raw=directive.raw,
-        )
+        return dataclasses.replace(directive, originals=originals)
 
     # ------------------------------------------------------------ exit
 
@@ -1073,8 +1065,7 @@ class Client:
                 if self._spool is not None:
                     self._to_spool(left)
                 else:
-                    self._count_dropped(len(left))
-                    self._finish(len(left))
+                    self._lose(len(left))
                     self._report(Problem("dropped", f"{len(left)} events unsent at exit"))
             # A segment being replayed stays on disk whole; the next client resends it.
             self._replay.clear()
@@ -1097,26 +1088,6 @@ def _retry_after(value: str | None) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _draft(fields: tuple[Any, ...]) -> StepDraft:
-    """A step as `Session.record_step` queued it, ready for `_wire`."""
-    (index, ts, before, after, ops, infer, mode, reason, before_tokens, after_tokens, outcome,
-     obs) = fields  # fmt: skip
-    return StepDraft.of(
-        index=index,
-        timestamp=ts,
-        before=before.snapshot(),
-        after=after.snapshot() if after is not None else None,
-        ops=ops,
-        infer=infer,
-        obs_extra=obs,
-        mode=mode,
-        reason=reason,
-        before_tokens=before_tokens,
-        after_tokens=after_tokens,
-        outcome=outcome,
-    )
 
 
 def _after_fork(ref: weakref.ReferenceType[Client]) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+from contextview.core.model import REPLACING_OPS
+
 Message = dict[str, Any]
 Op = dict[str, Any]
 
@@ -117,7 +119,7 @@ def _simulate(ids: Sequence[str], ops: Iterable[Op]) -> list[str]:
     for op in ops:
         name = op["action"]
         targets = op.get("targets") or ([op["target"]] if op.get("target") else [])
-        if name in ("summarize", "fold", "merge", "rewrite", "truncate"):
+        if name in REPLACING_OPS:
             first = order.index(targets[0])
             rest = set(targets)
             result_id = str(op["result"]["id"])
@@ -145,7 +147,8 @@ def apply_edits(messages: Sequence[Message], edits: Iterable[Mapping[str, Any]])
     context = [dict(m) for m in messages]
     for edit in edits:
         ids = [str(i) for i in edit.get("ids") or []]
-        present = [i for i in ids if any(str(m.get("id")) == i for m in context)]
+        here = {str(m.get("id")) for m in context}
+        present = [i for i in ids if i in here]
         if not present:
             continue
         content = edit.get("new_content")

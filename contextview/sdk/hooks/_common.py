@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from contextview.sdk._capture import Captured
+from contextview.sdk._capture import Captured, captured_draft
 from contextview.sdk._wire import StepDraft
 from contextview.sdk.client import Session
 
 Message = dict[str, Any]
+
+
+def field_of(item: Any, name: str, default: Any = None) -> Any:
+    """A field of a message or an action, whether a mapping or an object."""
+    if isinstance(item, Mapping):
+        return item.get(name, default)
+    return getattr(item, name, default)
 
 
 def submit(
@@ -43,18 +50,7 @@ def submit(
         "outcome": outcome,
         "timestamp": time.time(),
     }
-    return submit_later(session, _captured_draft, before, after, fields)
-
-
-def _captured_draft(
-    before: Captured, after: Captured | None, fields: dict[str, Any], index: int
-) -> StepDraft:
-    return StepDraft.of(
-        index=index,
-        before=before.snapshot(),
-        after=after.snapshot() if after is not None else None,
-        **fields,
-    )
+    return submit_later(session, captured_draft, before, after, fields)
 
 
 def submit_later(session: Session, build: Callable[..., StepDraft], *args: Any) -> int:
@@ -70,7 +66,3 @@ def submit_later(session: Session, build: Callable[..., StepDraft], *args: Any) 
     except Exception as exc:
         session.client._internal(exc, session.id)
         return -1
-
-
-def text_of(value: Any) -> str:
-    return value if isinstance(value, str) else "" if value is None else str(value)

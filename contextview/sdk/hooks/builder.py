@@ -25,7 +25,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from contextview.sdk._capture import snapshot
 from contextview.sdk._wire import StepDraft
 from contextview.sdk.client import Session
 from contextview.sdk.hooks._common import Message, submit_later
@@ -64,7 +63,7 @@ class BuilderHook:
         self.tool: str | None = None
         self._build = builder.build
         self._versions: dict[str, tuple[str, int]] = {}
-        self._runs: list[tuple[str, str, Any, Any]] | None = None
+        self._runs: list[tuple[str, str, Any]] | None = None
         self._order = list((degraders or DEGRADERS).items())
         builder.build = self.build
         for name, (partition, op) in self._order:
@@ -82,7 +81,7 @@ class BuilderHook:
         def degrade(block: Any, *args: Any, **kwargs: Any) -> Any:
             out = method(block, *args, **kwargs)
             if self._runs is not None:
-                self._runs.append((partition, op, _frozen(block), _frozen(out)))
+                self._runs.append((partition, op, _frozen(out)))
             return out
 
         return degrade
@@ -204,7 +203,7 @@ class BuilderHook:
     def _draft(
         self,
         blocks: dict[str, Any],
-        runs: list[tuple[str, str, Any, Any]],
+        runs: list[tuple[str, str, Any]],
         budget: Any,
         mode: str | None,
         timestamp: float,
@@ -225,7 +224,7 @@ class BuilderHook:
         ops: list[dict[str, Any]] = []
         current = {p: list(ms) for p, ms in by_partition.items()}
         degraded = dict(blocks)
-        for n, (partition, op, _block, out) in enumerate(runs, 1):
+        for n, (partition, op, out) in enumerate(runs, 1):
             degraded[partition] = out
             targets = current[partition]
             if not targets:
@@ -266,8 +265,9 @@ class BuilderHook:
         return StepDraft.of(
             index=index,
             timestamp=timestamp,
-            before=snapshot(before),
-            after=snapshot(after),
+            # Dicts this hook made itself, on this thread: nobody else holds them.
+            before=(list(before), before),
+            after=(list(after), after),
             ops=ops or [{"action": "keep", "reason": "under the degradation threshold"}],
             infer=False,
             obs_extra={

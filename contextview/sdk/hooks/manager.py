@@ -30,14 +30,12 @@ from contextview.core.model import OP_NAMES, REPLACING_OPS
 from contextview.sdk._capture import Captured, capture_function
 from contextview.sdk._wire import StepDraft
 from contextview.sdk.client import Directive, Reject, Session
-from contextview.sdk.hooks._common import Message, submit_later
+from contextview.sdk.hooks._common import Message, field_of, submit_later
 from contextview.sdk.ops import infer_ops
 
-
-def _field(action: Any, name: str, default: Any = None) -> Any:
-    if isinstance(action, dict):
-        return action.get(name, default)
-    return getattr(action, name, default)
+# A step's tokens before, when the manager's observation did not give them:
+# counted on the SDK's thread.
+_UNCOUNTED = object()
 
 
 class _Pending:
@@ -105,9 +103,8 @@ class ManagerHook:
             try:
                 before = self._before(self.manager.active_context)
                 pending = _Pending(
-                    before, action, self._observation(fresh=True), self._tokens(before),
-                    time.time(),
-                )  # fmt: skip
+                    before, action, self._observation(fresh=True), _UNCOUNTED, time.time()
+                )
             except Exception as exc:
                 self.session.client._internal(exc, self.session.id)
         try:
@@ -137,7 +134,7 @@ class ManagerHook:
         numbers, not recomputed. `_obs_fields` shapes them later.
         """
         log = getattr(self.manager, "action_log", None)
-        obs: Any = _field(log[-1], "obs") if log and not fresh else None
+        obs: Any = field_of(log[-1], "obs") if log and not fresh else None
         if not isinstance(obs, dict):
             return {
                 "summary_index": list(getattr(self.manager, "summary_index", None) or ()),
@@ -158,16 +155,15 @@ class ManagerHook:
             return self._last_after.extended(context, self._capture)
         return self._capture(context)
 
-    def _tokens(self, captured: Captured) -> Callable[[], int | None]:
-        """The manager's own count of a context, computed on the SDK's thread."""
+    def _count(self, captured: Captured) -> int | None:
+        """The manager's own count of a context (on the SDK's thread; None if it fails)."""
         estimate = getattr(self.manager, "estimate_tokens", None)
-
-        def count() -> int | None:
-            if not callable(estimate):
-                return None
+        if not callable(estimate):
+            return None
+        try:
             return sum(int(estimate(content)) for content in captured.contents_seen())
-
-        return count
+        except Exception:
+            return None
 
     def _log_executed(self, pending: _Pending) -> None:
         try:
@@ -197,8 +193,10 @@ class ManagerHook:
             obs_extra=_obs_fields(pending.obs),
             mode=mode,
             reason=_reason(proposed) or None,
-            before_tokens=pending.used,
-            after_tokens=self._tokens(after)(),
+            before_tokens=(
+                self._count(pending.before) if pending.used is _UNCOUNTED else pending.used
+            ),
+            after_tokens=self._count(after),
             outcome=None,
         )
 
@@ -274,7 +272,7 @@ def _obs_fields(obs: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in obs.items():
         if key == "last_actions" and isinstance(value, list):
-            value = [_action_dict(_field(entry, "action", entry)) for entry in value]
+            value = [_action_dict(field_of(entry, "action", entry)) for entry in value]
         elif isinstance(value, list):
             value = [dict(v) if isinstance(v, dict) else v for v in value]
         out[key] = value
@@ -340,9 +338,9 @@ def watch_manager(manager: Any, session: Session, *, capture: str = "content") -
 
 
 def _reason(action: Any) -> str:
-    reason = _field(action, "reason")
+    reason = field_of(action, "reason")
     if not reason:
-        params = _field(action, "params", None)
+        params = field_of(action, "params", None)
         if isinstance(params, dict):
             reason = params.get("reason")
     return str(reason) if reason else ""

@@ -34,7 +34,7 @@ from typing import Any
 from contextview.sdk._capture import Captured
 from contextview.sdk._wire import StepDraft
 from contextview.sdk.client import Directive, Reject, Session
-from contextview.sdk.hooks._common import Message, submit_later
+from contextview.sdk.hooks._common import Message, field_of, submit_later
 from contextview.sdk.ops import infer_ops
 
 # How scopes map to the contract's partitions; a scope not listed keeps its
@@ -192,7 +192,7 @@ class ModeHook:
 
         built = list(context)
         if self.restored:
-            built_ids = {str(_get(m, "id")) for m in built}
+            built_ids = {str(field_of(m, "id")) for m in built}
             for mid, original in self.restored.items():
                 if mid not in built_ids:
                     built.append(original)
@@ -240,7 +240,7 @@ class ModeHook:
         previous_ids = {str(m.get("id")) for m in previous}
         arrivals = [m for m in history_copies if str(m.get("id")) not in self._seen]
         arrived = {str(m.get("id")) for m in arrivals}
-        retrieved_ids = {str(_get(m, "id")) for m in build.retrieved}
+        retrieved_ids = {str(field_of(m, "id")) for m in build.retrieved}
         summaries = build.summaries
         summary_ids = set(summaries or ())
         for m in after[1]:
@@ -313,10 +313,6 @@ class ModeHook:
             after_tokens=build.after_tokens,
             outcome=None,
         )
-
-
-def _get(message: Any, key: str) -> Any:
-    return message.get(key) if isinstance(message, Mapping) else getattr(message, key, None)
 
 
 def _messages_of(result: Any) -> tuple[list[Any], Any]:
