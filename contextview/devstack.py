@@ -570,9 +570,8 @@ def cmd_run(port: int, demo: bool) -> int:
         _wait_healthy(f"{base_url}/healthz", supervisor, HEALTH_TIMEOUT)
         say(f"{base_url}/healthz answers 200")
 
-        if demo:
-            _post_demo(base_url, key_file, env)
-            key = key_file.read_text().strip()
+        key = _post_demo(base_url, key_file, env) if demo else None
+        if key is not None:
             # Live agents through the SDK: a mode switch or a restore sent from the
             # dashboard is applied by one of them within a few seconds.
             supervisor.start(
@@ -594,12 +593,13 @@ def cmd_run(port: int, demo: bool) -> int:
         say("stopped")
 
 
-def _post_demo(base_url: str, key_file: Path, env: dict[str, str]) -> None:
+def _post_demo(base_url: str, key_file: Path, env: dict[str, str]) -> str | None:
+    """Post the scripted demo sessions; returns the demo's API key, None if unreadable."""
     try:
         key = key_file.read_text().strip()
     except OSError as exc:
         say(f"WARNING: no demo sessions posted: can't read the API key from {key_file}: {exc}")
-        return
+        return None
     argv = [sys.executable, "-m", "contextview.demo.post", "--url", base_url, "--key", key]
     say(f"$ python -m contextview.demo.post --url {base_url} --key $(cat {key_file})")
     code, _ = _run_foreground(argv, env)
@@ -608,6 +608,7 @@ def _post_demo(base_url: str, key_file: Path, env: dict[str, str]) -> None:
             f"WARNING: posting the demo sessions failed (exit code {code}); the server keeps "
             "running without them"
         )
+    return key
 
 
 def cmd_test(pytest_args: Sequence[str]) -> int:
@@ -638,8 +639,9 @@ Start contextview locally, with everything it needs:
   4. once /healthz answers 200: posts the scripted demo sessions, starts the demo agent
      fleet (live agents running through the SDK), and prints the URL and login
 
-It then watches the three processes: Ctrl-C or SIGTERM stops them all; if one of them
-dies, the others are stopped and the exit code is 1.
+It then watches its processes (gunicorn, the worker, beat and, with the demo, the agent
+fleet): Ctrl-C or SIGTERM stops them all; if one of them dies, the others are stopped
+and the exit code is 1.
 """
 
 TEST_DESCRIPTION = """\
@@ -674,7 +676,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser(
-        "run", help="start the web app, worker and beat", description=RUN_DESCRIPTION,
+        "run", help="start the web app, worker, beat and demo agents", description=RUN_DESCRIPTION,
         epilog=EPILOG, formatter_class=fmt,
     )  # fmt: skip
     run.add_argument(
@@ -683,7 +685,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     run.add_argument(
         "--no-demo", action="store_true",
-        help="skip demosetup and the demo sessions",
+        help="skip demosetup, the demo sessions and the demo agents",
     )  # fmt: skip
     test = sub.add_parser(
         "test", help="run pytest against real services", description=TEST_DESCRIPTION,

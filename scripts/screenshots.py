@@ -16,17 +16,9 @@ from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
 
-# Debian's chromium, as the browser tests launch it too (tests/browser/conftest.py):
-# without the background-networking flags it keeps trying the closed network.
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+# Run as `python scripts/screenshots.py`, only scripts/ is on sys.path: add the project.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from scripts.chromium import CHROMIUM, CHROMIUM_ARGS
 
 
 def sign_in(page: Page, url: str, username: str, password: str) -> None:

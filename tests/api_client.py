@@ -61,3 +61,9 @@ def step(session: str, index: int, messages: list[dict[str, Any]], **body: Any) 
         "type": "step",
         "body": {"session_id": session, "index": index, "obs": {"messages": messages}, **body},
     }
+
+
+def results(response: Any) -> list[dict[str, Any]]:
+    """The per-event results of an ingest answer, which must be a 207."""
+    assert response.status_code == 207, response.content
+    return response.json()["results"]

@@ -113,6 +113,51 @@ def _free_port() -> int:
         return port
 
 
+def _gunicorn_argv(port: int) -> list[str]:
+    """``gunicorn tests.wsgi`` (1 worker) on 127.0.0.1:`port`."""
+    return [sys.executable, "-m", "gunicorn", "tests.wsgi", "--bind", f"127.0.0.1:{port}",
+            "--workers", "1", "--timeout", "30", "--no-control-socket"]  # fmt: skip
+
+
+def _gunicorn_env(database: str, celery_queue: str, **overrides: str) -> dict[str, str]:
+    """The environment of a test gunicorn: the test database, the settings' broker and
+    this session's Celery queue (read by ``tests/wsgi.py``)."""
+    from django.conf import settings
+
+    return _process_env(
+        DATABASE_URL=database,
+        CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
+        CONTEXTVIEW_TEST_CELERY_QUEUE=celery_queue,
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        **overrides,
+    )
+
+
+def _wait_answering(
+    url: str, proc: subprocess.Popen[bytes], log: str, timeout: float, what: str
+) -> None:
+    """Return once `url` answers HTTP at all; raise if `proc` exits or `timeout` passes.
+
+    Any status counts: what the URL says is for the tests to check. `what` names
+    the server in the error, which shows the end of its output (the file `log`).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(
+                f"{what} did not start (exit code {proc.poll()}); "
+                f"its output ({log}):\n{_log_tail(log)}"
+            )
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _celery_test_queue() -> Iterator[str]:
     """Route this session's Celery messages to a queue of its own.
@@ -203,7 +248,6 @@ def gunicorn_api(
     ``django_db(transaction=True)``. Ready once it answers HTTP at all
     (``/healthz``); stopped at session end.
     """
-    from django.conf import settings
     from django.db import connection
 
     with django_db_blocker.unblock():
@@ -212,35 +256,15 @@ def gunicorn_api(
     base = f"http://127.0.0.1:{port}"
     log = tempfile.NamedTemporaryFile(prefix="contextview-gunicorn-", suffix=".log", delete=False)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "tests.wsgi", "--bind", f"127.0.0.1:{port}",
-         "--workers", "1", "--timeout", "30", "--no-control-socket"],
+        _gunicorn_argv(port),
         cwd=ROOT,
-        env=_process_env(
-            DATABASE_URL=url,
-            CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
-            CONTEXTVIEW_TEST_CELERY_QUEUE=_celery_test_queue,
-            ALLOWED_HOSTS="127.0.0.1,localhost",
-        ),
+        env=_gunicorn_env(url, _celery_test_queue),
         stdout=log,
         stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    )
     log.close()
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/healthz", timeout=2).close()
-                break
-            except urllib.error.HTTPError:
-                break  # it answers; what /healthz says is for the tests to check
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"the test gunicorn did not start (exit code {proc.poll()}); "
-                    f"its output ({log.name}):\n{_log_tail(log.name)}"
-                )
-            time.sleep(0.2)
+        _wait_answering(f"{base}/healthz", proc, log.name, START_TIMEOUT, "the test gunicorn")
         yield base
     finally:
         _stop(proc)

@@ -213,6 +213,13 @@ inventory:
     # 2025-12-30 migration V87__split_reservations.sql and never recreated
     lock-strategy: skip-locked"""
 
+# The lossy summary of the error log's grep: no order id, no upstream address, no
+# error 110, no 3 s.
+LOSSY_ERROR_SUMMARY = (
+    "error.log: many 'upstream timed out' errors on checkout requests; the inventory backend "
+    "is slow. Probably a capacity issue."
+)
+
 # ------------------------------------------------------------- seed 002: orders
 
 ABNORMAL = {
@@ -453,6 +460,9 @@ CHAT_SYSTEM = (
     "when the customer asks for it. Tools: order_lookup, tracking_lookup, voucher_issue, "
     "rma_create."
 )
+
+# The hard constraints the customer gives at turn 1 (member id, table preference).
+PINNED = ["member id A12345", "answer in a table"]
 
 _SF_TRACK = (
     "| time | location | event |\n|---|---|---|\n"

@@ -58,10 +58,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from contextview.demo import fixtures
+from contextview.demo.recorder import Message, msg
 from contextview.sdk import Client, Directive, Reject
 from contextview.sdk.hooks import EditHook, watch_builder, watch_manager, wrap_build
 
-Message = dict[str, Any]
 CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")
 
 
@@ -442,19 +442,13 @@ class Run:
         return range(self.linger if self.forever else 0)
 
 
-def _msg(mid: str, role: str, content: str, **extra: Any) -> Message:
-    return {"id": mid, "role": role, "content": content, **extra}
-
-
 # ---------------------------------------------------------------- nginx-504-hunt (seed 000)
 
 NGINX_SUMMARIES = {
     "tool_result_12": "access.log 10:20-10:27: 14 × 504 on POST /api/v1/orders/<id>/checkout, "
     f"urt≈3.000 s, upstream {fixtures.UPSTREAM} and 10.42.3.56:8081; {fixtures.INCIDENT_ORDER} "
     "×6. Everything else 200.",
-    # The lossy one: no order id, no upstream address, no error 110, no 3 s.
-    "tool_result_18": "error.log: many 'upstream timed out' errors on checkout requests; the "
-    "inventory backend is slow. Probably a capacity issue.",
+    "tool_result_18": fixtures.LOSSY_ERROR_SUMMARY,
     "tool_result_29": 'hikaricp_connections_active{app="inventory-svc"} at 20 (max) from 02:20Z, '
     "pending 18-41; 6-14 active before.",
 }
@@ -524,49 +518,49 @@ def nginx_504_hunt(run: Run) -> None:
         cm.execute(chosen)
 
     script: list[tuple[Message, ContextAction | None]] = [
-        (_msg("sys", "system", "You are a debugging assistant for the shop platform. Tools: "
-              "read_file, grep, kubectl_logs, http_get. Quote error codes, timeouts, order ids "
-              "and paths exactly."), None),
-        (_msg("u1", "user", f"订单 {fixtures.INCIDENT_ORDER} 结账一直超时, 用户看到 504. Find out "
-              "why; start with the nginx logs on the gateway."), None),
-        (_msg("a1", "assistant", 'read_file(path="/var/log/nginx/access.log", tail=60)'), None),
-        (_msg("tool_result_12", "tool", "$ tail -n 60 /var/log/nginx/access.log\n" + access_log,
-              tool="read_file"), None),
-        (_msg("a2", "assistant", 'The 504s all have urt≈3.000. grep(pattern="upstream timed '
-              'out", path="/var/log/nginx/error.log")'), None),
-        (_msg("tool_result_18", "tool", grep, tool="grep"),
+        (msg("sys", "system", "You are a debugging assistant for the shop platform. Tools: "
+             "read_file, grep, kubectl_logs, http_get. Quote error codes, timeouts, order ids "
+             "and paths exactly."), None),
+        (msg("u1", "user", f"订单 {fixtures.INCIDENT_ORDER} 结账一直超时, 用户看到 504. Find out "
+             "why; start with the nginx logs on the gateway."), None),
+        (msg("a1", "assistant", 'read_file(path="/var/log/nginx/access.log", tail=60)'), None),
+        (msg("tool_result_12", "tool", "$ tail -n 60 /var/log/nginx/access.log\n" + access_log,
+             tool="read_file"), None),
+        (msg("a2", "assistant", 'The 504s all have urt≈3.000. grep(pattern="upstream timed '
+             'out", path="/var/log/nginx/error.log")'), None),
+        (msg("tool_result_18", "tool", grep, tool="grep"),
          ContextAction("summarize", "tool_result_12", {"reason": "access log body is normal "
                        "traffic; keep the 504 lines and timings", "max_tokens": 400})),
-        (_msg("a3", "assistant", 'Same grep with context lines. grep(pattern="upstream timed '
-              'out", path="/var/log/nginx/error.log", context=2)'), None),
-        (_msg("tool_result_19", "tool", grep, tool="grep"),
+        (msg("a3", "assistant", 'Same grep with context lines. grep(pattern="upstream timed '
+             'out", path="/var/log/nginx/error.log", context=2)'), None),
+        (msg("tool_result_19", "tool", grep, tool="grep"),
          ContextAction("drop", "tool_result_19", {"reason": "same output as tool_result_18"})),
-        (_msg("a4", "assistant", 'grep(pattern="inventory", path="/etc/nginx/conf.d/", '
-              "recursive=true)"), None),
-        (_msg("tool_result_21", "tool", "$ grep -rn inventory /etc/nginx/conf.d/\n"
-              + fixtures.NGINX_CONF_GREP, tool="grep"),
+        (msg("a4", "assistant", 'grep(pattern="inventory", path="/etc/nginx/conf.d/", '
+             "recursive=true)"), None),
+        (msg("tool_result_21", "tool", "$ grep -rn inventory /etc/nginx/conf.d/\n"
+             + fixtures.NGINX_CONF_GREP, tool="grep"),
          ContextAction("summarize", "tool_result_18", {"reason": "log body is repetitive; keep "
                        "error code and timeout", "max_tokens": 120})),
-        (_msg("a5", "assistant", "proxy_read_timeout 3s with proxy_next_upstream off. "
-              'kubectl_logs(deployment="inventory-svc", namespace="shop", since="15m")'), None),
-        (_msg("tool_result_25", "tool", "$ kubectl logs deploy/inventory-svc -n shop\n"
-              + fixtures.inventory_pod_logs(), tool="kubectl_logs"), None),
-        (_msg("a6", "assistant", "HikariPool-1 is exhausted (20/20). http_get(prometheus "
-              "hikaricp_connections_active)"), None),
-        (_msg("tool_result_29", "tool", fixtures.prometheus_pool_query(), tool="http_get"),
+        (msg("a5", "assistant", "proxy_read_timeout 3s with proxy_next_upstream off. "
+             'kubectl_logs(deployment="inventory-svc", namespace="shop", since="15m")'), None),
+        (msg("tool_result_25", "tool", "$ kubectl logs deploy/inventory-svc -n shop\n"
+             + fixtures.inventory_pod_logs(), tool="kubectl_logs"), None),
+        (msg("a6", "assistant", "HikariPool-1 is exhausted (20/20). http_get(prometheus "
+             "hikaricp_connections_active)"), None),
+        (msg("tool_result_29", "tool", fixtures.prometheus_pool_query(), tool="http_get"),
          ContextAction("drop", "tool_result_25", {"reason": "pod log digested in a6"})),
-        (_msg("u2", "user", f"For the ticket I need the exact inventory-svc log line for "
-              f"{fixtures.INCIDENT_ORDER} and the exact nginx error line."),
+        (msg("u2", "user", f"For the ticket I need the exact inventory-svc log line for "
+             f"{fixtures.INCIDENT_ORDER} and the exact nginx error line."),
          ContextAction("reload", "tool_result_25", {"reason": "the user wants the verbatim pod "
                        "log line; the drop was premature"})),
-        (_msg("a8", "assistant", f"sum_2 does not mention {fixtures.INCIDENT_ORDER} or error "
-              "110; reloading the original error log."),
+        (msg("a8", "assistant", f"sum_2 does not mention {fixtures.INCIDENT_ORDER} or error "
+             "110; reloading the original error log."),
          ContextAction("reload", "tool_result_18", {"reason": "summary lost the order id, the "
                        "upstream and error 110"})),
-        (_msg("a9", "assistant", "Root cause: inventory-svc's HikariPool-1 is exhausted since "
-              "02:20Z; reservations take 3050-3600 ms, over nginx's proxy_read_timeout 3s "
-              "(/etc/nginx/conf.d/api.conf:42), so checkout returns 504 (error 110) for "
-              f"{fixtures.INCIDENT_ORDER}."), None),
+        (msg("a9", "assistant", "Root cause: inventory-svc's HikariPool-1 is exhausted since "
+             "02:20Z; reservations take 3050-3600 ms, over nginx's proxy_read_timeout 3s "
+             "(/etc/nginx/conf.d/api.conf:42), so checkout returns 504 (error 110) for "
+             f"{fixtures.INCIDENT_ORDER}."), None),
     ]  # fmt: skip
     for message, action in script:
         say(message, action)
@@ -575,8 +569,8 @@ def nginx_504_hunt(run: Run) -> None:
     for n in run.follow_ups():
         if not run.pause(2):
             break
-        say(_msg(f"f{n}a", "assistant", "Re-checking the error log for new timeouts."))
-        say(_msg(f"f{n}t", "tool", grep, tool="grep"))
+        say(msg(f"f{n}a", "assistant", "Re-checking the error log for new timeouts."))
+        say(msg(f"f{n}t", "tool", grep, tool="grep"))
     session.end("succeeded", 0.7)
 
 
@@ -586,13 +580,17 @@ def nginx_504_hunt(run: Run) -> None:
 def order_audit(run: Run) -> None:
     """Seed 002: a daily order audit; the 128-order answer pushes the builder past 90 %."""
     builder = ContextBuilder(estimate_tokens, budget=16000)
+
+    def on_set_mode(directive: Directive) -> str:
+        raise Reject("a ContextBuilder has no modes; it degrades by budget")
+
     session = run.client.session(
         run.session_id,
         agent="order-audit-bot",
         model="gpt-4o",
         encoding="cl100k_base",
         metadata={"seed": "002", "task": "daily order audit 2026-01-01"},
-        on_set_mode=lambda d: _reject("a ContextBuilder has no modes; it degrades by budget"),
+        on_set_mode=on_set_mode,
     )
     restored: list[str] = []
 
@@ -642,10 +640,6 @@ def order_audit(run: Run) -> None:
             f"Follow-up {n + 1}: anything new since the last audit?",
         )  # fmt: skip
     session.end("succeeded", 0.8)
-
-
-def _reject(reason: str) -> Any:
-    raise Reject(reason)
 
 
 # ---------------------------------------------------------------- customer chats (seed 001)
@@ -702,7 +696,7 @@ def customer_chat(mode: str) -> Callable[[Run], None]:
             metadata={"seed": "001", "channel": "web chat", "customer": "Lin Wei"},
         )
         wrap_build(manager, session)
-        store = MessageStore([_msg("sys", "system", fixtures.CHAT_SYSTEM, scope="system")])
+        store = MessageStore([msg("sys", "system", fixtures.CHAT_SYSTEM, scope="system")])
         turns = list(fixtures.CHAT_TURNS)
         follow = [
             "Sorry, which member id do you have for me again?",
@@ -711,14 +705,14 @@ def customer_chat(mode: str) -> Callable[[Run], None]:
         for n in run.follow_ups():
             turns.append((follow[n % 2], turns[19][1] if n % 2 == 0 else "Yes, it is."))
         for turn, (user, scripted) in enumerate(turns, 1):
-            store.messages.append(_msg(f"u{turn}", "user", user, scope="chat"))
+            store.messages.append(msg(f"u{turn}", "user", user, scope="chat"))
             if turn == 1:
                 # The rule that finds hard constraints (seed 001, 4.3) runs on turn 1.
-                store.immutable_items = ["member id A12345", "answer in a table"]
+                store.immutable_items = list(fixtures.PINNED)
             built = manager.build(mode, store, user)["messages"]
             reply = _answer(20 if turn > 20 and turn % 2 == 1 else turn, scripted, built,
                             store.immutable_items)  # fmt: skip
-            store.messages.append(_msg(f"a{turn}", "assistant", reply, scope="chat"))
+            store.messages.append(msg(f"a{turn}", "assistant", reply, scope="chat"))
             if not run.pause(1 if turn <= 20 else 2):
                 break
         ok = any("A12345" in str(m["content"]) for m in store.messages[-1:])
@@ -746,19 +740,18 @@ def warranty_rag(run: Run) -> None:
         },
         metadata={"seed": "001", "channel": "web chat", "topic": "warranty"},
     )
-    hook = wrap_build(manager, session)
-    store = MessageStore([_msg("sys", "system", fixtures.CHAT_SYSTEM, scope="system")])
+    wrap_build(manager, session)
+    store = MessageStore([msg("sys", "system", fixtures.CHAT_SYSTEM, scope="system")])
     store.immutable_items = ["member id A12345"]
     turns = list(fixtures.WARRANTY_TURNS)
     for _ in run.follow_ups():
         turns.append(("Remind me: which member id is the warranty under?", turns[6][1]))
     for turn, (user, reply) in enumerate(turns, 1):
-        store.messages.append(_msg(f"u{turn}", "user", user, scope="chat"))
+        store.messages.append(msg(f"u{turn}", "user", user, scope="chat"))
         manager.build("rag", store, user)
-        store.messages.append(_msg(f"a{turn}", "assistant", reply, scope="chat"))
+        store.messages.append(msg(f"a{turn}", "assistant", reply, scope="chat"))
         if not run.pause(1 if turn <= 7 else 2):
             break
-    del hook
     session.end("succeeded", 0.9)
 
 
@@ -836,8 +829,8 @@ def opera_research(run: Run) -> None:
     )
     hook = EditHook(session)
     context: list[Message] = [
-        _msg("sys", "system", fixtures.RESEARCH_SYSTEM),
-        _msg("q", "user", fixtures.RESEARCH_QUESTION),
+        msg("sys", "system", fixtures.RESEARCH_SYSTEM),
+        msg("q", "user", fixtures.RESEARCH_QUESTION),
     ]
     restored: list[Message] = []
 
@@ -872,9 +865,9 @@ def opera_research(run: Run) -> None:
 
     manage(0)
     for hop, (thought, query, results) in enumerate(fixtures.RESEARCH_SEARCHES, 1):
-        context.append(_msg(f"a{hop}", "assistant", f"{thought}\nsearch({query!r})"))
+        context.append(msg(f"a{hop}", "assistant", f"{thought}\nsearch({query!r})"))
         context.append(
-            _msg(f"o{hop}", "user", "Observation: " + fixtures.search_results(query, results))
+            msg(f"o{hop}", "user", "Observation: " + fixtures.search_results(query, results))
         )
         manage(hop)
         if not run.pause():
@@ -886,13 +879,11 @@ def opera_research(run: Run) -> None:
             answer = "ANSWER: 2003, 30 years after the official opening on 20 October 1973."
         else:
             answer = "ANSWER: 2003, 44 years after construction began in 1959 (no opening date)."
-        context.append(_msg(f"a{hops + 1 + n}", "assistant", answer))
+        context.append(msg(f"a{hops + 1 + n}", "assistant", answer))
         manage(hops + 1 + n)
         if n == len(run.follow_ups()) or not run.pause(2):
             break
-    correct = "30 years" in str(context[-1]["content"]) or any(
-        "30 years" in str(m["content"]) for m in context
-    )
+    correct = any("30 years" in str(m["content"]) for m in context)
     session.end("succeeded" if correct else "failed", 1.0 if correct else 0.0)
 
 

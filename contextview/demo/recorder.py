@@ -63,6 +63,11 @@ def estimate_tokens(text: str) -> int:
     return round(tokens)
 
 
+def msg(message_id: str, role: str, content: str, **fields: Any) -> Message:
+    """A message: its id, role and content, then any other `fields`."""
+    return {"id": message_id, "role": role, "content": content, **fields}
+
+
 def message_text(message: Message) -> str:
     content = message.get("content", "")
     if isinstance(content, list):

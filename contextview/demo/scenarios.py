@@ -42,12 +42,8 @@ from contextview.demo.recorder import (
     apply_operation,
     context_tokens,
     message_text,
+    msg,
 )
-
-
-def _msg(message_id: str, role: str, content: str, **fields: Any) -> Message:
-    return {"id": message_id, "role": role, "content": content, **fields}
-
 
 # ------------------------------------------------------------------ seed 000
 
@@ -111,14 +107,14 @@ def cm_order_timeout(
     timeouts = tally["timeouts"]
     step(
         [
-            _msg(
+            msg(
                 "sys",
                 "system",
                 "You are a debugging assistant for the shop platform. Use the tools read_file, "
                 "grep, kubectl_logs and http_get. Quote error codes, timeouts, order ids and "
                 "file paths exactly; say which log a fact comes from.",
             ),
-            _msg(
+            msg(
                 "u1",
                 "user",
                 f"订单 {fixtures.INCIDENT_ORDER} 结账一直超时, 用户看到 504。Order "
@@ -132,13 +128,13 @@ def cm_order_timeout(
     )
     step(
         [
-            _msg(
+            msg(
                 "a1",
                 "assistant",
                 "I'll read the tail of the gateway access log around the reported time "
                 '(10:20-10:30 CST). read_file(path="/var/log/nginx/access.log", tail=60)',
             ),
-            _msg(
+            msg(
                 "tool_result_12",
                 "tool",
                 "$ tail -n 60 /var/log/nginx/access.log\n" + access_log,
@@ -161,14 +157,14 @@ def cm_order_timeout(
     )
     step(
         [
-            _msg(
+            msg(
                 "a2",
                 "assistant",
                 "The checkout 504s start after 10:22 and all have urt≈3.000, so nginx gave up "
                 'on the upstream. Checking the error log. grep(pattern="upstream timed out", '
                 'path="/var/log/nginx/error.log", line_numbers=true)',
             ),
-            _msg(
+            msg(
                 "tool_result_18",
                 "tool",
                 '$ grep -n "upstream timed out" /var/log/nginx/error.log\n'
@@ -181,7 +177,7 @@ def cm_order_timeout(
             "target": "tool_result_12",
             "reason": "access log body is normal traffic; keep the 504 lines, timings and source",
             "params": {"max_tokens": 400, "keep_first": True, "keep_last": True},
-            "result": _msg(
+            "result": msg(
                 "sum_1",
                 "tool",
                 f"[summary of tool_result_12: /var/log/nginx/access.log, {tally['lines']} lines, "
@@ -197,14 +193,14 @@ def cm_order_timeout(
     )
     step(
         [
-            _msg(
+            msg(
                 "a3",
                 "assistant",
                 "Every timeout is on upstream inventory_svc, /v2/reservations. Looking for the "
                 'timeout configured for it. grep(pattern="inventory", '
                 'path="/etc/nginx/conf.d/", recursive=true, line_numbers=true)',
             ),
-            _msg(
+            msg(
                 "tool_result_21",
                 "tool",
                 "$ grep -rn inventory /etc/nginx/conf.d/\n" + fixtures.NGINX_CONF_GREP,
@@ -217,11 +213,10 @@ def cm_order_timeout(
             "reason": "log body is repetitive; keep error code and timeout",
             "params": {"max_tokens": 120},
             # The lossy one: no order id, no upstream address, no "110", no 3 s.
-            "result": _msg(
+            "result": msg(
                 "sum_2",
                 "tool",
-                "[summary of tool_result_18] error.log: many 'upstream timed out' errors on "
-                "checkout requests; the inventory backend is slow. Probably a capacity issue.",
+                "[summary of tool_result_18] " + fixtures.LOSSY_ERROR_SUMMARY,
                 tool="grep",
             ),
         },
@@ -230,7 +225,7 @@ def cm_order_timeout(
     )
     step(
         [
-            _msg(
+            msg(
                 "a4",
                 "assistant",
                 "nginx gives inventory_svc proxy_read_timeout 3s with proxy_next_upstream off, "
@@ -238,7 +233,7 @@ def cm_order_timeout(
                 'logs. kubectl_logs(deployment="inventory-svc", namespace="shop", '
                 'since="15m")',
             ),
-            _msg(
+            msg(
                 "tool_result_25",
                 "tool",
                 "$ kubectl logs deploy/inventory-svc -n shop --since=15m\n"
@@ -251,7 +246,7 @@ def cm_order_timeout(
     )
     step(
         [
-            _msg(
+            msg(
                 "a5",
                 "assistant",
                 "inventory-svc reservations take 3050-3600 ms and wait 2900 ms for a "
@@ -260,7 +255,7 @@ def cm_order_timeout(
                 'pool metrics. http_get(url="http://prometheus.monitoring:9090/api/v1/'
                 'query_range?query=hikaricp_connections_active{app=\\"inventory-svc\\"}")',
             ),
-            _msg("tool_result_29", "tool", fixtures.prometheus_pool_query(), tool="http_get"),
+            msg("tool_result_29", "tool", fixtures.prometheus_pool_query(), tool="http_get"),
         ],
         {
             "action": "drop",
@@ -272,21 +267,21 @@ def cm_order_timeout(
     )
     step(
         [
-            _msg(
+            msg(
                 "a6",
                 "assistant",
                 "Both pods sit at 20/20 active connections with 18-41 pending from 02:20Z on. "
                 "Reading the service's datasource config. read_file(path=\"services/inventory/"
                 'src/main/resources/application.yaml")',
             ),
-            _msg("tool_result_31", "tool", fixtures.INVENTORY_APPLICATION_YAML, tool="read_file"),
+            msg("tool_result_31", "tool", fixtures.INVENTORY_APPLICATION_YAML, tool="read_file"),
         ],
         {
             "action": "summarize",
             "target": "tool_result_29",
             "reason": "metric series are regular; keep levels and the change point",
             "params": {"max_tokens": 200},
-            "result": _msg(
+            "result": msg(
                 "sum_3",
                 "tool",
                 "[summary of tool_result_29: Prometheus query_range, 02:15Z-02:30Z] "
@@ -301,7 +296,7 @@ def cm_order_timeout(
     )
     step(
         [
-            _msg(
+            msg(
                 "u2",
                 "user",
                 f"For the incident ticket I need the exact inventory-svc log line for "
@@ -319,7 +314,7 @@ def cm_order_timeout(
     )
     step(
         [
-            _msg(
+            msg(
                 "a8",
                 "assistant",
                 f"sum_2 does not mention {fixtures.INCIDENT_ORDER}, the upstream address or the "
@@ -337,7 +332,7 @@ def cm_order_timeout(
     )
     step(
         [
-            _msg(
+            msg(
                 "a9",
                 "assistant",
                 "Root cause: checkout is reserve-first; nginx routes POST "
@@ -363,8 +358,6 @@ def cm_order_timeout(
 
 # ------------------------------------------------------------------ seed 001
 
-PINNED = ["member id A12345", "answer in a table"]
-
 
 def _present(messages: list[Message], texts: list[str]) -> list[str]:
     joined = "\n".join(message_text(m) for m in messages)
@@ -383,16 +376,16 @@ def mode_customer_chat(
         encoding="cl100k_base",
         mode="sliding",
         budget={"max_tokens": 8000, "reserved_tokens": 1000},
-        pinned=PINNED,
+        pinned=fixtures.PINNED,
         metadata={"channel": "web chat", "customer": "Lin Wei", "seed": "001"},
     )
     summaries = {13: ("summary_1", 7, 11), 16: ("summary_2", 12, 14), 19: ("summary_3", 15, 17)}
     current_summary: str | None = None
     for turn, (user, assistant) in enumerate(fixtures.CHAT_TURNS, 1):
         mode = "sliding" if turn <= 12 else "summary"
-        new = [_msg(f"u{turn}", "user", user), _msg(f"a{turn}", "assistant", assistant)]
+        new = [msg(f"u{turn}", "user", user), msg(f"a{turn}", "assistant", assistant)]
         if turn == 1:
-            new.insert(0, _msg("sys", "system", fixtures.CHAT_SYSTEM))
+            new.insert(0, msg("sys", "system", fixtures.CHAT_SYSTEM))
         obs = rec.context + new
         turns_in_obs = [int(m["id"][1:]) for m in obs if m["id"].startswith("u")]
         snapshot: dict[str, Any] = {"mode": mode}
@@ -424,7 +417,7 @@ def mode_customer_chat(
                         "targets": targets,
                         "reason": f"summary mode: fold turns {first}-{last}, keep the last "
                         f"{recent_keep} turns verbatim",
-                        "result": _msg(
+                        "result": msg(
                             summary_id,
                             "assistant",
                             fixtures.CHAT_SUMMARIES[summary_id],
@@ -437,8 +430,8 @@ def mode_customer_chat(
                 ops = [{"action": "keep", "target": f"u{turn}", "reason": "under threshold"}]
         # The policy records its immutable items but, in these modes, never enforces them:
         # the snapshot shows them going missing while nothing puts them back.
-        snapshot["immutable_items"] = PINNED
-        snapshot["immutable_items_in_context"] = _present(obs, PINNED)
+        snapshot["immutable_items"] = fixtures.PINNED
+        snapshot["immutable_items_in_context"] = _present(obs, fixtures.PINNED)
         snapshot["messages"] = len(obs)
         rec.step(
             new,
@@ -468,12 +461,12 @@ def mode_hybrid_warranty(
             "reserved_tokens": 800,
             "partitions": {"system": 400, "retrieval": 1600, "memory": 1200, "question": 1000},
         },
-        pinned=PINNED,
+        pinned=fixtures.PINNED,
         metadata={"channel": "web chat", "customer": "Lin Wei", "seed": "001"},
     )
 
     def kb(key: str) -> Message:
-        return _msg(key, "system", fixtures.WARRANTY_KB[key][1], partition="retrieval")
+        return msg(key, "system", fixtures.WARRANTY_KB[key][1], partition="retrieval")
 
     retrieval = {
         1: ["kb_descale_1"],
@@ -496,9 +489,9 @@ def mode_hybrid_warranty(
     for turn, (user, assistant) in enumerate(fixtures.WARRANTY_TURNS, 1):
         mode = "rag" if turn <= 2 else "hybrid"
         new = [kb(k) for k in retrieval.get(turn, [])]
-        new += [_msg(f"u{turn}", "user", user), _msg(f"a{turn}", "assistant", assistant)]
+        new += [msg(f"u{turn}", "user", user), msg(f"a{turn}", "assistant", assistant)]
         if turn == 1:
-            new.insert(0, _msg("sys", "system", fixtures.CHAT_SYSTEM))
+            new.insert(0, msg("sys", "system", fixtures.CHAT_SYSTEM))
         ops: list[dict[str, Any]]
         if turn == 1:
             ops = [
@@ -524,7 +517,7 @@ def mode_hybrid_warranty(
                     "action": "summarize",
                     "targets": ["u2", "a2", "u3", "a3"],
                     "reason": "hybrid: fold the troubleshooting turns into memory",
-                    "result": _msg(
+                    "result": msg(
                         "mem_1",
                         "assistant",
                         "Troubleshooting so far: after descaling with the Breville descaler the "
@@ -560,8 +553,8 @@ def mode_hybrid_warranty(
             "mode": mode,
             "retrieval_top_k": 3,
             "recent_keep_turns": 3,
-            "immutable_items": PINNED,
-            "immutable_items_in_context": _present(obs, PINNED),
+            "immutable_items": fixtures.PINNED,
+            "immutable_items_in_context": _present(obs, fixtures.PINNED),
             "scopes": ["system", "reference", "chat"],
         }
         rec.step(
@@ -642,10 +635,10 @@ def builder_orders(session_id: str = "builder-orders", start: datetime = DEMO_ST
 
     def sop(key: str, docs: dict[str, tuple[str, str]]) -> Message:
         source, text = docs[key]
-        return _msg(key, "system", f"[RETRIEVAL] {source}\n{text}", partition="retrieval")
+        return msg(key, "system", f"[RETRIEVAL] {source}\n{text}", partition="retrieval")
 
     new = [
-        _msg(
+        msg(
             "sys",
             "system",
             "[SYSTEM] You are the order operations agent of an e-commerce platform. Hard "
@@ -655,7 +648,7 @@ def builder_orders(session_id: str = "builder-orders", start: datetime = DEMO_ST
             "[TASK] [MEMORY] [TOOL] [RETRIEVAL] [QUESTION].\n" + _TOOL_DEFS,
             partition="system",
         ),
-        _msg(
+        msg(
             "task",
             "user",
             "[TASK] Daily order audit for orders created 2026-01-01. Goal: find every order "
@@ -663,9 +656,9 @@ def builder_orders(session_id: str = "builder-orders", start: datetime = DEMO_ST
             "a next action and an owner, and pending orders past SLA are flagged.",
             partition="task",
         ),
-        _msg("mem_1", "assistant", "[MEMORY] " + fixtures.OPS_MEMORY, partition="memory"),
+        msg("mem_1", "assistant", "[MEMORY] " + fixtures.OPS_MEMORY, partition="memory"),
         *(sop(k, fixtures.SOP_DOCS) for k in fixtures.SOP_DOCS),
-        _msg(
+        msg(
             "q1",
             "user",
             "[QUESTION] 今天有哪些订单需要处理? Which orders need attention today?",
@@ -688,8 +681,8 @@ def builder_orders(session_id: str = "builder-orders", start: datetime = DEMO_ST
     )
     orders_raw = fixtures.orders_json()
     new = [
-        _msg("call_1", "assistant", f"[TOOL] query_orders({query_args})", partition="tool"),
-        _msg("tool_orders_1", "tool", orders_raw, tool="query_orders", partition="tool"),
+        msg("call_1", "assistant", f"[TOOL] query_orders({query_args})", partition="tool"),
+        msg("tool_orders_1", "tool", orders_raw, tool="query_orders", partition="tool"),
     ]
     shaped = (
         f"[TOOL] query_orders 结果摘要 (shaped from tool_orders_1, {len(orders_raw)} chars): "
@@ -706,7 +699,7 @@ def builder_orders(session_id: str = "builder-orders", start: datetime = DEMO_ST
                 "target": "tool_orders_1",
                 "reason": "result shaper: extract, aggregate, keep abnormal orders in full",
                 "params": {"shaper": "list_query", "keep": ["status", "exception_reason"]},
-                "result": _msg(
+                "result": msg(
                     "tool_orders_1_shaped", "tool", shaped, tool="query_orders", partition="tool"
                 ),
             },
@@ -714,7 +707,7 @@ def builder_orders(session_id: str = "builder-orders", start: datetime = DEMO_ST
                 "action": "truncate",
                 "target": "call_1",
                 "reason": "tool input: keep one line of what was asked",
-                "result": _msg(
+                "result": msg(
                     "call_1",
                     "assistant",
                     "[TOOL] 查询订单: 2026-01-01, 全部状态, 第1页 (200/页)",
@@ -739,7 +732,7 @@ def builder_orders(session_id: str = "builder-orders", start: datetime = DEMO_ST
     # detail results heavy enough to push the context past 90%.
     audit = {"SO20260101007": STALLED_POLLS, "SO20260101042": 40, "SO20260101103": 4}
     details = [
-        _msg(
+        msg(
             f"detail_{oid[-3:]}",
             "tool",
             fixtures.order_detail(oid, audit[oid]),
@@ -749,7 +742,7 @@ def builder_orders(session_id: str = "builder-orders", start: datetime = DEMO_ST
         for oid in fixtures.ABNORMAL
     ]
     new = [
-        _msg(
+        msg(
             "a2",
             "assistant",
             "[MEMORY] 3 abnormal orders and 5 pending; fetching the three "
@@ -770,7 +763,7 @@ def builder_orders(session_id: str = "builder-orders", start: datetime = DEMO_ST
                 "action": "truncate",
                 "target": "detail_042",
                 "reason": "light compression: the address case needs no audit history",
-                "result": _msg(
+                "result": msg(
                     "detail_042",
                     "tool",
                     detail_042[:cut] + '"audit_trail": "[40 entries truncated]"}}',
@@ -786,7 +779,7 @@ def builder_orders(session_id: str = "builder-orders", start: datetime = DEMO_ST
     )
 
     new = [
-        _msg(
+        msg(
             "q2",
             "user",
             "[QUESTION] 先把三个异常订单的处理方案给我, 用表格。",
@@ -800,7 +793,7 @@ def builder_orders(session_id: str = "builder-orders", start: datetime = DEMO_ST
                 "action": "summarize",
                 "targets": ["detail_007", "detail_042", "detail_103"],
                 "reason": "degrade 1/3 (tool): shape order details to the fields the SOPs use",
-                "result": _msg(
+                "result": msg(
                     "details_shaped",
                     "tool",
                     "[TOOL] get_order_detail ×3 (shaped): SO20260101007 shipped, last "
@@ -816,7 +809,7 @@ def builder_orders(session_id: str = "builder-orders", start: datetime = DEMO_ST
                 "action": "summarize",
                 "targets": ["mem_1", "a2"],
                 "reason": "degrade 2/3 (memory): keep rules that apply to today's orders",
-                "result": _msg(
+                "result": msg(
                     "mem_2",
                     "assistant",
                     "[MEMORY] Ops lead Zhou Min wants a table (order id, problem, since, next "
@@ -838,7 +831,7 @@ def builder_orders(session_id: str = "builder-orders", start: datetime = DEMO_ST
     )
 
     new = [
-        _msg(
+        msg(
             "a4",
             "assistant",
             "| order | problem | since | next action | owner |\n|---|---|---|---|---|\n"
@@ -881,8 +874,8 @@ def edit_research(session_id: str = "edit-research", start: datetime = DEMO_STAR
     )
     rec.step(
         [
-            _msg("sys", "system", fixtures.RESEARCH_SYSTEM),
-            _msg("q", "user", fixtures.RESEARCH_QUESTION),
+            msg("sys", "system", fixtures.RESEARCH_SYSTEM),
+            msg("q", "user", fixtures.RESEARCH_QUESTION),
         ],
         [],
         single=False,
@@ -893,8 +886,8 @@ def edit_research(session_id: str = "edit-research", start: datetime = DEMO_STAR
     def hop(n: int) -> list[Message]:
         thought, query, results = fixtures.RESEARCH_SEARCHES[n - 1]
         return [
-            _msg(f"a{n}", "assistant", f"{thought}\nsearch({query!r})"),
-            _msg(f"o{n}", "user", "Observation: " + fixtures.search_results(query, results)),
+            msg(f"a{n}", "assistant", f"{thought}\nsearch({query!r})"),
+            msg(f"o{n}", "user", "Observation: " + fixtures.search_results(query, results)),
         ]
 
     hop1 = fixtures.RESEARCH_SEARCHES[0][2]
@@ -982,7 +975,7 @@ def edit_research(session_id: str = "edit-research", start: datetime = DEMO_STAR
     )
     rec.step(
         [
-            _msg(
+            msg(
                 "a5",
                 "assistant",
                 "All hops done. Utzon won the Pritzker Prize in 2003. My notes give the "

@@ -15,7 +15,10 @@ import pytest
 from django.contrib.auth.models import User
 
 from contextview.projects.services import membership_set
-from scripts.screenshots import CHROMIUM, CHROMIUM_ARGS
+from contextview.sessions.models import Session
+from scripts.chromium import CHROMIUM, CHROMIUM_ARGS
+from tests.api_client import Api
+from tests.web.conftest import compute_stats
 
 # Playwright's sync API keeps an event loop in the test thread; Django would then
 # refuse ORM calls from the tests themselves, which run synchronously all the same.
@@ -32,6 +35,14 @@ def browser() -> Iterator[Any]:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+def seed_session(api: Api, events: list[dict[str, Any]]) -> Session:
+    """Post `events` through the ingest API, compute statistics, return the session."""
+    response = api.ingest({"batch": events})
+    assert response.status_code == 207
+    assert all(r["status"] < 300 for r in response.json()["results"]), response.json()
+    return compute_stats(api.project, events[0]["body"]["session_id"])
 
 
 class Watched:

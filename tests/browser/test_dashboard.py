@@ -8,19 +8,11 @@ import pytest
 from django.contrib.auth.models import User
 
 from contextview.postmortems.services import annotation_create, incident_mark
-from contextview.sessions.models import Session
 from tests.api_client import Api, step
-from tests.browser.conftest import Watched
-from tests.web.conftest import compute_stats, order_session_events
+from tests.browser.conftest import Watched, seed_session
+from tests.web.conftest import order_session_events
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _seed(api: Api, events: list[dict[str, Any]]) -> Session:
-    response = api.ingest({"batch": events})
-    assert response.status_code == 207
-    assert all(r["status"] < 300 for r in response.json()["results"]), response.json()
-    return compute_stats(api.project, events[0]["body"]["session_id"])
 
 
 def _click_chart_step(page: Any, index: int) -> None:
@@ -43,7 +35,7 @@ def _click_chart_step(page: Any, index: int) -> None:
 def test_it_walks_through_a_session_in_the_browser(
     api: Api, open_page: Callable[..., Watched], live_server: Any
 ) -> None:
-    session = _seed(api, order_session_events())
+    session = seed_session(api, order_session_events())
     watched = open_page(api.project, "editor")
     page = watched.page
 
@@ -101,7 +93,7 @@ def test_it_walks_through_a_session_in_the_browser(
 def test_it_shows_a_mode_switch_pending_then_applied(
     api: Api, open_page: Callable[..., Watched]
 ) -> None:
-    _seed(api, order_session_events())
+    seed_session(api, order_session_events())
     watched = open_page(api.project, "editor")
     page = watched.page
     page.click("text=order-debug-42")
@@ -125,7 +117,7 @@ def test_it_shows_a_mode_switch_pending_then_applied(
 def test_it_lets_a_viewer_look_but_not_switch_or_restore(
     api: Api, open_page: Callable[..., Watched]
 ) -> None:
-    session = _seed(api, order_session_events())
+    session = seed_session(api, order_session_events())
     page = open_page(api.project, "viewer").page
     page.click("text=order-debug-42")
     page.wait_for_selector("#occupancy-chart .main-svg")
@@ -186,7 +178,7 @@ def _hostile_events() -> list[dict[str, Any]]:
 def test_it_runs_nothing_an_agent_sent(
     api: Api, open_page: Callable[..., Watched], live_server: Any
 ) -> None:
-    session = _seed(api, _hostile_events())
+    session = seed_session(api, _hostile_events())
     watched = open_page(api.project, "editor")
     page = watched.page
     base = f"{live_server.url}/sessions/{session.pk}"

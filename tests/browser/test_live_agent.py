@@ -9,61 +9,20 @@ creates are the ones the agent polls for.
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
-from contextview.demo.fleet import run_fleet
-from contextview.sdk import Client
 from tests.api_client import Api
 from tests.browser.conftest import Watched
+from tests.sdk.conftest import Reader, live_agent
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 WAIT_MS = 30_000
-
-
-@contextmanager
-def _live_agent(url: str, key: str, name: str) -> Iterator[Client]:
-    """Agent `name` of the demo fleet, lingering on its session ``live-<name>``."""
-    client = Client(url, key, flush_interval=0.05, poll_interval=0.5, backoff_max=2.0)
-    stop = threading.Event()
-    thread = threading.Thread(
-        target=run_fleet,
-        args=(client,),
-        kwargs={"names": [name], "prefix": "live-", "forever": True, "stop": stop,
-                "pace": 0.1, "linger": 400},
-        daemon=True,
-    )  # fmt: skip
-    thread.start()
-    try:
-        yield client
-    finally:
-        stop.set()
-        thread.join(30)
-        flushed = client.flush(20)
-        # Closed before the test's database flush: a client still polling the control
-        # channel would read the tables being truncated.
-        client.close(timeout=2)
-    assert not thread.is_alive()
-    assert flushed, client.stats
-    assert client.stats["rejected"] == 0, list(client.problems)
-
-
-def _steps(api: Api, sid: str) -> int:
-    response = api.get(f"/sessions/{sid}")
-    return response.json()["steps"] if response.status_code == 200 else 0
-
-
-def _step(api: Api, sid: str, index: int) -> dict[str, Any]:
-    response = api.get(f"/sessions/{sid}/steps/{index}")
-    assert response.status_code == 200, response.content[:500]
-    return response.json()
 
 
 def _open_session(watched: Watched, live_server: Any, sid: str) -> Any:
@@ -78,10 +37,11 @@ def test_a_live_chat_agent_applies_a_mode_switch_sent_from_the_page(
     api: Api, open_page: Callable[..., Watched], live_server: Any
 ) -> None:
     sid = "live-chat-sliding"
-    with _live_agent(live_server.url, api.issued.secret, "chat-sliding"):
+    reader = Reader(live_server.url, api.issued.secret)
+    with live_agent(live_server.url, api.issued.secret, name="chat-sliding", pace=0.1):
         watched = open_page(api.project, "editor")
         # Past its 20 scripted turns, the agent lingers on the session.
-        wait_for(lambda: _steps(api, sid) > 21)
+        wait_for(lambda: reader.has_step(sid, 21))
         page = _open_session(watched, live_server, sid)
         session_url = page.url
         assert page.locator("#current-mode").inner_text() == "sliding"
@@ -102,7 +62,8 @@ def test_a_live_chat_agent_applies_a_mode_switch_sent_from_the_page(
 
         # A later step was built in hybrid mode: the member id is back in front of the model.
         def hybrid_step() -> dict[str, Any] | None:
-            last = _step(api, sid, _steps(api, sid) - 1)
+            count = reader.get(f"/sessions/{sid}")["steps"]
+            last = reader.get(f"/sessions/{sid}/steps/{count - 1}")
             return last if last["mode"] == "hybrid" else None
 
         step = wait_for(hybrid_step)
@@ -119,15 +80,16 @@ def test_a_live_debugging_agent_reloads_an_original_restored_from_the_page(
     api: Api, open_page: Callable[..., Watched], live_server: Any
 ) -> None:
     sid = "live-nginx-504-hunt"
-    with _live_agent(live_server.url, api.issued.secret, "nginx-504-hunt"):
+    reader = Reader(live_server.url, api.issued.secret)
+    with live_agent(live_server.url, api.issued.secret, name="nginx-504-hunt", pace=0.1):
         watched = open_page(api.project, "editor")
-        wait_for(lambda: _steps(api, sid) > 12)
+        wait_for(lambda: reader.has_step(sid, 12))
         # The step whose summary replaced the access log (tool_result_12).
         folded_at = next(
             index
-            for index in range(_steps(api, sid))
+            for index in range(reader.get(f"/sessions/{sid}")["steps"])
             if any(op["op"] == "summarize" and op["targets"] == ["tool_result_12"]
-                   for op in _step(api, sid, index)["ops"])
+                   for op in reader.get(f"/sessions/{sid}/steps/{index}")["ops"])
         )  # fmt: skip
         page = _open_session(watched, live_server, sid)
         session_url = page.url
@@ -155,8 +117,8 @@ def test_a_live_debugging_agent_reloads_an_original_restored_from_the_page(
         scanned = [folded_at + 1]
 
         def reloading_step() -> dict[str, Any] | None:
-            while scanned[0] < _steps(api, sid):
-                step = _step(api, sid, scanned[0])
+            while scanned[0] < reader.get(f"/sessions/{sid}")["steps"]:
+                step = reader.get(f"/sessions/{sid}/steps/{scanned[0]}")
                 scanned[0] += 1
                 if any(op["op"] == "reload" and op["targets"] == ["tool_result_12"]
                        for op in step["ops"]):  # fmt: skip

@@ -13,18 +13,11 @@ from django.contrib.auth.models import User
 
 from contextview.demo.scenarios import cm_order_timeout, mode_customer_chat
 from contextview.postmortems.services import annotation_create
-from contextview.sessions.models import Session
 from tests.api_client import Api
-from tests.browser.conftest import Watched
-from tests.web.conftest import compute_stats, order_session_events
+from tests.browser.conftest import Watched, seed_session
+from tests.web.conftest import order_session_events
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _seed(api: Api, events: list[dict[str, Any]]) -> Session:
-    response = api.ingest({"batch": events})
-    assert all(r["status"] < 300 for r in response.json()["results"]), response.json()
-    return compute_stats(api.project, events[0]["body"]["session_id"])
 
 
 def _settled(page: Any, selector: str) -> None:
@@ -40,7 +33,7 @@ def _clean(watched: Watched) -> None:
 def test_it_annotates_and_shares_a_link_to_a_message(
     api: Api, open_page: Callable[..., Watched], live_server: Any
 ) -> None:
-    session = _seed(api, order_session_events())
+    session = seed_session(api, order_session_events())
     colleague = User.objects.create_user("colleague")
     annotation_create(session=session, author=colleague, step_index=0, body="Not mine to delete")
     watched = open_page(api.project, "viewer")
@@ -102,7 +95,7 @@ def test_it_annotates_and_shares_a_link_to_a_message(
 def test_it_downloads_a_report_that_opens_offline(
     api: Api, open_page: Callable[..., Watched], browser: Any, tmp_path: Path
 ) -> None:
-    session = _seed(api, cm_order_timeout())
+    session = seed_session(api, cm_order_timeout())
     watched = open_page(api.project, "editor")
     page = watched.page
     page.click("text=cm-order-timeout")
@@ -145,8 +138,8 @@ def test_it_downloads_a_report_that_opens_offline(
 def test_it_compares_sessions_draws_trends_and_downloads_the_dataset(
     api: Api, open_page: Callable[..., Watched], live_server: Any
 ) -> None:
-    _seed(api, cm_order_timeout())
-    _seed(api, mode_customer_chat())
+    seed_session(api, cm_order_timeout())
+    seed_session(api, mode_customer_chat())
     watched = open_page(api.project, "viewer")
     page = watched.page
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.api_client import Api, step
+from tests.api_client import Api, results, step
 
 SYSTEM = {"id": "sys", "role": "system", "content": "You read logs and answer in a table."}
 TASK = {"id": "u1", "role": "user", "content": "Why does order SO20260101007 time out?"}
@@ -12,11 +12,6 @@ TASK = {"id": "u1", "role": "user", "content": "Why does order SO20260101007 tim
 
 def tool(n: int) -> dict[str, Any]:
     return {"id": f"t{n}", "role": "tool", "tool": "grep", "content": f"line {n}: 504 after 3 s"}
-
-
-def results(response: Any) -> list[dict[str, Any]]:
-    assert response.status_code == 207, response.content
-    return response.json()["results"]
 
 
 def on_base(session: str, index: int, base: int, messages: list[Any], **body: Any) -> dict:

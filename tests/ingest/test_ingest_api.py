@@ -8,7 +8,7 @@ from django.db import connection
 from django.test import override_settings
 
 from contextview.sessions.models import Blob, Fold, Message, Session, Step
-from tests.api_client import Api, step
+from tests.api_client import Api, results, step
 
 SYSTEM = {"id": "sys", "role": "system", "content": "You debug orders. Answer in a table."}
 QUESTION = {"id": "u1", "role": "user", "content": "Why does order SO20260101007 time out?"}
@@ -19,11 +19,6 @@ LOG = {
     "content": "2026/01/15 10:00:03 [error] upstream timed out (110) while reading "
     "response header from upstream inventory-svc after 3 s, status 504",
 }
-
-
-def results(response) -> list[dict]:
-    assert response.status_code == 207, response.content
-    return response.json()["results"]
 
 
 def test_it_stores_the_contract_example_and_reads_it_back(api: Api) -> None:

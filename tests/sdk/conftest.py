@@ -1,4 +1,5 @@
-"""Fixtures for the SDK's tests: a project key, the server's view of a session, own servers.
+"""Fixtures for the SDK's tests: a project key, the server's view of a session, own servers,
+a live agent of the demo fleet.
 
 Tests against a real server use ``gunicorn_api`` (shared, never stopped) or
 ``own_server`` (a gunicorn of their own, which they may stop, restart and
@@ -11,12 +12,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import tempfile
-import time
-import urllib.error
-import urllib.request
+import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,10 +23,18 @@ from typing import Any
 import httpx
 import pytest
 
+from contextview.demo.fleet import run_fleet
 from contextview.sdk import Client
-from tests.conftest import ROOT, _free_port, _log_tail, _process_env, _stop, database_url
-
-START_TIMEOUT = 60.0
+from tests.conftest import (
+    ROOT,
+    START_TIMEOUT,
+    _free_port,
+    _gunicorn_argv,
+    _gunicorn_env,
+    _stop,
+    _wait_answering,
+    database_url,
+)
 
 
 @pytest.fixture
@@ -113,24 +120,11 @@ class OwnServer:
         )
         self.log = handle.name
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "tests.wsgi", "--bind", f"127.0.0.1:{self.port}",
-             "--workers", "1", "--timeout", "30", "--no-control-socket"],
-            cwd=ROOT, env=self.env, stdout=handle, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            _gunicorn_argv(self.port), cwd=ROOT, env=self.env, stdout=handle,
+            stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         handle.close()
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.url}/healthz", timeout=2).close()
-                return
-            except urllib.error.HTTPError:
-                return
-            except OSError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"own gunicorn did not start:\n{_log_tail(self.log)}")
-            time.sleep(0.1)
+        _wait_answering(f"{self.url}/healthz", self.proc, self.log, START_TIMEOUT, "own gunicorn")
 
     def stop(self, *, kill: bool = False) -> None:
         """Stop it; `kill` is a crash (SIGKILL: requests in flight are cut off)."""
@@ -152,20 +146,13 @@ class OwnServer:
 def own_server(
     transactional_db: None, django_db_blocker: Any, _celery_test_queue: str
 ) -> Iterator[Callable[..., OwnServer]]:
-    from django.conf import settings
     from django.db import connection
 
     servers: list[OwnServer] = []
 
     def make(**env: str) -> OwnServer:
         server = OwnServer(
-            env=_process_env(
-                DATABASE_URL=database_url(connection.settings_dict),
-                CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
-                CONTEXTVIEW_TEST_CELERY_QUEUE=_celery_test_queue,
-                ALLOWED_HOSTS="127.0.0.1,localhost",
-                **env,
-            )
+            env=_gunicorn_env(database_url(connection.settings_dict), _celery_test_queue, **env)
         )
         servers.append(server)
         server.start()
@@ -174,6 +161,51 @@ def own_server(
     yield make
     for server in servers:
         server.stop()
+
+
+@contextmanager
+def live_agent(
+    client: Client | str,
+    key: str = "",
+    *,
+    name: str,
+    pace: float,
+    linger: int = 400,
+    check: bool = True,
+) -> Iterator[Client]:
+    """Agent `name` of the demo fleet, live on its session ``live-<name>`` until the block ends.
+
+    `client` is the agent's Client, or the server's URL: the agent then talks to it
+    with `key` through a client of its own, closed at the end. Leaving the block
+    stops the fleet and waits for the agent. With `check`, it then flushes and
+    asserts that the agent stopped, everything was delivered and nothing refused.
+    """
+    own = isinstance(client, str)
+    if isinstance(client, str):
+        client = Client(client, key, flush_interval=0.05, poll_interval=0.5, backoff_max=2.0)
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=run_fleet,
+        args=(client,),
+        kwargs={"names": [name], "prefix": "live-", "forever": True, "stop": stop,
+                "pace": pace, "linger": linger},
+        daemon=True,
+    )  # fmt: skip
+    thread.start()
+    try:
+        yield client
+    finally:
+        stop.set()
+        thread.join(30)
+        flushed = check and client.flush(20)
+        if own:
+            # Closed before the test's database flush: a client still polling the control
+            # channel would read the tables being truncated.
+            client.close(timeout=2)
+    if check:
+        assert not thread.is_alive()
+        assert flushed, client.stats
+        assert client.stats["rejected"] == 0, list(client.problems)
 
 
 def mock_clients(

@@ -22,6 +22,7 @@ import pytest
 from contextview.sdk import Client, Directive, Problem, Reject
 from contextview.sdk.client import _retry_after
 from tests.sdk.conftest import mock_clients
+from tests.waiting import wait_for
 
 Handler = Callable[[httpx.Request], httpx.Response | None]
 
@@ -254,7 +255,8 @@ def test_it_never_blocks_the_agent_and_counts_what_it_cannot_keep(
     client = make(max_queue=5, max_buffer_events=10)
     session = client.session("s")
     session.record_step([SYS])
-    time.sleep(0.1)  # the sender is now stuck in its first request
+    # The server records a request before its script holds it: the sender is then stuck.
+    wait_for(lambda: server.requests, 5, "the sender's first request")
     slowest = 0.0
     for n in range(100):
         started = time.perf_counter()
@@ -367,11 +369,14 @@ def test_it_brings_directives_to_the_agent_and_acknowledges_them(
     session = client.session("s", mode="summary", on_set_mode=on_set_mode, on_restore=on_restore)
     session.record_step([SYS])
     assert client.flush(5)
-    deadline = time.monotonic() + 5
-    while len(server.acks) < 3 and time.monotonic() < deadline:
-        session.record_step([SYS])  # each step applies what has arrived, on this thread
-        client.flush(1)
-        time.sleep(0.05)
+
+    def acknowledged() -> bool:
+        if len(server.acks) < 3:
+            session.record_step([SYS])  # each step applies what has arrived, on this thread
+            client.flush(1)
+        return len(server.acks) >= 3
+
+    wait_for(acknowledged, 5, "three acknowledgements")
     assert [d.id for d in seen] == ["d-1", "d-2"]
     assert seen[1].originals == {"t1": {"id": "t1", "role": "tool", "content": "raw log"}}
     assert session.mode == "sliding"
@@ -405,9 +410,7 @@ def test_it_polls_for_directives_while_the_agent_is_idle(
     assert client.flush(5)
     # Nothing more to send: the directive can only come back by polling.
     server.directives = [{"id": "d-7", "session_id": "idle", "type": "set_mode", "mode": "rag"}]
-    deadline = time.monotonic() + 5
-    while not server.acks and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: server.acks, 5, "the acknowledgement")
     assert applied == ["rag"]
     assert server.acks == [("d-7", {"status": "applied", "detail": ""})]
     assert any(path.endswith("/control") for _, _, path, _ in server.requests)

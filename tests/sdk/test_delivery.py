@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Callable
@@ -12,6 +13,7 @@ import pytest
 
 from contextview.sdk import Client, Directive
 from tests.sdk.conftest import OwnServer, Reader
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -159,13 +161,16 @@ def test_it_brings_a_set_mode_directive_to_the_agent_and_acknowledges_it(
     assert created.status_code == 201, created.text
     directive_id = created.json()["id"]
 
-    deadline = time.monotonic() + 20
-    turn = 0
-    while not applied and time.monotonic() < deadline:
-        turn += 1
-        context.append({"id": f"u{turn}", "role": "user", "content": f"turn {turn}"})
-        session.record_step(context)
-        time.sleep(0.1)
+    turns = itertools.count(1)
+
+    def applied_after_a_turn() -> list[str]:
+        if not applied:  # each step applies what has arrived, on this thread
+            turn = next(turns)
+            context.append({"id": f"u{turn}", "role": "user", "content": f"turn {turn}"})
+            session.record_step(context)
+        return applied
+
+    wait_for(applied_after_a_turn, 20, "the directive to be applied")
     assert applied == ["sliding"]
     assert session.mode == "sliding"
     context.append({"id": "after", "role": "user", "content": "one more"})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -10,7 +9,7 @@ import pytest
 
 from contextview.demo.fleet import AGENTS, run_fleet
 from contextview.sdk import Client
-from tests.sdk.conftest import Reader
+from tests.sdk.conftest import Reader, live_agent
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -33,31 +32,14 @@ def test_it_runs_every_agent_through_its_hook_without_a_refusal(
     assert len(sessions) == len(AGENTS)
 
 
-def _live(client: Client, name: str, stop: threading.Event, **options: Any) -> threading.Thread:
-    thread = threading.Thread(
-        target=run_fleet,
-        args=(client,),
-        kwargs={"names": [name], "prefix": "live-", "forever": True, "stop": stop, **options},
-        daemon=True,
-    )
-    thread.start()
-    return thread
-
-
 def test_it_keeps_a_live_chat_agent_that_applies_a_mode_switch(
     gunicorn_api: str, project_key: str, make_client: Callable[..., Client]
 ) -> None:
     client = make_client(gunicorn_api, project_key)
     reader = Reader(gunicorn_api, project_key)
-    stop = threading.Event()
-    thread = _live(client, "chat-sliding", stop, pace=0.05, linger=400)
-    try:
+    with live_agent(client, name="chat-sliding", pace=0.05, check=False):
         # Past its 20 scripted turns, the agent lingers on the session.
-        wait_for(
-            lambda: (
-                reader.http.get("/api/v1/sessions/live-chat-sliding").json().get("steps", 0) > 21
-            )
-        )
+        wait_for(lambda: reader.has_step("live-chat-sliding", 21))
         created = reader.post(
             "/sessions/live-chat-sliding/directives", {"type": "set_mode", "mode": "hybrid"}
         )
@@ -73,9 +55,6 @@ def test_it_keeps_a_live_chat_agent_that_applies_a_mode_switch(
         assert any("A12345" in m["content"] for m in step["after"])
         assert reader.get("/sessions/live-chat-sliding")["mode"] == "hybrid"
         assert reader.get("/sessions/live-chat-sliding/control")["directives"] == []
-    finally:
-        stop.set()
-        thread.join(30)
     assert client.flush(20)
     assert client.stats["rejected"] == 0, list(client.problems)
 
@@ -85,20 +64,21 @@ def test_it_keeps_a_live_debugging_agent_that_reloads_a_restored_original(
 ) -> None:
     client = make_client(gunicorn_api, project_key)
     reader = Reader(gunicorn_api, project_key)
-    stop = threading.Event()
-    thread = _live(client, "nginx-504-hunt", stop, pace=0.05, linger=400)
     sid = "live-nginx-504-hunt"
-    try:
-        wait_for(lambda: reader.http.get(f"/api/v1/sessions/{sid}").json().get("steps", 0) > 12)
+    with live_agent(client, name="nginx-504-hunt", pace=0.05, check=False):
+        wait_for(lambda: reader.has_step(sid, 12))
         # The access log was summarized (sum_1); an engineer restores the original.
+        # Only a step stored after this count can apply the restore.
+        scanned = [reader.get(f"/sessions/{sid}")["steps"]]
         created = reader.post(
             f"/sessions/{sid}/directives", {"type": "restore", "targets": ["tool_result_12"]}
         )
         assert created.status_code == 201, created.text
 
         def reloaded() -> dict[str, Any] | None:
-            for index in range(reader.get(f"/sessions/{sid}")["steps"]):
-                step = reader.get(f"/sessions/{sid}/steps/{index}")
+            while scanned[0] < reader.get(f"/sessions/{sid}")["steps"]:
+                step = reader.get(f"/sessions/{sid}/steps/{scanned[0]}")
+                scanned[0] += 1
                 if any(op["op"] == "reload" and op["targets"] == ["tool_result_12"]
                        for op in step["ops"]):  # fmt: skip
                     return step
@@ -107,6 +87,3 @@ def test_it_keeps_a_live_debugging_agent_that_reloads_a_restored_original(
         step = wait_for(reloaded)
         assert "tool_result_12" in [m["id"] for m in step["after"]]
         assert reader.get(f"/sessions/{sid}/control")["directives"] == []
-    finally:
-        stop.set()
-        thread.join(30)

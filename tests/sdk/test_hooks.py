@@ -155,15 +155,19 @@ def test_it_logs_contents_a_manager_rewrites_in_place_as_each_step_saw_them(
     assert steps[2]["after"][0]["content"] == "Why does SO20260101007 time out?"
 
 
-def test_a_manager_hook_refuses_an_unknown_capture(make_client: Callable[..., Client]) -> None:
+def test_a_manager_hook_refuses_an_unknown_capture() -> None:
     cm = ContextManager(
         policy=lambda obs: ContextAction("keep", "", {}),
         summarizer=lambda ms: "",
         estimate_tokens=estimate_tokens,
     )
-    session = make_client("http://127.0.0.1:9", "key").session("capture-typo")
-    with pytest.raises(ValueError, match="capture must be one of content, copy, shared"):
-        watch_manager(cm, session, capture="copies")
+    client = Client("http://127.0.0.1:9", "key")
+    try:
+        session = client.session("capture-typo")
+        with pytest.raises(ValueError, match="capture must be one of content, copy, shared"):
+            watch_manager(cm, session, capture="copies")
+    finally:
+        client.close(timeout=2)
     assert "step" not in vars(cm)  # the manager is left as it was
 
 

@@ -42,7 +42,9 @@ def test_it_flags_a_reload_of_what_an_earlier_step_dropped(api: Api) -> None:
 
 
 @pytest.mark.django_db
-def test_what_a_worker_keeps_between_chunks_changes_no_statistic(api: Api) -> None:
+def test_what_a_worker_keeps_between_chunks_changes_no_statistic(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Chunks of two steps: each later chunk finds the earlier contexts cached.
     from bench.ingest_gen import long_session, session_event
     from contextview.stats import services
@@ -53,11 +55,8 @@ def test_what_a_worker_keeps_between_chunks_changes_no_statistic(api: Api) -> No
 
     def computed(chunk: int) -> list[dict[str, object]]:
         Step.objects.filter(session=session).update(stats_status="pending")
-        services.CHUNK, saved = chunk, services.CHUNK
-        try:
-            assert services.session_stats_compute(session_id=session.pk) == 12
-        finally:
-            services.CHUNK = saved
+        monkeypatch.setattr(services, "CHUNK", chunk)
+        assert services.session_stats_compute(session_id=session.pk) == 12
         return list(
             Step.objects.filter(session=session).order_by("index").values_list("stats", flat=True)
         )
