@@ -1,6 +1,11 @@
-"""The one error the core raises for bad input, naming the field at fault."""
+"""The one error the core raises for bad input, naming the field at fault, and the
+phrase its answers share for what a session never recorded."""
 
 from __future__ import annotations
+
+# What an answer says of an id or a base step the session does not have; the SDK
+# looks for this phrase to send the content again.
+NEVER_RECORDED = "was never recorded"
 
 
 class InputError(Exception):

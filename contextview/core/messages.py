@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from contextview.core.errors import InputError
+from contextview.core.errors import NEVER_RECORDED, InputError
 from contextview.core.model import Message, default_partition
 
 MAX_PARTITION_LENGTH = 64
@@ -172,7 +172,7 @@ def parse_message(
     if "content" not in raw:
         recorded = latest.get(mid)
         if recorded is None:
-            raise InputError(f"{field}.id", f"id '{mid}' was never recorded for this session", 422)
+            raise InputError(f"{field}.id", f"id '{mid}' {NEVER_RECORDED} for this session", 422)
         extra = _extra(raw)
         if extra is not None and recorded.extra is not None:
             extra = {**recorded.extra, **extra}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -29,7 +29,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from contextview.core.apply import StepResult, derive_step
-from contextview.core.errors import InputError
+from contextview.core.errors import NEVER_RECORDED, InputError
 from contextview.core.messages import blob_hash, canonical_json, expand_runs, message_hash
 from contextview.core.model import Message as CoreMessage
 from contextview.core.refs import decode_refs, encode_refs
@@ -141,28 +141,28 @@ def _validate(position: int, raw: Any, now: datetime) -> _Event | EventResult:
     )
 
 
-def _id_alone_refs(body: StepBody) -> set[str]:
-    """Ids a step sends without content: those must be looked up in the session."""
-    found: set[str] = set()
-
-    def scan(messages: Iterable[Any]) -> None:
-        # Runs over every message of every step: kept to a membership test and a
-        # type check; anything malformed is left for the core to report.
+def _sent_ids(body: StepBody, *, with_content: bool) -> Iterator[str]:
+    """The ids (a number as its text) of a step's messages and operation results sent
+    with their content, or without it."""
+    results = [
+        op["result"] for op in _raw_ops(body) if type(op) is dict and type(op.get("result")) is dict
+    ]
+    after = body.after.messages if body.after is not None else ()
+    for messages in (body.obs.messages, after, results):
+        # Runs over every message of every step: kept to type checks and a
+        # membership test; anything malformed is left for the core to report.
         for m in messages:
-            if type(m) is dict and "content" not in m:
+            if type(m) is dict and ("content" in m) is with_content:
                 mid = m.get("id")
                 if type(mid) is str:
-                    found.add(mid)
+                    yield mid
                 elif type(mid) is int:
-                    found.add(str(mid))
+                    yield str(mid)
 
-    scan(body.obs.messages)
-    if body.after is not None:
-        scan(body.after.messages)
-    for op in _raw_ops(body):
-        if isinstance(op, dict) and isinstance(op.get("result"), dict):
-            scan([op["result"]])
-    return found
+
+def _id_alone_refs(body: StepBody) -> set[str]:
+    """Ids a step sends without content: those must be looked up in the session."""
+    return set(_sent_ids(body, with_content=False))
 
 
 def _raw_ops(body: StepBody) -> list[Any]:
@@ -553,18 +553,14 @@ def _process_step(
             # content just refused, not an older one the session recorded.
             state.refused |= _sent_with_content(body)
         return answer
-    state.refused -= answer.result.recorded.keys()
+    if state.refused:
+        state.refused -= answer.result.recorded.keys()
     return answer
 
 
 def _sent_with_content(body: StepBody) -> set[str]:
-    found: set[str] = set()
-    results = [op.get("result") for op in _raw_ops(body) if type(op) is dict]
-    messages = [*body.obs.messages, *(body.after.messages if body.after else []), *results]
-    for m in messages:
-        if type(m) is dict and "content" in m and type(m.get("id")) in (str, int):
-            found.add(str(m["id"]))
-    return found
+    """Ids a step sends with their content."""
+    return set(_sent_ids(body, with_content=True))
 
 
 def _derive_or_refuse(
@@ -586,7 +582,7 @@ def _derive_or_refuse(
         return EventResult(
             e.head.id,
             422,
-            f"body.obs.messages: id {stale[0]!r} was never recorded as last sent: its "
+            f"body.obs.messages: id {stale[0]!r} {NEVER_RECORDED} as last sent: its "
             "content came in an event this batch refused; send the content again",
         )
     obs: Any = body.obs.messages
@@ -596,7 +592,7 @@ def _derive_or_refuse(
             return EventResult(
                 e.head.id,
                 422,
-                f"body.obs.$base: step {body.obs.base} was never recorded for this session",
+                f"body.obs.$base: step {body.obs.base} {NEVER_RECORDED} for this session",
             )
         try:
             obs = expand_runs(obs, base, field="body.obs.messages")

@@ -30,16 +30,6 @@ def _message(stored: StoredMessage) -> dict[str, Any]:
     return out
 
 
-def dataset_rows(
-    *,
-    project: Project,
-    agent: str | None = None,
-    mode: str | None = None,
-    status: str | None = None,
-) -> Iterator[dict[str, Any]]:
-    return sessions_rows(sessions_filtered(project=project, agent=agent, mode=mode, status=status))
-
-
 def sessions_rows(sessions: QuerySet[Session]) -> Iterator[dict[str, Any]]:
     """The rows of every step of `sessions` (any filtered queryset), session by session,
     a hundred sessions and a chunk of steps at a time."""
@@ -94,12 +84,18 @@ def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
         last_index = steps[-1].index
 
 
-def dataset_jsonl(**filters: Any) -> Iterator[str]:
-    for row in dataset_rows(**filters):
-        yield json.dumps(row, ensure_ascii=False) + "\n"
+def dataset_jsonl(
+    *,
+    project: Project,
+    agent: str | None = None,
+    mode: str | None = None,
+    status: str | None = None,
+) -> Iterator[str]:
+    """JSON lines of every step of the project's sessions, with the read API's filters."""
+    return sessions_jsonl(sessions_filtered(project=project, agent=agent, mode=mode, status=status))
 
 
 def sessions_jsonl(sessions: QuerySet[Session]) -> Iterator[str]:
-    """JSON lines of every step of `sessions`, as ``dataset_jsonl`` writes them."""
+    """JSON lines of every step of `sessions` (any filtered queryset)."""
     for row in sessions_rows(sessions):
         yield json.dumps(row, ensure_ascii=False) + "\n"

@@ -34,6 +34,7 @@ from urllib.parse import quote
 
 import httpx
 
+from contextview.core.errors import NEVER_RECORDED
 from contextview.sdk._capture import capture_function, captured_draft
 from contextview.sdk._spool import Spool, SpoolError
 from contextview.sdk._wire import (
@@ -50,7 +51,6 @@ Message = dict[str, Any]
 
 # Statuses worth another try: the server may take the same bytes later.
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
-NEVER_RECORDED = "was never recorded"
 MAX_RETRY_AFTER_S = 300.0
 # Problems logged one by one up to this many, then every hundredth.
 LOG_FIRST = 20

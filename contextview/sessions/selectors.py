@@ -38,14 +38,15 @@ class StoredMessage:
     message: CoreMessage
 
 
-def _json(value: Any) -> Any:
+def json_value(value: Any) -> Any:
+    """A JSON column's value: decoded when the driver returns it as text."""
     return json.loads(value) if isinstance(value, str) else value
 
 
 def message_from_row(row: Sequence[Any]) -> CoreMessage:
     """A core message from the values of ``MESSAGE_COLUMNS``."""
     msg_id, role, partition, tool, pinned, expirable, extra, text, parts = row
-    parts = _json(parts)
+    parts = json_value(parts)
     return CoreMessage(
         id=msg_id,
         role=role,
@@ -54,7 +55,7 @@ def message_from_row(row: Sequence[Any]) -> CoreMessage:
         tool=tool,
         pinned=pinned,
         expirable=expirable,
-        extra=_json(extra),
+        extra=json_value(extra),
     )
 
 
@@ -76,26 +77,23 @@ def step_contexts(
 ) -> dict[int, tuple[list[StoredMessage], list[StoredMessage]]]:
     """Before and after contexts of several steps, loaded with one query for all messages."""
     refs = {s.pk: (bytes(s.before_refs), bytes(s.after_refs)) for s in steps}
-    contexts, _ = contexts_by_refs(r for pair in refs.values() for r in pair)
+    contexts = contexts_by_refs(r for pair in refs.values() for r in pair)
     return {pk: (contexts[before], contexts[after]) for pk, (before, after) in refs.items()}
 
 
-def contexts_by_refs(
-    refs: Iterable[bytes], extra_pks: Iterable[int] = ()
-) -> tuple[dict[bytes, list[StoredMessage]], dict[int, StoredMessage]]:
-    """Contexts by their stored references, and the messages of `extra_pks`, in one query.
+def contexts_by_refs(refs: Iterable[bytes]) -> dict[bytes, list[StoredMessage]]:
+    """Contexts by their stored references, with one query for all their messages.
 
     Each distinct reference list is decoded and resolved once: consecutive steps
     mostly share one (a step's after is the next one's before). The lists are
     shared by every step that has those references; callers only read them.
     """
     decoded = {data: ids for data, (ids, _, _) in decode_many(refs).items()}
-    wanted: set[int] = set(extra_pks)
+    wanted: set[int] = set()
     for ids in decoded.values():
         wanted.update(ids)
-    stored = messages_by_pk(wanted)
-    of = stored.__getitem__
-    return {data: list(map(of, ids)) for data, ids in decoded.items()}, stored
+    of = messages_by_pk(wanted).__getitem__
+    return {data: list(map(of, ids)) for data, ids in decoded.items()}
 
 
 def session_get(*, project: Project, external_id: str) -> Session | None:

@@ -9,7 +9,6 @@ worker has counted yet (once per distinct content and encoding, kept in
 from __future__ import annotations
 
 import gc
-import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -38,7 +37,7 @@ from contextview.core.stats import (
 from contextview.core.tokens import EncodingChoice, TokenCounter, resolve_encoding
 from contextview.db import binary_cursor
 from contextview.sessions.models import Session, Step
-from contextview.sessions.selectors import StoredMessage, messages_by_pk
+from contextview.sessions.selectors import StoredMessage, json_value, messages_by_pk
 
 # Namespace of the advisory locks that keep one worker per session.
 _LOCK_NAMESPACE = 7301
@@ -179,7 +178,7 @@ _STEPS_SQL = (
     "FROM cv_step WHERE session_id = %s AND index >= %s ORDER BY index LIMIT %s"
 )
 _PREVIOUS_SQL = (
-    "SELECT id, before_refs, stats ->> 'new_tool' FROM cv_step "
+    "SELECT before_refs, stats ->> 'new_tool' FROM cv_step "
     "WHERE session_id = %s AND index < %s ORDER BY index DESC LIMIT 1"
 )
 _OPS_SQL = (
@@ -198,10 +197,6 @@ _WRITE_SQL = (
     "UPDATE cv_step SET stats = x.s::jsonb, stats_status = 'ready' "
     "FROM unnest(%b::bigint[], %b::text[]) AS x(i, s) WHERE cv_step.id = x.i"
 )
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
 
 
 @transaction.atomic
@@ -284,9 +279,9 @@ def _compute_steps(
     prev_before: list[CoreMessage] | None = None
     prev_new_tool = None
     if previous is not None:
-        prev_before = chunk.contexts[bytes(previous[1])]
+        prev_before = chunk.contexts[bytes(previous[0])]
         prev_ids = {m.id for m in prev_before}
-        prev_new_tool = previous[2]
+        prev_new_tool = previous[1]
 
     meter = ContextMeter(chunk.tokens_of)
     no_ops: list[CoreOperation] = []
@@ -353,7 +348,7 @@ def _chunk_read(
         # Pipelined: the database reads operations and folds while this decodes.
         refs = [bytes(r) for row in steps for r in (row[2], row[3])]
         if previous is not None:
-            refs.append(bytes(previous[1]))
+            refs.append(bytes(previous[0]))
         decoded = decode_many(refs)
         op_rows = ops.fetchall()
         fold_rows = folds.fetchall()
@@ -385,11 +380,11 @@ def _chunk_read(
         ops_by_step[step_pk].append(
             CoreOperation(
                 op=op_name,
-                targets=tuple(_json(targets)),
+                targets=tuple(json_value(targets)),
                 form=form,
                 result=message_of(result_id) if result_id else None,
                 reason=reason or None,
-                params=_json(params) or {},
+                params=json_value(params) or {},
             )
         )
     grouped: dict[int, dict[tuple[int, str, str, str | None], list[CoreMessage]]] = defaultdict(

@@ -26,7 +26,9 @@ from django.utils.safestring import mark_safe
 from contextview.sessions.models import Session
 
 
+@cache
 def _static_text(name: str) -> str:
+    """A static file's text, read once: they change only with a deployment."""
     path = finders.find(name)
     if not path:
         raise ImproperlyConfigured(f"static file {name} is missing")
@@ -43,16 +45,30 @@ def _sha256(text: str) -> str:
 
 
 @cache
-def _plotly() -> tuple[str, str]:
-    """plotly.js as inline script text, and its hash (read once: 4.8 MB)."""
+def plotly_path() -> Path:
+    """plotly.min.js of the installed plotly package (served by the pages, inlined here)."""
     import plotly
 
-    text = _inline((Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text())
+    return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+@cache
+def _plotly() -> tuple[str, str]:
+    """plotly.js as inline script text, and its hash (read once: 4.8 MB)."""
+    text = _inline(plotly_path().read_text())
     return text, _sha256(text)
 
 
-def report_policy(scripts: list[str]) -> str:
-    hashes = " ".join(_sha256(s) for s in scripts)
+@cache
+def _app() -> tuple[str, str]:
+    """The dashboard's script as inline script text, and its hash."""
+    text = _inline(_static_text("contextview.js"))
+    return text, _sha256(text)
+
+
+def report_policy(script_hashes: list[str]) -> str:
+    """The policy that runs only the scripts of `script_hashes` and loads nothing."""
+    hashes = " ".join(script_hashes)
     # Styles may be inline: the file's own, and those plotly adds as it draws.
     return (
         f"default-src 'none'; script-src {hashes}; style-src 'unsafe-inline'; "
@@ -71,8 +87,8 @@ def report_html(
 ) -> tuple[str, str]:
     """The report's HTML and the Content-Security-Policy it declares."""
     plotly_js, plotly_hash = _plotly()
-    app_js = _inline(_static_text("contextview.js"))
-    policy = report_policy([app_js]).replace("script-src ", f"script-src {plotly_hash} ", 1)
+    app_js, app_hash = _app()
+    policy = report_policy([plotly_hash, app_hash])
     annotations = [
         # Rendered from markdown and sanitized with nh3 by session_report.
         {**a, "html": mark_safe(a["html"])}

@@ -116,8 +116,18 @@ def session_for_user(*, user: User, pk: int) -> tuple[Session, str] | None:
 # --- sessions list ---------------------------------------------------------------------
 
 
+class _Filters:
+    """A list's filters, kept in its page's query string: only those set count."""
+
+    def as_query(self) -> dict[str, str]:
+        return {k: v for k, v in vars(self).items() if v}
+
+    def __bool__(self) -> bool:
+        return bool(self.as_query())
+
+
 @dataclass
-class SessionFilters:
+class SessionFilters(_Filters):
     agent: str = ""
     mode: str = ""
     status: str = ""
@@ -142,12 +152,6 @@ class SessionFilters:
             until=get("until", 10) if _date(get("until", 10)) else "",
             q=get("q"),
         )
-
-    def as_query(self) -> dict[str, str]:
-        return {k: v for k, v in vars(self).items() if v}
-
-    def __bool__(self) -> bool:
-        return bool(self.as_query())
 
 
 def _date(value: str) -> date | None:
@@ -979,7 +983,7 @@ def annotation_for(*, session: Session, pk: int) -> Annotation | None:
 
 
 @dataclass
-class IncidentFilters:
+class IncidentFilters(_Filters):
     severity: str = ""
     state: str = ""  # open, resolved
     agent: str = ""
@@ -995,12 +999,6 @@ class IncidentFilters:
             agent=(params.get("agent") or "").strip()[:200],
             q=(params.get("q") or "").strip()[:200],
         )
-
-    def as_query(self) -> dict[str, str]:
-        return {k: v for k, v in vars(self).items() if v}
-
-    def __bool__(self) -> bool:
-        return bool(self.as_query())
 
 
 @dataclass
@@ -1131,10 +1129,6 @@ class TrendRange:
     def axis(self) -> list[str]:
         """The range as the charts' x axis takes it: UTC times without an offset."""
         return [t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S") for t in (self.start, self.end)]
-
-
-def project_session(*, project: Project, external_id: str) -> Session | None:
-    return Session.objects.filter(project=project, external_id=external_id).first()
 
 
 def recent_session_ids(*, project: Project, limit: int = 200) -> list[str]:

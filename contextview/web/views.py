@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -49,11 +48,11 @@ from contextview.postmortems.services import (
 from contextview.projects.models import ApiKey
 from contextview.projects.services import apikey_create, apikey_revoke
 from contextview.sessions.models import Directive, Session, Step
-from contextview.sessions.selectors import step_get
+from contextview.sessions.selectors import session_get, step_get
 from contextview.sessions.services import directive_create
 from contextview.stats.selectors import agent_mode_table
 from contextview.web import selectors as web
-from contextview.web.report_html import report_html
+from contextview.web.report_html import plotly_path, report_html
 
 STEPS_PER_PAGE = 100
 
@@ -233,6 +232,8 @@ def step_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
         "session": session,
         "access": access,
         "view": view,
+        # The step's permalink, reversed once: each message's link adds its anchor.
+        "step_link": permalink_path(session, step.index),
         "annotations": notes,
         "noted": {a.annotation.message_id for a in notes if a.annotation.message_id},
         "labels": web.LABELS,
@@ -573,18 +574,27 @@ def note_delete(request: HtmxHttpRequest, pk: int, aid: int) -> HttpResponse:
 
 
 def _incident_response(
-    request: HtmxHttpRequest, session: Session, access: web.Access, *, error: str = ""
+    request: HtmxHttpRequest,
+    session: Session,
+    access: web.Access,
+    *,
+    error: str = "",
+    incident: Incident | None = None,
 ) -> HttpResponse:
+    """The incident box again (or, without htmx, the session page); `incident` when the
+    caller already holds the session's, else it is read."""
     if not _fragment(request):
         if error:
             return HttpResponse(f"Not saved: {error}", status=400, content_type="text/plain")
         return redirect(reverse("web-session", args=[session.pk]) + "#incident")
+    if incident is None:
+        incident = Incident.objects.filter(session=session).first()
     context = {
         "session": session,
         "access": access,
         "error": error,
         "severities": web.SEVERITIES,
-        "incident": Incident.objects.filter(session=session).first(),
+        "incident": incident,
     }
     return render(request, "session/_incident.html", context)
 
@@ -596,7 +606,7 @@ def incident_save(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if not access.can_mark_incidents:
         return HttpResponseForbidden("Only editors and admins mark incidents.")
     try:
-        incident_mark(
+        incident = incident_mark(
             session=session,
             user=request.user,
             title=request.POST.get("title", ""),
@@ -604,7 +614,7 @@ def incident_save(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         )
     except InputError as exc:
         return _incident_response(request, session, access, error=str(exc))
-    return _incident_response(request, session, access)
+    return _incident_response(request, session, access, incident=incident)
 
 
 @login_required
@@ -617,7 +627,7 @@ def incident_close(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if incident is None:
         raise Http404("this session is not an incident")
     incident_resolve(incident=incident)
-    return _incident_response(request, session, access)
+    return _incident_response(request, session, access, incident=incident)
 
 
 @login_required
@@ -742,7 +752,7 @@ def sessions_compare_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     then tokens, operations and flags per step, entity retention and outcome."""
     access = _project_or_404(request, slug)
     ids = [i.strip() for i in request.GET.getlist("s") if i.strip()][:2]
-    found = [web.project_session(project=access.project, external_id=i) for i in ids]
+    found = [session_get(project=access.project, external_id=i) for i in ids]
     missing = [i for i, s in zip(ids, found, strict=True) if s is None]
     context: dict[str, Any] = {
         "access": access,
@@ -846,13 +856,6 @@ def key_revoke(request: HtmxHttpRequest, slug: str, key_pk: int) -> HttpResponse
 
 
 # --- vendored JavaScript ----------------------------------------------
-
-
-@cache
-def plotly_path() -> Path:
-    import plotly
-
-    return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 
 @cache
