@@ -16,8 +16,9 @@ from django.test import Client
 from contextview.projects.models import Membership, Project
 from contextview.projects.services import membership_set
 from contextview.sessions.models import Session
-from contextview.stats.services import session_stats_compute
+from contextview.stats.services import SessionBusy, session_stats_compute
 from tests.api_client import Api, step
+from tests.waiting import wait_for
 
 NGINX_504 = "\n".join(
     [
@@ -73,8 +74,21 @@ def order_session_events(session_id: str = "order-debug-42") -> list[dict[str, A
 
 
 def compute_stats(project: Project, session_id: str) -> Session:
+    """Compute the session's statistics here and now.
+
+    A Celery worker that another test started may be computing the same session
+    (the ingest queued it): then wait for its lock and compute after it.
+    """
     session = Session.objects.get(project=project, external_id=session_id)
-    session_stats_compute(session_id=session.pk)
+
+    def computed() -> bool:
+        try:
+            session_stats_compute(session_id=session.pk)
+        except SessionBusy:
+            return False
+        return True
+
+    wait_for(computed, what=f"the statistics lock of {session_id}")
     session.refresh_from_db()
     return session
 
