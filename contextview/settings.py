@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
+from whitenoise.compress import Compressor
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -76,6 +77,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    # Only for its static files and templates: the API explorer's Swagger UI, served
+    # from here rather than a CDN.
+    "ninja",
     "contextview.projects",
     "contextview.sessions",
     "contextview.ingest",
@@ -126,9 +130,26 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "data" / "staticfiles"
-# Serve static files from the app itself (no CDN, no separate web server needed);
-# with DEBUG they are found in place, so tests and development need no collectstatic.
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "contextview.web.staticfiles.PlotlyFinder",  # vendor/plotly.min.js from the package
+]
+STATIC_ROOT = Path(envstr("STATIC_ROOT", str(BASE_DIR / "data" / "staticfiles")))
+# Served by the app itself through WhiteNoise (no CDN, no separate web server):
+# collectstatic writes each file under a name with its content's hash, plus gzip and
+# brotli copies, and WhiteNoise sends the compressed copy the browser accepts, cached
+# for a year. Pages name the hashed files, so run collectstatic before serving
+# (`python -m contextview.devstack run` and the Dockerfile do). With DEBUG, files are
+# found in place and no collectstatic is needed.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+# Only the hashed names are kept and compressed, and source maps (read by a browser's
+# developer tools alone) are not compressed: collectstatic then takes seconds, not minutes.
+WHITENOISE_KEEP_ONLY_HASHED_FILES = True
+WHITENOISE_SKIP_COMPRESS_EXTENSIONS = [*Compressor.SKIP_COMPRESS_EXTENSIONS, "map"]
 WHITENOISE_USE_FINDERS = DEBUG
 WHITENOISE_AUTOREFRESH = DEBUG
 

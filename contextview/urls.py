@@ -41,5 +41,4 @@ urlpatterns = [
     path("p/<slug:slug>/<path:rest>", views.permalink, name="web-permalink"),
     path("projects/<slug:slug>/keys/", views.keys_page, name="web-keys"),
     path("projects/<slug:slug>/keys/<int:key_pk>/revoke/", views.key_revoke, name="web-key-revoke"),
-    path("vendor/plotly-<str:version>.min.js", views.plotly_js, name="web-plotly"),
 ]

@@ -159,6 +159,22 @@ def _wait_answering(
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _static_files_in_place() -> Iterator[None]:
+    """Pages name static files as they are, unhashed: the tests run no collectstatic,
+    and the settings' manifest storage refuses a name it has not hashed. The hashed,
+    compressed files are tested after a real collectstatic (tests/browser/test_static.py)."""
+    from django.conf import settings
+    from django.test.utils import override_settings
+
+    storages = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    with override_settings(STORAGES=storages):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _celery_test_queue() -> Iterator[str]:
     """Route this session's Celery messages to a queue of its own.
 

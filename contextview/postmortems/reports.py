@@ -10,6 +10,7 @@ same data.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -153,17 +154,50 @@ def report_json_chunks(session: Session) -> Iterator[str]:
     yield "]}"
 
 
-_MD_SPECIAL = frozenset("\\`*_{}[]<>()#+-.!|~&")
+# Signs that act wherever they stand in a line of text (emphasis, code, links, HTML,
+# tables); an underscore only at a word's edge, an entity only as `&name;`. Signs
+# that act only at the start of a line (`#`, `-`, `+`, `1.`) never stand there:
+# agent text always follows a label.
+_MD_ACTIVE = re.compile(r"[\\`*\[\]<>|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|&(?=#?[A-Za-z0-9]+;)")
+# Raw HTML in a Markdown body: a tag, a closing tag, a comment or a declaration.
+_HTML_START = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 def _md(value: Any) -> str:
-    """Agent text as literal Markdown: every sign Markdown (or HTML) could act on is escaped."""
+    """Agent text as literal Markdown on one line: only what Markdown or HTML would act
+    on is escaped, so `order-debug-bot` stays as it is and `<img>` cannot become one."""
     text = " ".join(str(value).split())
-    return "".join("\\" + c if c in _MD_SPECIAL else c for c in text)
+    return _MD_ACTIVE.sub(lambda m: "\\" + m.group(0), text)
 
 
 def _md_list(values: Any) -> str:
     return ", ".join(_md(v) for v in values)
+
+
+def _md_body(text: str) -> str:
+    """An annotation's Markdown as its author wrote it, but never its raw HTML: the
+    dashboard shows such HTML as text, and so must any viewer of the report."""
+    return _HTML_START.sub("&lt;", text)
+
+
+def _md_budget(budget: Any) -> str:
+    """`{"max_tokens": 16000, "reserved_tokens": 1200, "partitions": {"tool": 4800}}` as
+    "16,000 tokens, 1,200 reserved; partitions: tool 4,800"."""
+    if not isinstance(budget, dict) or not budget:
+        return "-"
+    parts = []
+    if isinstance(budget.get("max_tokens"), int):
+        parts.append(f"{budget['max_tokens']:,} tokens")
+    if isinstance(budget.get("reserved_tokens"), int):
+        parts.append(f"{budget['reserved_tokens']:,} reserved")
+    text = ", ".join(parts) or "-"
+    partitions = budget.get("partitions")
+    if isinstance(partitions, dict) and partitions:
+        text += "; partitions: " + ", ".join(
+            f"{_md(name)} {size:,}" if isinstance(size, int) else f"{_md(name)} {_md(size)}"
+            for name, size in partitions.items()
+        )
+    return text
 
 
 def report_markdown(report: dict[str, Any]) -> str:
@@ -176,7 +210,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"- agent: {_md(s['agent'] or '-')}; model: {_md(s['model'] or '-')}; "
         f"mode: {_md(s['mode'] or '-')}",
         f"- status: {s['status']}; score: {s['score'] if s['score'] is not None else '-'}",
-        f"- budget: {_md(s['budget'] or '-')}",
+        f"- budget: {_md_budget(s['budget'])}",
         f"- pinned: {_md_list(s['pinned']) or '-'}",
         f"- steps: {s['steps']}; started {s['started_at']}",
         "",
@@ -231,7 +265,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         lines += [
             f"**{a['label']}** by {a['author']} on {where} ({a['created_at']}):",
             "",
-            a["body"],
+            _md_body(a["body"]),
             "",
         ]
     lines += ["## Directives", ""]

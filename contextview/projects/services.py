@@ -62,8 +62,14 @@ def membership_set(*, user: User, project: Project, role: str) -> Membership:
 
 
 @transaction.atomic
-def demo_setup(*, username: str, password: str, project_slug: str) -> tuple[Project, IssuedKey]:
-    """The demo project, an admin user who belongs to it, and a fresh ingest key."""
+def demo_setup(
+    *, username: str, password: str, project_slug: str, secret: str | None = None
+) -> tuple[Project, IssuedKey]:
+    """The demo project, an admin user who belongs to it, and its ingest key: `secret`
+    again when it is still a live key of the demo project that may write (each start of
+    the run command would otherwise leave one more active key), else a new one."""
+    from contextview.projects.selectors import apikey_authenticate
+
     project, _ = project_get_or_create(slug=project_slug, name="Demo agents")
     user, created = User.objects.get_or_create(username=username)
     if created or not user.check_password(password):
@@ -71,4 +77,7 @@ def demo_setup(*, username: str, password: str, project_slug: str) -> tuple[Proj
         user.is_staff = True
         user.save()
     membership_set(user=user, project=project, role=Membership.Role.ADMIN)
+    key = apikey_authenticate(secret=secret) if secret else None
+    if secret and key is not None and key.project_id == project.pk and key.can_write:
+        return project, IssuedKey(key=key, secret=secret)
     return project, apikey_create(project=project, name="demo agents", created_by=user)

@@ -24,6 +24,7 @@ from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 
 from contextview.sessions.models import Session
+from contextview.web.staticfiles import plotly_path
 
 
 @cache
@@ -42,14 +43,6 @@ def _inline(script: str) -> str:
 
 def _sha256(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
-
-
-@cache
-def plotly_path() -> Path:
-    """plotly.min.js of the installed plotly package (served by the pages, inlined here)."""
-    import plotly
-
-    return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 
 @cache

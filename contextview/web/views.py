@@ -10,14 +10,12 @@ key change by a user without the role for it a 403.
 from __future__ import annotations
 
 import json
-from functools import cache
 from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import (
-    FileResponse,
     Http404,
     HttpRequest,
     HttpResponse,
@@ -46,13 +44,13 @@ from contextview.postmortems.services import (
     incident_resolve,
 )
 from contextview.projects.models import ApiKey
-from contextview.projects.services import apikey_create, apikey_revoke
+from contextview.projects.services import IssuedKey, apikey_create, apikey_revoke
 from contextview.sessions.models import Directive, Session, Step
 from contextview.sessions.selectors import session_get, step_get
 from contextview.sessions.services import directive_create
 from contextview.stats.selectors import agent_mode_table
 from contextview.web import selectors as web
-from contextview.web.report_html import plotly_path, report_html
+from contextview.web.report_html import report_html
 
 STEPS_PER_PAGE = 100
 
@@ -813,6 +811,8 @@ def overview_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 
 # --- API keys --------------------------------------------------------------------------
 
+ISSUED_KEY = "issued_key"  # the session entry holding a new key until its page shows it
+
 
 @login_required
 @require_http_methods(["GET", "POST"])
@@ -822,7 +822,6 @@ def keys_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         raise Http404("no such project")
     if not access.can_manage_keys:
         return HttpResponseForbidden("Only the project's admins manage its API keys.")
-    issued = None
     if request.method == "POST":
         issued = apikey_create(
             project=access.project,
@@ -830,6 +829,15 @@ def keys_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             can_write=request.POST.get("can_write") == "on",
             created_by=request.user,
         )
+        # Post/redirect/get: reloading the page that shows the key makes no second one.
+        # The secret waits in the session for that one page, which takes it out.
+        request.session[ISSUED_KEY] = {"pk": issued.key.pk, "secret": issued.secret}
+        return redirect("web-keys", slug=slug)
+    shown = request.session.pop(ISSUED_KEY, None)
+    issued = None
+    if shown is not None:
+        key = ApiKey.objects.filter(project=access.project, pk=shown["pk"]).first()
+        issued = IssuedKey(key=key, secret=shown["secret"]) if key is not None else None
     response = render(
         request,
         "keys.html",
@@ -853,23 +861,3 @@ def key_revoke(request: HtmxHttpRequest, slug: str, key_pk: int) -> HttpResponse
         raise Http404("no such key")
     apikey_revoke(key=key)
     return redirect("web-keys", slug=slug)
-
-
-# --- vendored JavaScript ----------------------------------------------
-
-
-@cache
-def plotly_version() -> str:
-    import plotly
-
-    return str(plotly.__version__)
-
-
-@require_GET
-def plotly_js(request: HttpRequest, version: str) -> FileResponse:
-    """plotly.js from the installed plotly package: no CDN, so it works air-gapped."""
-    if version != plotly_version():
-        raise Http404("no such plotly version")
-    response = FileResponse(plotly_path().open("rb"), content_type="text/javascript")
-    response["Cache-Control"] = "public, max-age=31536000, immutable"
-    return response

@@ -132,5 +132,35 @@ def test_it_writes_agent_text_into_markdown_as_literal_text(api: Api) -> None:
     text = api.get("/sessions/s/report.md").content.decode()
     reason = next(line for line in text.splitlines() if line.startswith("Reason:"))
     # Every sign Markdown or HTML could act on comes escaped.
-    assert not re.search(r"(?<!\\)[<>*\[\]()]", reason.removeprefix("Reason: "))
-    assert "\\<img src=x onerror=alert\\(1\\)\\>" in reason
+    assert not re.search(r"(?<!\\)[<>*\[\]]", reason.removeprefix("Reason: "))
+    assert "\\<img src=x onerror=alert(1)\\>" in reason
+
+
+@pytest.mark.django_db
+def test_it_writes_a_markdown_report_a_reader_can_read(api: Api) -> None:
+    batch = [
+        {
+            "id": "start",
+            "type": "session",
+            "body": {
+                "session_id": "order-debug-bot-7",
+                "agent": "order-debug-bot",
+                "budget": {"max_tokens": 16000, "reserved_tokens": 1200,
+                           "partitions": {"tool": 4800}},
+            },
+        },
+        step("order-debug-bot-7", 0, [{"id": "u1", "role": "user", "content": "hi"}]),
+    ]  # fmt: skip
+    api.ingest({"batch": batch})
+    session = Session.objects.get(external_id="order-debug-bot-7")
+    session_stats_compute(session_id=session.pk)
+    annotation_create(
+        session=session,
+        author=User.objects.create(username="alice"),
+        body="**Look** <script>alert(1)</script> here",
+    )
+    text = api.get("/sessions/order-debug-bot-7/report.md").content.decode()
+    assert "- budget: 16,000 tokens, 1,200 reserved; partitions: tool 4,800" in text
+    assert "{" not in text.split("- budget:")[1].splitlines()[0]
+    assert "# Session order-debug-bot-7" in text and "agent: order-debug-bot;" in text
+    assert "<script" not in text and "**Look** &lt;script>alert(1)" in text

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -31,3 +32,20 @@ def test_it_prints_a_working_key_once_and_stores_only_its_hash() -> None:
 def test_it_refuses_an_unknown_project_without_create() -> None:
     with pytest.raises(CommandError, match="--create-project"):
         call_command("createapikey", "nowhere", stdout=StringIO(), stderr=StringIO())
+
+
+@pytest.mark.django_db
+def test_it_reuses_the_demo_key_on_every_start_of_the_run_command(tmp_path: Path) -> None:
+    key_file = tmp_path / "demo.key"
+    for _ in range(3):
+        call_command("demosetup", "--key-file", str(key_file), stdout=StringIO())
+    assert ApiKey.objects.filter(project__slug="demo", revoked_at__isnull=True).count() == 1
+    secret = key_file.read_text().strip()
+    response = Client().get("/api/v1/sessions", HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert response.status_code == 200
+
+    # A revoked demo key is replaced by a new one, written to the file.
+    apikey_revoke(key=ApiKey.objects.get())
+    call_command("demosetup", "--key-file", str(key_file), stdout=StringIO())
+    assert key_file.read_text().strip() != secret
+    assert ApiKey.objects.filter(project__slug="demo", revoked_at__isnull=True).count() == 1

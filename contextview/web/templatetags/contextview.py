@@ -7,19 +7,20 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django import template
-from django.urls import reverse
+from django.templatetags.static import static
 from django.utils.dateparse import parse_datetime
 
 from contextview.core.model import content_text
 from contextview.web.selectors import message_anchor
-from contextview.web.views import permalink_path, plotly_version
+from contextview.web.staticfiles import PLOTLY_STATIC
+from contextview.web.views import permalink_path
 
 register = template.Library()
 
 
 @register.simple_tag
 def plotly_src() -> str:
-    return reverse("web-plotly", args=[plotly_version()])
+    return static(PLOTLY_STATIC)
 
 
 @register.filter

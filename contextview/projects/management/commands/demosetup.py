@@ -12,7 +12,8 @@ from contextview.projects.services import demo_setup
 
 class Command(BaseCommand):
     help = (
-        "Create (or refresh) the demo project, a demo admin user and a new ingest key; "
+        "Create (or refresh) the demo project, a demo admin user and an ingest key (the one "
+        "in --key-file when it still works, else a new one); "
         "print the dashboard URL and login."
     )
 
@@ -25,14 +26,20 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         password = options["password"] or "demo-password"
+        key_file: Path | None = options["key_file"]
+        secret = None
+        if key_file is not None and key_file.exists():
+            secret = key_file.read_text().strip()
         project, issued = demo_setup(
-            username=options["username"], password=password, project_slug=options["project"]
+            username=options["username"],
+            password=password,
+            project_slug=options["project"],
+            secret=secret,
         )
-        if options["key_file"]:
-            path: Path = options["key_file"]
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(issued.secret + "\n")
-            path.chmod(0o600)
+        if key_file is not None and issued.secret != secret:
+            key_file.parent.mkdir(parents=True, exist_ok=True)
+            key_file.write_text(issued.secret + "\n")
+            key_file.chmod(0o600)
         self.stdout.write(f"dashboard: {options['url']}")
         self.stdout.write(f"login:     {options['username']} / {password}")
         self.stdout.write(f"project:   {project.slug}")
