@@ -11,7 +11,11 @@ urlpatterns = [
     path("", views.sessions_page, name="sessions"),
     path("healthz", views.healthz, name="healthz"),
     path("login/", auth_views.LoginView.as_view(template_name="login.html"), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path(
+        "logout/",
+        auth_views.LogoutView.as_view(template_name="signed_out.html"),
+        name="logout",
+    ),
     path("api/v1/", api.urls),
     path("admin/", admin.site.urls),
     # The dashboard (contextview.web).
@@ -42,3 +46,6 @@ urlpatterns = [
     path("projects/<slug:slug>/keys/", views.keys_page, name="web-keys"),
     path("projects/<slug:slug>/keys/<int:key_pk>/revoke/", views.key_revoke, name="web-key-revoke"),
 ]
+
+handler404 = "contextview.web.views.not_found"
+handler500 = "contextview.web.views.server_error"

@@ -7,8 +7,14 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from contextview.projects.models import ApiKey
-from contextview.projects.services import KEY_PREFIX, secret_digest
+from contextview.projects.models import ApiKey, Membership
+from contextview.projects.services import (
+    DEMO_PROJECT,
+    DEMO_USERNAME,
+    KEY_PREFIX,
+    demo_password,
+    secret_digest,
+)
 
 
 def apikey_authenticate(*, secret: str) -> ApiKey | None:
@@ -28,3 +34,13 @@ def apikey_authenticate(*, secret: str) -> ApiKey | None:
     if key.last_used_at is None or now - key.last_used_at > timedelta(minutes=1):
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
     return key
+
+
+def demo_login() -> dict[str, str] | None:
+    """The demo's login, for the sign-in page, when this server has the demo project
+    and its user is a member of it; None otherwise."""
+    if not Membership.objects.filter(
+        project__slug=DEMO_PROJECT, user__username=DEMO_USERNAME
+    ).exists():
+        return None
+    return {"username": DEMO_USERNAME, "password": demo_password()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 from dataclasses import dataclass
 
@@ -13,6 +14,15 @@ from django.utils import timezone
 from contextview.projects.models import ApiKey, Membership, Project
 
 KEY_PREFIX = "cv"
+# The demo's project and login, as demosetup creates them (the password may be set
+# with CONTEXTVIEW_DEMO_PASSWORD).
+DEMO_PROJECT = "demo"
+DEMO_USERNAME = "demo"
+DEMO_PASSWORD = "demo-password"
+
+
+def demo_password() -> str:
+    return os.environ.get("CONTEXTVIEW_DEMO_PASSWORD") or DEMO_PASSWORD
 
 
 @dataclass(frozen=True)

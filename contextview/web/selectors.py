@@ -18,13 +18,16 @@ from urllib.parse import quote
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
-from django.db.models import BooleanField, ExpressionWrapper, F, Q, QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, F, FloatField, Q, QuerySet
 from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
 from contextview.core.diff import diff_contexts
 from contextview.core.model import Message
+from contextview.core.refs import decode_refs
 from contextview.core.tokens import EncodingUnavailable, TokenCounter
 from contextview.postmortems.markdown import render_markdown
 from contextview.postmortems.models import Annotation, Incident
@@ -126,6 +129,16 @@ class _Filters:
         return bool(self.as_query())
 
 
+# How the sessions list may be ordered, newest first by default; each other order is
+# highest first, by a column or an aggregate of the statistics.
+SORTS = {
+    "started": "Started",
+    "steps": "Steps",
+    "peak": "Peak occupancy",
+    "tokens": "Tokens",
+}
+
+
 @dataclass
 class SessionFilters(_Filters):
     agent: str = ""
@@ -135,23 +148,47 @@ class SessionFilters(_Filters):
     since: str = ""  # YYYY-MM-DD, inclusive
     until: str = ""  # YYYY-MM-DD, inclusive
     q: str = ""
+    sort: str = ""  # a key of SORTS other than the default "started"
 
     @classmethod
     def from_query(cls, params: Any) -> SessionFilters:
+        return cls.parse(params)[0]
+
+    @classmethod
+    def parse(cls, params: Any) -> tuple[SessionFilters, list[str]]:
+        """The filters of a query string, and what was wrong with it, one line per
+        parameter refused (a refused value filters nothing)."""
+        errors: list[str] = []
+
         def get(name: str, limit: int = 200) -> str:
             return (params.get(name) or "").strip()[:limit]
 
-        status = get("status")
-        flag = get("flag")
-        return cls(
+        def one_of(name: str, allowed: Sequence[str]) -> str:
+            value = get(name)
+            if value and value not in allowed:
+                errors.append(f"{name}: {value!r} is not one of {', '.join(allowed)}")
+                return ""
+            return value
+
+        def day(name: str) -> str:
+            value = get(name, 40)
+            if value and _date(value) is None:
+                errors.append(f"{name}: {value!r} is not a date; use YYYY-MM-DD")
+                return ""
+            return value
+
+        sort = one_of("sort", list(SORTS))
+        filters = cls(
             agent=get("agent"),
             mode=get("mode", 64),
-            status=status if status in STATUSES else "",
-            flag=flag if flag in FLAG_HELP else "",
-            since=get("since", 10) if _date(get("since", 10)) else "",
-            until=get("until", 10) if _date(get("until", 10)) else "",
+            status=one_of("status", STATUSES),
+            flag=one_of("flag", FLAGS),
+            since=day("since"),
+            until=day("until"),
             q=get("q"),
+            sort="" if sort == "started" else sort,
         )
+        return filters, errors
 
 
 def _date(value: str) -> date | None:
@@ -196,35 +233,143 @@ def session_queryset(*, project: Project, filters: SessionFilters) -> QuerySet[S
     return qs
 
 
+def _sort_key(sort: str) -> Any:
+    if sort == "steps":
+        return F("step_count")
+    field = {"peak": "peak_occupancy", "tokens": "tokens_after_total"}[sort]
+    return Cast(KT(f"aggregates__{field}"), FloatField())
+
+
 def session_page(
     *, project: Project, filters: SessionFilters, cursor: str | None, limit: int = 50
 ) -> tuple[list[Session], str | None]:
-    """A page of the project's sessions, newest first, and the cursor of the next one."""
+    """A page of the project's sessions and the cursor of the next one: newest first
+    along the ``session_recent`` index, or, sorted otherwise, highest first by pages
+    counted from the top (the cursor is then the number of sessions above the page)."""
     qs = (
         session_queryset(project=project, filters=filters)
         .select_related("incident")
         .defer("metadata", "pinned", "budget")
     )
-    return sessions_page(qs, after=decode_cursor(cursor) if cursor else None, limit=limit)
+    if not filters.sort:
+        return sessions_page(qs, after=decode_cursor(cursor) if cursor else None, limit=limit)
+    offset = int(cursor) if cursor and cursor.isdigit() else 0
+    ordered = qs.order_by(_sort_key(filters.sort).desc(nulls_last=True), "-started_at", "-pk")
+    page = list(ordered[offset : offset + limit + 1])
+    more = len(page) > limit
+    return page[:limit], str(offset + limit) if more else None
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """Where a session's first message matching the search is: the step, the message,
+    and the text around the match, split so that the match can be marked."""
+
+    step: int
+    message_id: str
+    before: str
+    match: str
+    after: str
+
+    @property
+    def anchor(self) -> str:
+        return message_anchor(self.message_id)
+
+
+SEARCH_CONTEXT = 60  # characters shown on each side of a match
+SEARCH_STEPS_CHUNK = 500
+
+
+def search_hits(*, project: Project, sessions: Sequence[Session], q: str) -> dict[int, SearchHit]:
+    """For each of `sessions` (a page of the list searched for `q`), the first step whose
+    context holds a message matching `q`, before or after the step's operations."""
+    if not q or not sessions:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT sm.session_id, sm.message_id, sm.msg_id, b.text FROM cv_session_message sm "
+            "JOIN cv_message m ON m.id = sm.message_id "
+            "JOIN cv_blob b ON b.id = m.blob_id "
+            "WHERE sm.project_id = %s AND b.project_id = %s AND sm.session_id = ANY(%s) "
+            "AND b.text ILIKE %s",
+            [project.pk, project.pk, [s.pk for s in sessions], _like(q)],
+        )
+        matching: dict[int, dict[int, tuple[str, str]]] = {}
+        for session_id, message_pk, msg_id, text in cursor.fetchall():
+            matching.setdefault(session_id, {})[message_pk] = (msg_id, text)
+    hits: dict[int, SearchHit] = {}
+    for session_pk, messages in matching.items():
+        found = _first_step_with(session_pk, set(messages))
+        if found is None:
+            continue
+        index, message_pk = found
+        msg_id, text = messages[message_pk]
+        hits[session_pk] = _hit(index, msg_id, text, q)
+    return hits
+
+
+def _first_step_with(session_pk: int, message_pks: set[int]) -> tuple[int, int] | None:
+    """The first step (by index) whose before or after context holds one of
+    `message_pks`, and which one; read a chunk of steps at a time."""
+    last = -1
+    while True:
+        chunk = list(
+            Step.objects.filter(session_id=session_pk, index__gt=last)
+            .order_by("index")
+            .values_list("index", "before_refs", "after_refs")[:SEARCH_STEPS_CHUNK]
+        )
+        if not chunk:
+            return None
+        for index, before, after in chunk:
+            for refs in (before, after):
+                for pk in decode_refs(bytes(refs)):
+                    if pk in message_pks:
+                        return index, pk
+        last = chunk[-1][0]
+
+
+def _hit(index: int, msg_id: str, text: str, q: str) -> SearchHit:
+    at = text.lower().find(q.lower())
+    if at < 0:  # ILIKE and lower() disagree on some letter: show the text's start
+        return SearchHit(index, msg_id, "", "", text[: 2 * SEARCH_CONTEXT])
+    start, end = max(0, at - SEARCH_CONTEXT), at + len(q) + SEARCH_CONTEXT
+    return SearchHit(
+        step=index,
+        message_id=msg_id,
+        before=("…" if start else "") + text[start:at],
+        match=text[at : at + len(q)],
+        after=text[at + len(q) : end] + ("…" if end < len(text) else ""),
+    )
 
 
 def project_agents(*, project: Project, limit: int = 200) -> list[str]:
-    """The project's agent names. A project has few agents and many sessions: the
-    recursive query hops from one agent to the next along the (project, agent)
-    index instead of reading every session."""
+    return project_values(project=project, column="agent", limit=limit)
+
+
+def project_modes(*, project: Project, limit: int = 200) -> list[str]:
+    return project_values(project=project, column="mode", limit=limit)
+
+
+def project_values(*, project: Project, column: str, limit: int = 200) -> list[str]:
+    """The distinct values of a session column (agent or mode) in the project. A
+    project has few of them and many sessions: the recursive query hops from one
+    value to the next (along the (project, agent) index for agents) instead of
+    reading every session."""
+    if column not in ("agent", "mode"):
+        raise ValueError(f"no list of distinct values for the column {column!r}")
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            WITH RECURSIVE names(agent) AS (
-                (SELECT agent FROM cv_session WHERE project_id = %s AND agent > ''
-                 ORDER BY agent LIMIT 1)
+            f"""
+            WITH RECURSIVE names(value) AS (
+                (SELECT {column} FROM cv_session WHERE project_id = %s AND {column} > ''
+                 ORDER BY {column} LIMIT 1)
                 UNION ALL
-                SELECT (SELECT s.agent FROM cv_session s
-                        WHERE s.project_id = %s AND s.agent > names.agent
-                        ORDER BY s.agent LIMIT 1)
-                FROM names WHERE names.agent IS NOT NULL
+                SELECT (SELECT s.{column} FROM cv_session s
+                        WHERE s.project_id = %s AND s.{column} > names.value
+                        ORDER BY s.{column} LIMIT 1)
+                FROM names WHERE names.value IS NOT NULL
             )
-            SELECT agent FROM names WHERE agent IS NOT NULL LIMIT %s
+            SELECT value FROM names WHERE value IS NOT NULL LIMIT %s
             """,
             [project.pk, project.pk, limit],
         )

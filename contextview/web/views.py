@@ -20,10 +20,12 @@ from django.http import (
     HttpRequest,
     HttpResponse,
     HttpResponseForbidden,
+    HttpResponseServerError,
     JsonResponse,
     StreamingHttpResponse,
 )
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -120,6 +122,23 @@ def _chart_meta(session: Session, directives: list[web.DirectiveRow], **extra: A
     )
 
 
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Our 404 page: what was asked for, and why it is not there when a view said."""
+    reason = exception.args[0] if exception.args and isinstance(exception.args[0], str) else ""
+    context = _page(request, request_path=request.path, reason=reason)
+    return render(request, "404.html", context, status=404)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """Our 500 page, without the request's context (which may be what failed); plain
+    HTML if even the template cannot be rendered."""
+    try:
+        html = render_to_string("500.html")
+    except Exception:  # noqa: BLE001 - the last resort must not fail
+        html = "<!doctype html><title>Server error</title><h1>Something went wrong</h1>"
+    return HttpResponseServerError(html)
+
+
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
@@ -138,15 +157,19 @@ def sessions_page(request: HtmxHttpRequest) -> HttpResponse:
     access = web.access_for(accesses, chosen) or (accesses[0] if accesses else None)
     if access is not None:
         request.session["project"] = access.project.slug
-    filters = web.SessionFilters.from_query(request.GET)
+    filters, errors = web.SessionFilters.parse(request.GET)
     sessions: list[Session] = []
     next_cursor = None
     agents: list[str] = []
+    modes: list[str] = []
+    hits: dict[int, web.SearchHit] = {}
     if access is not None:
         sessions, next_cursor = web.session_page(
             project=access.project, filters=filters, cursor=request.GET.get("cursor")
         )
         agents = web.project_agents(project=access.project)
+        modes = web.project_modes(project=access.project)
+        hits = web.search_hits(project=access.project, sessions=sessions, q=filters.q)
     return render(
         request,
         "sessions.html",
@@ -154,16 +177,19 @@ def sessions_page(request: HtmxHttpRequest) -> HttpResponse:
             "accesses": accesses,
             "access": access,
             "project": access.project if access else None,
-            "sessions": sessions,
+            "sessions": [(s, hits.get(s.pk)) for s in sessions],
             "next_cursor": next_cursor,
             "paged": bool(request.GET.get("cursor")),
             "filters": filters,
+            "errors": errors,
             "agents": agents,
             "statuses": web.STATUSES,
-            "modes": web.MODES,
+            "modes": modes,
             "flags": web.FLAGS,
+            "sorts": web.SORTS,
             "export_query": urlencode(filters.as_query()),
         },
+        status=400 if errors else 200,
     )
 
 
@@ -749,13 +775,17 @@ def sessions_compare_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """Two sessions side by side (``?s=<id>&s=<id>``): their occupancy curves overlaid,
     then tokens, operations and flags per step, entity retention and outcome."""
     access = _project_or_404(request, slug)
-    ids = [i.strip() for i in request.GET.getlist("s") if i.strip()][:2]
+    picked = [i.strip() for i in request.GET.getlist("s") if i.strip()]
+    too_many = len(picked) > 2
+    # More than two: nothing is compared, rather than silently the first two.
+    ids = [] if too_many else picked
     found = [session_get(project=access.project, external_id=i) for i in ids]
     missing = [i for i, s in zip(ids, found, strict=True) if s is None]
     context: dict[str, Any] = {
         "access": access,
-        "ids": ids + [""] * (2 - len(ids)),
+        "ids": picked[:2] + [""] * (2 - len(picked[:2])),
         "missing": missing,
+        "too_many": picked if too_many else [],
         "recent": web.recent_session_ids(project=access.project),
     }
     sessions = [s for s in found if s is not None]
@@ -781,7 +811,8 @@ def sessions_compare_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             more_rows=max(len(side["curve"]) for side in sides) > COMPARE_ROWS,
             row_limit=COMPARE_ROWS,
         )
-    return render(request, "sessions_compare.html", _page(request, **context))
+    status = 400 if too_many else 200
+    return render(request, "sessions_compare.html", _page(request, **context), status=status)
 
 
 @login_required

@@ -11,11 +11,17 @@ from django.templatetags.static import static
 from django.utils.dateparse import parse_datetime
 
 from contextview.core.model import content_text
+from contextview.projects import selectors as projects
 from contextview.web.selectors import message_anchor
 from contextview.web.staticfiles import PLOTLY_STATIC
 from contextview.web.views import permalink_path
 
 register = template.Library()
+
+
+@register.simple_tag
+def demo_login() -> dict[str, str] | None:
+    return projects.demo_login()
 
 
 @register.simple_tag
@@ -62,7 +68,7 @@ def first_line(text: str, limit: int = 140) -> str:
 
 @register.filter
 def tokens(value: Any) -> str:
-    return "—" if value is None else f"{value:,}"
+    return f"{value:,}" if isinstance(value, int | float) else "—"
 
 
 @register.simple_tag

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from contextview.projects.services import demo_setup
+from contextview.projects.services import (
+    DEMO_PROJECT,
+    DEMO_USERNAME,
+    demo_password,
+    demo_setup,
+)
 
 
 class Command(BaseCommand):
@@ -18,14 +22,14 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--project", default="demo")
-        parser.add_argument("--username", default="demo")
-        parser.add_argument("--password", default=os.environ.get("CONTEXTVIEW_DEMO_PASSWORD"))
+        parser.add_argument("--project", default=DEMO_PROJECT)
+        parser.add_argument("--username", default=DEMO_USERNAME)
+        parser.add_argument("--password", default=demo_password())
         parser.add_argument("--url", default="http://127.0.0.1:8000/")
         parser.add_argument("--key-file", type=Path, help="write the new key to this file")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        password = options["password"] or "demo-password"
+        password = options["password"] or demo_password()
         key_file: Path | None = options["key_file"]
         secret = None
         if key_file is not None and key_file.exists():
