@@ -78,8 +78,13 @@ class _Stop(BaseException):
         self.signum = signum
 
 
+# Where devstack's own lines go: stdout, except around a command run by `exec` or
+# `manage`, whose standard output stays its own (`KEY=$(... createapikey ... | tail -1)`).
+_say_to: Any = None
+
+
 def say(message: str) -> None:
-    print(f"[devstack] {message}", flush=True)
+    print(f"[devstack] {message}", flush=True, file=_say_to or sys.stdout)
 
 
 def data_dir() -> Path:
@@ -645,6 +650,20 @@ def cmd_test(pytest_args: Sequence[str]) -> int:
     return code
 
 
+def cmd_exec(argv: Sequence[str]) -> int:
+    """Run `argv` with the URLs of the embedded PostgreSQL and Redis in its environment."""
+    global _say_to
+    _say_to = sys.stderr
+    if not argv:
+        raise DevstackError("exec needs a command, e.g. exec python manage.py migrate")
+    _install_signal_handlers()
+    env = _child_env(ensure_services(data_dir()))
+    # `python` is this virtualenv's, whether or not it is activated.
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    code, _ = _run_foreground(argv, env)
+    return code
+
+
 RUN_DESCRIPTION = """\
 Start contextview locally, with everything it needs:
 
@@ -670,6 +689,17 @@ with their URLs in the environment. The exit code is pytest's; "no tests collect
 Every argument after `test` goes to pytest, e.g.
   python -m contextview.devstack test tests/core -q -x
   python -m contextview.devstack test -- --help      (pytest's own help)
+"""
+
+EXEC_DESCRIPTION = """\
+Run a command against the same PostgreSQL and Redis as `run` (embedded ones unless
+DATABASE_URL / CELERY_BROKER_URL are set): their URLs are in its environment as
+DATABASE_URL and CELERY_BROKER_URL. Its exit code is the command's; devstack's own
+lines go to standard error, so the command's output can be captured. For example
+  python -m contextview.devstack exec python manage.py createsuperuser
+  python -m contextview.devstack exec sh -c 'python -m bench.pages --database-url "$DATABASE_URL"'
+`manage ARGS...` is short for `exec python manage.py ARGS...`:
+  python -m contextview.devstack manage createapikey my-project --create-project
 """
 
 EPILOG = """\
@@ -709,6 +739,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=fmt,
     )  # fmt: skip
     test.add_argument("pytest_args", nargs="*", metavar="PYTEST ARGS", help="passed to pytest")
+    for name, what in (("exec", "COMMAND"), ("manage", "MANAGE.PY ARGS")):
+        command = sub.add_parser(
+            name,
+            help="run a command" if name == "exec" else "run manage.py",
+            description=EXEC_DESCRIPTION, epilog=EPILOG, formatter_class=fmt,
+        )  # fmt: skip
+        command.add_argument("args", nargs="*", metavar=what)
     sub.add_parser(
         "stop", help="stop the embedded PostgreSQL (and a leftover embedded Redis)",
         description="Stop the embedded servers left running under the data folder. "
@@ -724,6 +761,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             # Everything after `test` is pytest's, options included.
             rest = args[1:]
             return cmd_test(rest[1:] if rest[:1] == ["--"] else rest)
+        if args[:1] in (["exec"], ["manage"]) and not ({"-h", "--help"} & set(args[1:2])):
+            # Everything after the word is the command's, options included.
+            rest = args[1:]
+            rest = rest[1:] if rest[:1] == ["--"] else rest
+            if args[0] == "manage":
+                rest = [sys.executable, "manage.py", *rest]
+            return cmd_exec(rest)
         parsed = build_parser().parse_args(args)
         if parsed.command == "run":
             return cmd_run(parsed.port, demo=not parsed.no_demo)

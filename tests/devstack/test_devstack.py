@@ -42,6 +42,31 @@ def test_the_cli_explains_itself() -> None:
     assert "pytest" in out and "DATABASE_URL" in out
 
 
+def test_exec_and_manage_run_a_command_against_the_stacks_servers(db: None) -> None:
+    """With the servers' URLs set, nothing embedded starts; the command gets them, its
+    standard output stays its own (devstack's lines go to stderr), its code is kept."""
+    import os
+
+    from django.db import connection
+
+    env = {**os.environ, "DATABASE_URL": database_url(connection.settings_dict),
+           "CELERY_BROKER_URL": "redis://127.0.0.1:6379/7"}  # fmt: skip
+    ran = subprocess.run(
+        [sys.executable, "-m", "contextview.devstack", "exec", "sh", "-c",
+         'echo "$DATABASE_URL"; exit 3'],
+        cwd=ROOT, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert ran.returncode == 3
+    assert ran.stdout == env["DATABASE_URL"] + "\n"
+    assert "using DATABASE_URL from the environment" in ran.stderr
+    manage = subprocess.run(
+        [sys.executable, "-m", "contextview.devstack", "manage", "exportdataset", "--help"],
+        cwd=ROOT, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert manage.returncode == 0 and "project slug" in manage.stdout
+    assert "exec" in build_parser().format_help() and "manage" in build_parser().format_help()
+
+
 def _environ(pid: int) -> dict[str, str]:
     raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
