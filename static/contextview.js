@@ -21,13 +21,42 @@
   }
 
 
+  // A step's address is its page: loaded directly it is the whole session page with
+  // the step open. Moving between steps swaps only the panel and records each step
+  // in the history ({cvStep: url}), so Back and Forward walk through what was seen.
+  function showStep(url) {
+    return window.htmx.ajax("GET", url, { target: "#step-panel", swap: "innerHTML" });
+  }
+
   function loadStep(url) {
     const panel = document.getElementById("step-panel");
     if (!panel || !window.htmx) { window.location.href = url; return; }
-    window.htmx.ajax("GET", url, { target: "#step-panel", swap: "innerHTML" }).then(function () {
-      window.history.pushState({}, "", url);
+    showStep(url).then(function () {
+      window.history.pushState({ cvStep: url }, "", url);
     });
   }
+
+  // Step links in the list and the panel go through loadStep too (not htmx's own
+  // history, which would reload the whole page on Back).
+  document.addEventListener("click", function (ev) {
+    if (ev.button !== 0 || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.altKey) return;
+    const link = ev.target.closest && ev.target.closest('a[hx-target="#step-panel"]');
+    if (!link || !document.getElementById("step-panel")) return;
+    ev.preventDefault();
+    ev.stopPropagation();
+    loadStep(link.getAttribute("href"));
+  }, true);
+
+  window.addEventListener("popstate", function (ev) {
+    if (ev.state && ev.state.htmx) return; // htmx's own entry: htmx restores it
+    const panel = document.getElementById("step-panel");
+    const here = window.location.pathname + window.location.search;
+    if (panel && window.htmx && /\/steps\/\d+\/$/.test(window.location.pathname)) {
+      showStep(here);
+    } else {
+      window.location.reload(); // the session page without a step, or another page
+    }
+  });
 
   // --- the occupancy chart ----------------------------------------------------------
 
@@ -330,13 +359,22 @@
     document.querySelectorAll("tr.current").forEach(function (tr) { tr.classList.remove("current"); });
     if (!view) return;
     const row = document.getElementById("step-row-" + view.dataset.step);
-    if (row) row.classList.add("current");
+    if (row) {
+      row.classList.add("current");
+      const box = row.getBoundingClientRect();
+      if (box.bottom > window.innerHeight || box.top < 0) row.scrollIntoView({ block: "nearest" });
+    }
   }
 
   document.addEventListener("htmx:afterSettle", function (ev) {
     if (ev.detail.target && ev.detail.target.id === "step-panel") {
+      // The panel scrolls on its own: back to its top, while the page (chart and list)
+      // stays where it is; the page moves only when the panel is out of view.
+      const panel = ev.detail.target;
+      panel.scrollTop = 0;
+      const box = panel.getBoundingClientRect();
+      if (box.top < 0 || box.top > window.innerHeight) panel.scrollIntoView({ block: "start" });
       markCurrentStep();
-      ev.detail.target.scrollIntoView({ block: "start" });
     }
     // An outerHTML swap leaves ev.detail.target detached: look in the whole page.
     drawCharts(document);

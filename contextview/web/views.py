@@ -196,8 +196,14 @@ def sessions_page(request: HtmxHttpRequest) -> HttpResponse:
 # --- one session -----------------------------------------------------------------------
 
 
-def _steps_window(request: HttpRequest, session: Session) -> dict[str, Any]:
+def _steps_window(
+    request: HttpRequest, session: Session, around: int | None = None
+) -> dict[str, Any]:
+    """The page of the step list the request asks for; with `around` (a step opened
+    directly), the page that shows that step."""
     after, before = _int(request.GET.get("after")), _int(request.GET.get("before"))
+    if around is not None and after is None and before is None and around >= STEPS_PER_PAGE:
+        after = around - STEPS_PER_PAGE // 2
     rows, has_prev, has_next = web.step_rows(
         session=session, after=after, before=before, limit=STEPS_PER_PAGE
     )
@@ -208,13 +214,16 @@ def _steps_window(request: HttpRequest, session: Session) -> dict[str, Any]:
     }
 
 
-@login_required
-@require_GET
-def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    session, access = _session_or_404(request, pk)
-    window = _steps_window(request, session)
-    if _fragment(request) and request.htmx.target == "steps":
-        return render(request, "session/_steps.html", {"session": session, **window})
+def _session_page(
+    request: HtmxHttpRequest,
+    session: Session,
+    access: web.Access,
+    *,
+    window: dict[str, Any],
+    **step: Any,
+) -> HttpResponse:
+    """The whole session page: header, chart, step list and panels; `step` is the
+    context of the step shown open in the step panel, if any."""
     rows, reported_modes = web.session_chart(session=session)
     directives = web.session_directives(session=session)
     step_url = reverse("web-step", args=[session.pk, 0])[: -len("0/")]
@@ -241,13 +250,26 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             watching=_watching(directives),
             flag_help=web.FLAG_HELP,
             **window,
+            **step,
         ),
     )
 
 
 @login_required
 @require_GET
+def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session, access = _session_or_404(request, pk)
+    window = _steps_window(request, session)
+    if _fragment(request) and request.htmx.target == "steps":
+        return render(request, "session/_steps.html", {"session": session, **window})
+    return _session_page(request, session, access, window=window)
+
+
+@login_required
+@require_GET
 def step_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
+    """A step in the step panel (asked by htmx), or, loaded directly, reloaded or
+    shared, the whole session page with that step open."""
     session, access = _session_or_404(request, pk)
     step = _step_or_404(session, index)
     view = web.step_view(session=session, step=step)
@@ -270,7 +292,17 @@ def step_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
         }
     if _fragment(request):
         return render(request, "session/_step.html", context)
-    return render(request, "step.html", _page(request, **context))
+    return _session_page(
+        request,
+        session,
+        access,
+        window=_steps_window(request, session, around=index),
+        view=view,
+        step_link=context["step_link"],
+        step_annotations=notes,
+        noted=context["noted"],
+        fold=context.get("fold"),
+    )
 
 
 @login_required

@@ -156,3 +156,18 @@ def test_it_sorts_the_sessions_by_steps_peak_and_tokens(
     page = client.get("/?sort=steps").content.decode()
     assert '<span aria-sort="descending">Steps ↓</span>' in page
     assert User.objects.count() == 1
+
+
+def test_it_opens_a_step_url_as_the_whole_session_page_with_that_step(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    client = login("viewer")
+    page = client.get(f"/sessions/{order_session.pk}/steps/1/").content.decode()
+    assert 'id="occupancy-chart"' in page and 'id="step-row-2"' in page
+    panel = page.split('id="step-panel"')[1]
+    assert '<article class="step-view" id="step-view" data-step="1">' in panel
+    assert "<title>Step 1 · order-debug-42" in page
+    # Asked by htmx, the same address answers with the panel alone.
+    fragment = client.get(f"/sessions/{order_session.pk}/steps/1/", HTTP_HX_REQUEST="true")
+    assert 'id="step-view" data-step="1"' in fragment.content.decode()
+    assert 'id="occupancy-chart"' not in fragment.content.decode()
