@@ -361,10 +361,28 @@
     const row = document.getElementById("step-row-" + view.dataset.step);
     if (row) {
       row.classList.add("current");
-      const box = row.getBoundingClientRect();
-      if (box.bottom > window.innerHeight || box.top < 0) row.scrollIntoView({ block: "nearest" });
+      // Scrolled within the list's own box only: the page, and the chart above the
+      // list, stay put.
+      const list = document.getElementById("steps");
+      if (!list) return;
+      const r = row.getBoundingClientRect(), b = list.getBoundingClientRect();
+      const head = list.querySelector("thead");
+      const top = b.top + (head ? head.getBoundingClientRect().height : 0);
+      if (r.top < top) list.scrollTop -= top - r.top;
+      else if (r.bottom > b.bottom) list.scrollTop += r.bottom - b.bottom;
     }
   }
+
+  // The step list's box ends where the left pane does, so that the chart above it and
+  // the rows in it show together (CSSOM styles are not inline styles: the CSP allows them).
+  function fitList() {
+    const list = document.getElementById("steps");
+    const pane = list && list.closest(".left-col");
+    if (!pane || getComputedStyle(pane).position !== "sticky") return;
+    const room = pane.getBoundingClientRect().bottom - list.getBoundingClientRect().top - 4;
+    list.style.maxHeight = Math.max(200, Math.floor(room)) + "px";
+  }
+  window.addEventListener("resize", fitList);
 
   document.addEventListener("htmx:afterSettle", function (ev) {
     if (ev.detail.target && ev.detail.target.id === "step-panel") {
@@ -393,6 +411,7 @@
   function start() {
     document.querySelectorAll(".js-hide").forEach(function (el) { el.hidden = true; });
     drawCharts(document);
+    fitList();
     markCurrentStep();
     revealTarget();
   }
@@ -401,5 +420,5 @@
   } else {
     start();
   }
-  window.addEventListener("load", function () { drawCharts(document); });
+  window.addEventListener("load", function () { drawCharts(document); fitList(); });
 })();

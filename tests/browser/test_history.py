@@ -1,0 +1,145 @@
+"""The session page as one place: a step's address shows the whole page, Back and
+Forward walk through the steps seen, and the chart and list stay put meanwhile."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.api_client import Api, step
+from tests.browser.conftest import Watched, seed_session
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _long_session(sid: str = "long-run", steps: int = 40) -> list[dict[str, Any]]:
+    """`steps` steps whose context grows by one sizeable message a step."""
+    events: list[dict[str, Any]] = [
+        {"id": f"{sid}-start", "type": "session",
+         "body": {"session_id": sid, "agent": "walker", "budget": {"max_tokens": 20000}}},
+    ]  # fmt: skip
+    for i in range(steps):
+        messages = [
+            {"id": f"u{k}", "role": "user", "content": f"note {k}: " + "order SO2026 " * 40}
+            if k == i
+            else {"id": f"u{k}"}
+            for k in range(i + 1)
+        ]
+        events.append(step(sid, i, messages))
+    return events
+
+
+def _panel_step(page: Any) -> str:
+    return str(page.locator("#step-view").get_attribute("data-step"))
+
+
+def _wait_step(page: Any, index: int) -> None:
+    page.wait_for_selector(f'#step-view[data-step="{index}"]')
+    page.wait_for_function(
+        "(i) => location.pathname.endsWith('/steps/' + i + '/')", arg=index, timeout=10_000
+    )
+
+
+def test_it_walks_back_and_forward_through_the_steps_seen(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    session = seed_session(api, _long_session())
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    base = f"{live_server.url}/sessions/{session.pk}"
+    page.goto(f"{base}/")
+    page.wait_for_selector("#occupancy-chart .main-svg")
+
+    page.click('table.steps a[data-step="2"]')
+    _wait_step(page, 2)
+    for index in (3, 4):
+        page.keyboard.press("j")
+        _wait_step(page, index)
+
+    # Back and Forward: the address and the panel always agree.
+    for index in (3, 2):
+        page.go_back()
+        _wait_step(page, index)
+        assert _panel_step(page) == str(index)
+    page.go_forward()
+    _wait_step(page, 3)
+    assert page.locator("#occupancy-chart .main-svg").count() > 0  # never a page without it
+    page.go_back()
+    _wait_step(page, 2)
+    page.go_back()  # the session page as first opened: no step
+    page.wait_for_function("() => !location.pathname.includes('/steps/')")
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    assert page.locator("#step-view").count() == 0
+    assert watched.errors == []
+
+
+def test_it_reloads_a_step_address_as_the_whole_session_page(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    session = seed_session(api, _long_session())
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.goto(f"{live_server.url}/sessions/{session.pk}/steps/7/")
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    assert _panel_step(page) == "7"
+    page.keyboard.press("j")
+    _wait_step(page, 8)
+    page.reload()
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    assert _panel_step(page) == "8"
+    assert page.locator("tr#step-row-8.current").count() == 1
+    assert watched.errors == []
+
+
+def test_it_keeps_the_chart_and_the_list_in_place_while_the_panel_changes(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    session = seed_session(api, _long_session())
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.goto(f"{live_server.url}/sessions/{session.pk}/")
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    page.click('table.steps a[data-step="30"]')
+    _wait_step(page, 30)
+    page.screenshot(path=str(_shot("split-pane.png")))
+    chart_top = page.locator("#occupancy-chart").bounding_box()["y"]
+    scrolled = page.evaluate("() => window.scrollY")
+    for index in (31, 32, 33):
+        page.keyboard.press("j")
+        _wait_step(page, index)
+    # The page did not scroll and the chart did not move; both it and the current row
+    # (the list scrolls in its own box) are in view beside the panel.
+    assert page.evaluate("() => window.scrollY") == scrolled
+    chart = page.locator("#occupancy-chart").bounding_box()
+    assert chart["y"] == chart_top and chart["y"] >= 0
+    assert chart["y"] + chart["height"] <= page.viewport_size["height"]
+    current = page.locator("#step-row-33").bounding_box()
+    box = page.locator("#steps").bounding_box()
+    assert box["y"] <= current["y"] <= box["y"] + box["height"] - current["height"]
+    assert current["y"] + current["height"] <= page.viewport_size["height"]
+    # The panel is in view and scrolls on its own; the steps table fits its column.
+    sizes = page.evaluate(
+        """() => {
+            const panel = document.getElementById("step-panel");
+            const box = panel.getBoundingClientRect();
+            const table = document.querySelector("table.steps");
+            return {top: box.top, bottom: box.bottom, inner: innerHeight,
+                    scrolls: panel.scrollHeight > panel.clientHeight,
+                    overflow: getComputedStyle(panel).overflowY,
+                    table: table.scrollWidth, column: table.parentElement.clientWidth};
+        }"""
+    )
+    assert 0 <= sizes["top"] and sizes["bottom"] <= sizes["inner"] + 1, sizes
+    assert sizes["scrolls"] and sizes["overflow"] == "auto", sizes
+    assert sizes["table"] <= sizes["column"], sizes
+
+    assert watched.errors == []
+
+
+def _shot(name: str) -> Any:
+    import tempfile
+    from pathlib import Path
+
+    return Path(tempfile.gettempdir()) / f"contextview-{name}"
