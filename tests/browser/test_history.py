@@ -31,6 +31,22 @@ def _long_session(sid: str = "long-run", steps: int = 40) -> list[dict[str, Any]
     return events
 
 
+@pytest.fixture
+def open_long(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> Callable[[str], Watched]:
+    """A viewer's page on `path` (after ``/sessions/<pk>``) of a 40-step session, drawn."""
+    session = seed_session(api, _long_session())
+    watched = open_page(api.project, "viewer")
+
+    def go(path: str) -> Watched:
+        watched.page.goto(f"{live_server.url}/sessions/{session.pk}{path}")
+        watched.page.wait_for_selector("#occupancy-chart .main-svg")
+        return watched
+
+    return go
+
+
 def _panel_step(page: Any) -> str:
     return str(page.locator("#step-view").get_attribute("data-step"))
 
@@ -43,14 +59,10 @@ def _wait_step(page: Any, index: int) -> None:
 
 
 def test_it_walks_back_and_forward_through_the_steps_seen(
-    api: Api, open_page: Callable[..., Watched], live_server: Any
+    open_long: Callable[[str], Watched],
 ) -> None:
-    session = seed_session(api, _long_session())
-    watched = open_page(api.project, "viewer")
+    watched = open_long("/")
     page = watched.page
-    base = f"{live_server.url}/sessions/{session.pk}"
-    page.goto(f"{base}/")
-    page.wait_for_selector("#occupancy-chart .main-svg")
 
     page.click('table.steps a[data-step="2"]')
     _wait_step(page, 2)
@@ -76,13 +88,10 @@ def test_it_walks_back_and_forward_through_the_steps_seen(
 
 
 def test_it_reloads_a_step_address_as_the_whole_session_page(
-    api: Api, open_page: Callable[..., Watched], live_server: Any
+    open_long: Callable[[str], Watched],
 ) -> None:
-    session = seed_session(api, _long_session())
-    watched = open_page(api.project, "viewer")
+    watched = open_long("/steps/7/")
     page = watched.page
-    page.goto(f"{live_server.url}/sessions/{session.pk}/steps/7/")
-    page.wait_for_selector("#occupancy-chart .main-svg")
     assert _panel_step(page) == "7"
     page.keyboard.press("j")
     _wait_step(page, 8)
@@ -94,13 +103,10 @@ def test_it_reloads_a_step_address_as_the_whole_session_page(
 
 
 def test_it_keeps_the_chart_and_the_list_in_place_while_the_panel_changes(
-    api: Api, open_page: Callable[..., Watched], live_server: Any
+    open_long: Callable[[str], Watched],
 ) -> None:
-    session = seed_session(api, _long_session())
-    watched = open_page(api.project, "viewer")
+    watched = open_long("/")
     page = watched.page
-    page.goto(f"{live_server.url}/sessions/{session.pk}/")
-    page.wait_for_selector("#occupancy-chart .main-svg")
     page.click('table.steps a[data-step="30"]')
     _wait_step(page, 30)
     page.screenshot(path=str(_shot("split-pane.png")))
