@@ -373,16 +373,24 @@
     }
   }
 
-  // The step list's box ends where the left pane does, so that the chart above it and
+  // The step list's box ends where the left pane (or the window) does, so that the chart above it and
   // the rows in it show together (CSSOM styles are not inline styles: the CSP allows them).
+  // The step panel likewise ends at the window's bottom, wherever the page is scrolled.
   function fitList() {
     const list = document.getElementById("steps");
     const pane = list && list.closest(".left-col");
     if (!pane || getComputedStyle(pane).position !== "sticky") return;
-    const room = pane.getBoundingClientRect().bottom - list.getBoundingClientRect().top - 4;
+    const bottom = Math.min(pane.getBoundingClientRect().bottom, window.innerHeight);
+    const room = bottom - list.getBoundingClientRect().top - 4;
     list.style.maxHeight = Math.max(200, Math.floor(room)) + "px";
+    const panel = document.getElementById("step-panel");
+    if (panel) {
+      const space = window.innerHeight - Math.max(0, panel.getBoundingClientRect().top) - 8;
+      panel.style.maxHeight = Math.max(300, Math.floor(space)) + "px";
+    }
   }
   window.addEventListener("resize", fitList);
+  window.addEventListener("scroll", fitList, { passive: true });
 
   document.addEventListener("htmx:afterSettle", function (ev) {
     if (ev.detail.target && ev.detail.target.id === "step-panel") {
@@ -403,9 +411,12 @@
   document.addEventListener("directives-settled", function () {
     // A directive was applied: redraw the header and the timeline from the server.
     const url = window.location.pathname.replace(/steps\/\d+\/.*$/, "");
-    if (window.htmx && document.getElementById("overview")) {
-      window.htmx.ajax("GET", url, { target: "#overview", select: "#overview", swap: "outerHTML" });
-    }
+    if (!window.htmx) return;
+    ["#overview", "#overview-chart"].forEach(function (part) {
+      if (document.querySelector(part)) {
+        window.htmx.ajax("GET", url, { target: part, select: part, swap: "outerHTML" });
+      }
+    });
   });
 
   function start() {
