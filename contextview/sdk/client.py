@@ -414,6 +414,8 @@ class Client:
         # How many events at the front of the queue hold one the server refuses whole
         # (a batch answered 500, 400 or 413): sent in smaller batches until answered.
         self._suspect = 0
+        # Events refused by the answer being settled, set aside together (`_set_aside`).
+        self._refused: list[tuple[Pending, int | None, str]] = []
         self._http: httpx.Client | None = None
         self._spool: Spool | None = None
         self._exit_spilled = False
@@ -913,6 +915,7 @@ class Client:
             # event alone (too big, or failing the server).
             for pending in batch:
                 self._reject(pending, status, error)
+        self._set_aside()
         # Finished events leave the front of the queue; the rest stay first, in order.
         for _ in batch:
             gone = source.popleft()
@@ -950,7 +953,7 @@ class Client:
         return True
 
     def _reject(self, pending: Pending, status: int | None, error: str) -> None:
-        """Set aside an event the server refused for good: never sent again, reported once."""
+        """An event the server refused for good: never sent again (`_set_aside` keeps it)."""
         self._count_dropped(1)
         self.counters.rejected += 1
         self._finish_event(pending)
@@ -959,18 +962,28 @@ class Client:
             # after it go in full, and those already sent against it come back as
             # "never recorded" and go again in full (`_settle_event`).
             self._desync(self._sessions.get(pending.session_id))
+        self._refused.append((pending, status, error))
+
+    def _set_aside(self) -> None:
+        """The events just refused to the dead-letter file (one write), each reported once."""
+        refused, self._refused = self._refused, []
+        if not refused:
+            return
         where = None
         if self._spool is not None:
-            line = dead_letter_line(pending, status, error, rfc3339(time.time()))
+            at = rfc3339(time.time())
+            lines = [dead_letter_line(p, status, error, at) for p, status, error in refused]
             try:
-                self._spool.set_aside([line])
+                self._spool.set_aside(lines)
             except OSError as exc:
                 self._report(Problem("spool", f"could not write the dead-letter file: {exc}"))
             else:
-                self.counters.dead_lettered += 1
+                self.counters.dead_lettered += len(lines)
                 where = self.dead_letter_path
-        problem = Problem("rejected", error, pending.event_id, pending.session_id, status, where)
-        self._report(problem)
+        for pending, status, error in refused:
+            self._report(
+                Problem("rejected", error, pending.event_id, pending.session_id, status, where)
+            )
 
     def _delay(self, retry_after: float | None) -> float:
         if retry_after is not None:
