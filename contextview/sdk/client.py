@@ -867,7 +867,9 @@ class Client:
             response = self._client().post("/api/v1/ingest", content=body, headers=headers)
         except httpx.HTTPError as exc:
             # Not connecting at all says nothing of what the request carried.
-            reached = not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+            reached = not isinstance(
+                exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout
+            )
             return _Answer(None, None, None, f"{type(exc).__name__}: {exc}", reached)
         retry_after = _retry_after(response.headers.get("Retry-After"))
         if response.status_code == 207:
