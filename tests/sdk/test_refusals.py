@@ -171,3 +171,36 @@ def test_a_batch_that_keeps_timing_out_while_the_server_answers_is_split_too(
     assert [(p.kind, p.status) for p in problems] == [("rejected", 500)]
     assert "ReadTimeout" in problems[0].detail
     assert read_dead_letters(tmp_path).count == 1
+
+
+def test_events_spooled_through_an_outage_are_split_and_set_aside_the_same_way(
+    server: StandIn, make: Callable[..., Client], tmp_path: Path
+) -> None:
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused")
+
+    first = Client(
+        "http://cv.test", "k", transport=httpx.MockTransport(down), spool_dir=tmp_path,
+        flush_interval=0.02, backoff_base=0.05, backoff_max=0.1, max_buffer_events=3,
+    )  # fmt: skip
+    contexts = record_two_sessions(first, poison_at=3, steps=6)
+    first.close(timeout=0.5)
+    assert first.stats["sent"] == 0 and first.stats["rejected"] == 0
+    assert list(tmp_path.glob("seg-*.jsonl"))
+
+    # The next process sends the spool to a server that fails on the marked step.
+    server.fail = five_hundred_on_poison
+    problems: list[Problem] = []
+    second = make(spool_dir=tmp_path, on_error=problems.append)
+    second.session("c").record_step([SYS])
+    assert second.flush(10), second.stats
+
+    assert [server.contexts.get(("b", n)) for n in range(6)] == contexts["b"]
+    assert [server.contexts.get(("a", n)) for n in range(6)] == [
+        c if n != 3 else None for n, c in enumerate(contexts["a"])
+    ]
+    dead = read_dead_letters(tmp_path)
+    assert dead.count == 1 and dead.last is not None
+    assert dead.last["event"]["body"]["index"] == 3
+    assert [p.event_id for p in problems] == [dead.last["event_id"]]
+    assert not list(tmp_path.glob("seg-*.jsonl"))
