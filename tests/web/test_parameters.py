@@ -45,3 +45,13 @@ def test_it_opens_the_pages_of_a_session_whose_id_holds_a_slash(
     step = client.get(f"/p/{session.project.slug}/team%2Fagent-7/1/", follow=True)
     assert step.redirect_chain[-1][0] == f"/sessions/{session.pk}/steps/1/"
     assert step.status_code == 200
+
+
+def test_it_answers_a_nul_in_a_form_field_with_400_naming_it(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    client = login()
+    note = client.post(f"/sessions/{order_session.pk}/notes/", {"body": "a\x00b"})
+    assert note.status_code == 400 and note.content.decode().startswith("body: must not")
+    mode = client.post(f"/sessions/{order_session.pk}/mode/", {"mode": "rag\x00"})
+    assert mode.status_code == 400 and mode.content.decode().startswith("mode: must not")
