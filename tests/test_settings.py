@@ -97,3 +97,42 @@ def test_it_stops_on_a_bad_value_naming_the_variable() -> None:
         done = _settings(**{name: value})
         assert done.returncode != 0
         assert name in done.stderr.splitlines()[-1], done.stderr
+
+
+SERVE = """
+import json, django
+django.setup()
+from django.test import Client
+client = Client()
+secure = client.get("/login/", HTTP_X_FORWARDED_PROTO="https")
+plain = client.get("/login/")
+print(json.dumps({
+    "status": secure.status_code,
+    "hsts": secure.get("Strict-Transport-Security"),
+    "cookie_secure": bool(secure.cookies["csrftoken"]["secure"]),
+    "plain": [plain.status_code, plain.get("Location")],
+}))
+"""
+
+
+def test_it_serves_https_behind_the_proxy_as_configured() -> None:
+    environ = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    environ.update(
+        DJANGO_SETTINGS_MODULE="contextview.settings",
+        ALLOWED_HOSTS="testserver",
+        BEHIND_PROXY="true",
+        SECURE_COOKIES="true",
+        SECURE_HSTS_SECONDS="3600",
+        SECURE_SSL_REDIRECT="true",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", SERVE], cwd=ROOT, env=environ, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {
+        "status": 200,
+        "hsts": "max-age=3600",
+        "cookie_secure": True,
+        "plain": [301, "https://testserver/login/"],
+    }
