@@ -49,6 +49,7 @@ def _schemathesis(base: str, key: str, config: Path) -> subprocess.CompletedProc
          "--phases", "examples,coverage,fuzzing", "--max-examples", "15", "--workers", "1",
          "--seed", "11", "--no-color", "--generation-database", "none",
          "--request-timeout", "20"],
+        cwd=config.parent,  # where schemathesis keeps its cache: not the checkout
         capture_output=True,
         text=True,
         timeout=170,
