@@ -7,6 +7,7 @@ against a real gunicorn and faces slow clients.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -19,12 +20,22 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from django.conf import settings
+from django.db import connection
 
-from tests.conftest import ROOT, _free_port, _stop, _wait_answering
+from tests.conftest import (
+    ROOT,
+    _free_port,
+    _gunicorn_env,
+    _stop,
+    _wait_answering,
+    database_url,
+)
+from tests.sdk.conftest import OwnServer
 
 TEMPLATE = ROOT / "deploy" / "nginx.conf.template"
 COMPOSE = ROOT / "docker-compose.yml"
@@ -99,6 +110,13 @@ def test_it_buffers_requests_and_answers_with_the_apps_limits() -> None:
 @pytest.fixture
 def proxy(gunicorn_api: str) -> Iterator[str]:
     """A local nginx with the repository's configuration in front of the test gunicorn."""
+    with nginx_in_front_of(gunicorn_api) as base:
+        yield base
+
+
+@contextlib.contextmanager
+def nginx_in_front_of(upstream: str) -> Iterator[str]:
+    """Base URL of a local nginx running the repository's configuration before `upstream`."""
     assert NGINX is not None
     folder = Path(tempfile.mkdtemp(prefix="contextview-nginx-"))
     folder.chmod(0o755)
@@ -109,7 +127,7 @@ def proxy(gunicorn_api: str) -> Iterator[str]:
     (folder / "contextview.conf").write_text(
         render(
             {
-                "CONTEXTVIEW_UPSTREAM": gunicorn_api.removeprefix("http://"),
+                "CONTEXTVIEW_UPSTREAM": upstream.removeprefix("http://"),
                 "PROXY_PORT": f"127.0.0.1:{port}",
                 "INGEST_MAX_BYTES": str(settings.INGEST_MAX_BYTES),
             }
@@ -236,3 +254,43 @@ def test_it_refuses_a_body_over_the_limit_as_json_even_chunked(proxy: str) -> No
             urllib.request.urlopen(request, timeout=30)
         assert refused.value.code == 413, chunked
         assert b"over the limit" in refused.value.read()
+
+
+@needs_nginx
+@pytest.mark.django_db(transaction=True)
+def test_it_tells_the_app_the_scheme_the_client_used(
+    django_db_blocker: Any, _celery_test_queue: str
+) -> None:
+    with django_db_blocker.unblock():
+        url = database_url(connection.settings_dict)
+    env = _gunicorn_env(url, _celery_test_queue, BEHIND_PROXY="true", SECURE_SSL_REDIRECT="true")
+    app = OwnServer(env=env)
+    app.start()
+    try:
+        with nginx_in_front_of(app.url) as base:
+            # Plain HTTP through nginx: the app hears "http" and redirects to HTTPS,
+            # keeping the host and port the client asked for.
+            assert _first_answer(f"{base}/login/") == (301, f"https://{base[7:]}/login/")
+            # A client claiming HTTPS itself is not believed: nginx says what it saw.
+            spoofed = _first_answer(f"{base}/login/", {"X-Forwarded-Proto": "https"})
+            assert spoofed[0] == 301
+        # The app trusts the header (BEHIND_PROXY): from the proxy, "https" is served.
+        assert _first_answer(f"{app.url}/login/", {"X-Forwarded-Proto": "https"})[0] == 200
+    finally:
+        app.stop()
+
+
+def _first_answer(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    """Status and Location of `url`'s answer, redirects not followed."""
+    request = urllib.request.Request(url, headers=headers or {})
+    opener = urllib.request.build_opener(_NoRedirects)
+    try:
+        with opener.open(request, timeout=10) as response:
+            return response.status, response.headers.get("Location", "")
+    except urllib.error.HTTPError as answer:
+        return answer.code, answer.headers.get("Location", "")
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
