@@ -29,23 +29,19 @@ def envbool(name: str, default: str) -> bool:
     raise ImproperlyConfigured(f"{name} must be true or false, not {value!r}")
 
 
-def envint(name: str, default: str) -> int:
+def envint(name: str, default: str, *, minimum: int | None = None) -> int:
     value = os.environ.get(name, default)
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name} must be {minimum} or more, not {number}")
+    return number
 
 
 def envlist(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
-
-
-def envseconds(name: str, default: str) -> int:
-    value = envint(name, default)
-    if value < 0:
-        raise ImproperlyConfigured(f"{name} must be 0 or more seconds, not {value}")
-    return value
 
 
 def database_from_url(url: str) -> dict[str, object]:
@@ -82,7 +78,7 @@ ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1")
 BEHIND_PROXY = envbool("BEHIND_PROXY", "false")
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_PROXY else None
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = envbool("SECURE_COOKIES", "false")
-SECURE_HSTS_SECONDS = envseconds("SECURE_HSTS_SECONDS", "0")
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "0", minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "false")
 SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "false")
 # Health checks probe the container over plain HTTP from inside.
@@ -155,8 +151,9 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-AXES_FAILURE_LIMIT = envint("SIGNIN_FAILURE_LIMIT", "5")
-AXES_COOLOFF_TIME = timedelta(minutes=envint("SIGNIN_LOCKOUT_MINUTES", "15"))
+AXES_FAILURE_LIMIT = envint("SIGNIN_FAILURE_LIMIT", "5", minimum=1)
+# At least a minute: no cool-off at all would make django-axes lock out for good.
+AXES_COOLOFF_TIME = timedelta(minutes=envint("SIGNIN_LOCKOUT_MINUTES", "15", minimum=1))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_DISABLE_ACCESS_LOG = True

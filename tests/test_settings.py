@@ -27,6 +27,7 @@ VARIABLES = [
     "SECURE_SSL_REDIRECT",
     "CSRF_TRUSTED_ORIGINS",
     "SIGNIN_FAILURE_LIMIT",
+    "SIGNIN_LOCKOUT_MINUTES",
 ]
 
 
@@ -93,6 +94,8 @@ def test_it_stops_on_a_bad_value_naming_the_variable() -> None:
         ("SECURE_HSTS_SECONDS", "a year"),
         ("SECURE_HSTS_SECONDS", "-1"),
         ("BEHIND_PROXY", "nginx"),
+        ("SIGNIN_LOCKOUT_MINUTES", "0"),
+        ("SIGNIN_FAILURE_LIMIT", "0"),
     ]:
         done = _settings(**{name: value})
         assert done.returncode != 0
