@@ -23,6 +23,10 @@ from typing import Any
 from contextview.core.apply import apply_operations
 from contextview.core.model import REPLACING_OPS, Fold, Message, Operation
 
+# The OpenTelemetry GenAI attribute by which a call says its history was compacted
+# before it; a step carries it among its obs fields.
+COMPACTED = "gen_ai.conversation.compacted"
+
 # Marks an agent leaves where it cut a text short ("...", "…").
 _CUT_MARKS = ". …\n\t"
 

@@ -561,18 +561,18 @@ def step_stats(
         flags.add("after_mismatch")
 
     lookup = _Lookup(step.before, step.after)
-    ops: list[dict[str, Any]] = []
+    folds = {f.op_index: f for f in step.folds}
+    ops = [
+        _op_stats(op, folds.get(i), lookup, tokens_of, cache, pinned)
+        for i, op in enumerate(step.ops)
+    ]
+    # After the step's own, so that stats.ops[i] stays the stats of ops[i].
     if step.inferred_ops:
         inferred_folds = {f.op_index: f for f in step.inferred_folds}
         for i, op in enumerate(step.inferred_ops):
             entry = _op_stats(op, inferred_folds.get(i), lookup, tokens_of, cache, pinned)
             entry["inferred"] = True
             ops.append(entry)
-    folds = {f.op_index: f for f in step.folds}
-    ops += [
-        _op_stats(op, folds.get(i), lookup, tokens_of, cache, pinned)
-        for i, op in enumerate(step.ops)
-    ]
 
     reward = 0.0
     for entry in ops:
