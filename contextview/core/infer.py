@@ -106,7 +106,7 @@ def infer_step(
     n = len(previous)
     # The usual step: the same message objects, more of them (lists compare by identity
     # first, at C speed).
-    if obs is previous or (len(obs) >= n and obs[:n] == previous[:n]):
+    if obs is previous or (len(obs) >= n and (obs if len(obs) == n else obs[:n]) == previous):
         return Inferred(appended=len(obs) - n)
     prev_by_id = {m.id: m for m in previous}
     obs_ids = {m.id for m in obs}
