@@ -113,8 +113,7 @@ def test_it_infers_a_silent_compaction_with_folds_stats_and_an_archive(server: S
     aggregates = server.get("/sessions/compact")["aggregates"]
     assert aggregates["ops_by_type"] == {"summarize": 1}
 
-    archive = server.get("/sessions/compact/archive")
-    archived = archive["originals"] if isinstance(archive, dict) else archive
+    archived = server.get("/sessions/compact/archive")["originals"]
     by_id = {entry["id"]: entry for entry in archived}
     assert set(by_id) == {"u1", "a1", "t1", "u2"}
     assert by_id["t1"]["message"]["content"] == T1["content"]
@@ -146,8 +145,7 @@ def test_it_infers_a_rewrite_a_drop_and_an_insert(server: Server) -> None:
     ]
     insert = server.step("edits", 3)["inferred_ops"][0]
     assert insert["params"] == {"position": 1}
-    archived = server.get("/sessions/edits/archive")
-    archived = archived["originals"] if isinstance(archived, dict) else archived
+    archived = server.get("/sessions/edits/archive")["originals"]
     t1 = next(entry for entry in archived if entry["id"] == "t1")
     assert t1["message"]["content"] == T1["content"] and t1["inferred"] is True
 
@@ -173,8 +171,7 @@ def _session_steps() -> list[list[dict[str, Any]]]:
 def _seen(server: Server, session_id: str, count: int) -> list[Any]:
     server.ready(session_id)
     steps = [server.step(session_id, i) for i in range(count)]
-    archive = server.get(f"/sessions/{session_id}/archive")
-    archived = archive["originals"] if isinstance(archive, dict) else archive
+    archived = server.get(f"/sessions/{session_id}/archive")["originals"]
     return [
         [(s["inferred_ops"], s["folds"], inferred_stats(s), s["stats"]["flags"]) for s in steps],
         sorted((e["id"], e["step"], e["op"], e["inferred"]) for e in archived),
@@ -194,3 +191,40 @@ def test_it_infers_the_same_whatever_order_the_steps_arrive_in(server: Server) -
         server.send(step("shuffled", i, contexts[i]))
         server.ready("shuffled")
     assert _seen(server, "shuffled", len(contexts)) == expected
+
+
+def test_it_takes_a_compaction_part_or_a_compacted_call_as_the_summary(server: Server) -> None:
+    compaction = {
+        "id": "c1",
+        "role": "assistant",
+        "content": [{"type": "compaction", "text": "The user asks why an order times out."}],
+    }
+    u3 = {"id": "u3", "role": "user", "content": "Go on."}
+    compacted = step("parts", 2, [SYS, U2, u3])
+    compacted["body"]["obs"]["gen_ai.conversation.compacted"] = True
+    server.send(
+        step("parts", 0, LOOP),
+        # The summary stands after the message that stayed, not where the others were.
+        step("parts", 1, [SYS, U2, compaction]),
+        step("parts", 3, [SYS, U2, compaction]),
+        step("parts", 4, [SYS, U2]),
+    )
+    server.ready("parts")
+    first = server.step("parts", 1)
+    assert [(op["op"], op["targets"], op["result_id"]) for op in first["inferred_ops"]][0] == (
+        "summarize",
+        ["u1", "a1", "t1"],
+        "c1",
+    )
+    assert first["before"][2]["content"] == compaction["content"]
+    # A message that left with nothing in its place is dropped.
+    dropped = server.step("parts", 4)["inferred_ops"]
+    assert [(op["op"], op["targets"]) for op in dropped] == [("drop", ["c1"])]
+    # Step 2 arrives late; its call says the history was compacted: u3 is the summary.
+    server.send(compacted)
+    server.ready("parts")
+    late = server.step("parts", 2)["inferred_ops"]
+    assert (late[0]["op"], late[0]["targets"], late[0]["result_id"]) == ("summarize", ["c1"], "u3")
+    # Step 3 now follows step 2: what changed is inferred against it.
+    after_late = server.step("parts", 3)["inferred_ops"]
+    assert [(op["op"], op["result_id"]) for op in after_late][0] == ("summarize", "c1")
