@@ -56,10 +56,20 @@ class Inferred:
     appended: int = 0
 
 
-def _substance(m: Message) -> tuple[Any, ...]:
-    """What the agent sent of a message. Marks (pinned, expirable) and the partition are
-    the server's bookkeeping: a message resent without them has not changed."""
-    return (m.id, m.role, m.content, m.tool, m.extra)
+def same_as_sent(kept: Message, sent: Message) -> bool:
+    """Whether `sent` is `kept` as the agent sends it again.
+
+    Marks (pinned, expirable) and the partition are the server's bookkeeping, and
+    a message sent without a role has the one it had (as an operation's result
+    without a role takes its target's): a message resent without them is unchanged.
+    """
+    return kept is sent or (
+        kept.id == sent.id
+        and kept.content == sent.content
+        and kept.tool == sent.tool
+        and kept.extra == sent.extra
+        and (sent.role is None or kept.role == sent.role)
+    )
 
 
 def has_compaction(m: Message) -> bool:
@@ -101,7 +111,7 @@ def infer_step(
     summary of everything that left, wherever it stands. Moves end in a reorder.
 
     Applying the operations to `previous` gives `obs` without its last
-    `appended` messages, message for message (as `_substance` compares them).
+    `appended` messages, message for message (as `same_as_sent` compares them).
     """
     n = len(previous)
     # The usual step: the same message objects, more of them (lists compare by identity
@@ -110,33 +120,23 @@ def infer_step(
         return Inferred(appended=len(obs) - n)
     prev_by_id = {m.id: m for m in previous}
     obs_ids = {m.id for m in obs}
-    if len(obs) >= n and all(
-        a is b or _substance(a) == _substance(b) for a, b in zip(previous, obs, strict=False)
-    ):
+    if len(obs) >= n and all(same_as_sent(a, b) for a, b in zip(previous, obs, strict=False)):
         return Inferred(appended=len(obs) - n)
 
     kept = {m.id for m in obs if m.id in prev_by_id}
     gone = [m for m in previous if m.id not in obs_ids]
     new = [m for m in obs if m.id not in prev_by_id]
-    changed = {
-        m.id: m for m in obs if m.id in prev_by_id and _substance(m) != _substance(prev_by_id[m.id])
-    }
+    changed = {m.id: m for m in obs if m.id in prev_by_id and not same_as_sent(prev_by_id[m.id], m)}
 
     ops: list[Operation] = []
     consumed: set[str] = set()  # obs messages an operation put in place
-    summary = _compaction_summary(new, changed, compacted, gone, prev_by_id)
+    summary = _compaction_summary(new, changed, compacted, bool(gone))
     if summary is not None:
         targets = [prev_by_id[summary.id]] if summary.id in changed else []
         ops.append(_summary(targets + gone, summary))
         consumed.add(summary.id)
         changed.pop(summary.id, None)
         gone = []
-    for mid, m in list(changed.items()):
-        if not _replaces(prev_by_id[mid], m):
-            # Out, then in again at its place: no operation's result can lose a role.
-            ops.append(Operation(op="drop", targets=(mid,)))
-            kept.discard(mid)
-            del changed[mid]
 
     # Gaps: the stretches between messages kept by id, numbered in each context.
     gone_in: dict[int, list[Message]] = {}
@@ -178,27 +178,18 @@ def infer_step(
     return Inferred(ops=applied.ops, folds=applied.folds, appended=appended)
 
 
-def _replaces(first: Message, result: Message) -> bool:
-    """Whether `result` can take `first`'s place as it is (a result without a role takes
-    its first target's, so it cannot replace a message that has one)."""
-    return result.role is not None or first.role is None
-
-
 def _compaction_summary(
     new: Sequence[Message],
     changed: Mapping[str, Message],
     compacted: bool,
-    gone: Sequence[Message],
-    prev_by_id: Mapping[str, Message],
+    anything_gone: bool,
 ) -> Message | None:
     """The message that stands for what left, by its `compaction` part or the call's word."""
-    candidates = [m for m in (*new, *changed.values()) if has_compaction(m)]
-    if compacted and gone and new:
-        candidates.append(new[0])
-    for m in candidates:
-        first = prev_by_id.get(m.id) or (gone[0] if gone else None)
-        if first is not None and _replaces(first, m):
+    for m in (*new, *changed.values()):
+        if has_compaction(m) and (anything_gone or m.id in changed):
             return m
+    if compacted and anything_gone and new:
+        return new[0]
     return None
 
 
@@ -211,8 +202,6 @@ def _pair(left: list[Message], came: list[Message], consumed: set[str]) -> list[
     if len(left) == len(came) and all(a.role == b.role for a, b in zip(left, came, strict=True)):
         consumed.update(m.id for m in came)
         return [_changed(a, b) for a, b in zip(left, came, strict=True)]
-    if not _replaces(left[0], came[0]):
-        return [Operation(op="drop", targets=tuple(m.id for m in left))]
     consumed.add(came[0].id)
     if len(left) == 1 and left[0].role == came[0].role:
         return [_changed(left[0], came[0])]
