@@ -259,7 +259,7 @@ def sessions_list(
 
 @api.get(
     "/sessions/{path:session_id}/steps/{index}",
-    summary="One step: contexts before and after, operations, folds, statistics",
+    summary="One step: contexts before and after, operations (own and inferred), folds, statistics",
     response={200: dict, 404: dict},
 )
 def step_detail(request: HttpRequest, session_id: str, index: int) -> Any:

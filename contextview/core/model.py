@@ -34,12 +34,14 @@ OP_NAMES = (
     "drop",
     "reload",
     "reorder",
+    "insert",
 )
 # Operations whose result takes the targets' place and whose targets become
 # folded originals of that result.
 REPLACING_OPS = frozenset({"summarize", "fold", "merge", "rewrite", "truncate"})
-# Operations that need a result message.
-RESULT_OPS = REPLACING_OPS
+# Operations that need a result message: the replacing ones, and insert (a new
+# message put into the context, nothing folded).
+RESULT_OPS = REPLACING_OPS | {"insert"}
 
 
 def default_partition(role: str | None) -> str:

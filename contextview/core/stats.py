@@ -96,6 +96,10 @@ class StepInput:
     folds: Sequence[Fold] = ()
     # ids brought back by reload operations in this step
     reloaded: Sequence[str] = ()
+    # What changed between the previous step's after and this before without the
+    # agent saying so (``contextview.core.infer``), and what those operations folded.
+    inferred_ops: Sequence[Operation] = ()
+    inferred_folds: Sequence[Fold] = ()
     # ids folded or dropped in earlier steps of the session
     folded_earlier: Set[str] = frozenset()
     # the tool of the previous step's new tool message
@@ -420,6 +424,8 @@ def _op_stats(
         lost = list(entities)
     elif name == "reload":
         tokens_out = sum(tokens_of(m) for m in originals)
+    elif name == "insert":
+        tokens_out = tokens_of(result) if result is not None else 0
     else:
         # keep, pin, unpin, expire, reorder: the content stays as it was.
         tokens_in = tokens_out = sum(tokens_of(m) for m in originals)
@@ -479,11 +485,13 @@ def _missing_pinned(
                 wanted -= hits
         missing.extend(pinned[k] for k in sorted(wanted))
 
-    if not any(map(_is_pinned, step.before)):  # at C speed: most contexts mark none
+    # Pinned messages that left before this step, without the agent saying so.
+    left_unsaid = [m for f in step.inferred_folds for m in f.originals if m.pinned]
+    if not left_unsaid and not any(map(_is_pinned, step.before)):  # at C speed: most mark none
         return missing
     # A message unpinned in this step may leave: that is what unpinning is for.
     unpinned = {t for op in step.ops if op.op == "unpin" for t in op.targets}
-    marked = [m for m in step.before if m.pinned and m.id not in unpinned]
+    marked = [m for m in step.before if m.pinned and m.id not in unpinned] + left_unsaid
     if marked:
         after_by_id = lookup.after_by_id()
         for m in marked:
@@ -558,6 +566,13 @@ def step_stats(
         _op_stats(op, folds.get(i), lookup, tokens_of, cache, pinned)
         for i, op in enumerate(step.ops)
     ]
+    # After the step's own, so that stats.ops[i] stays the stats of ops[i].
+    if step.inferred_ops:
+        inferred_folds = {f.op_index: f for f in step.inferred_folds}
+        for i, op in enumerate(step.inferred_ops):
+            entry = _op_stats(op, inferred_folds.get(i), lookup, tokens_of, cache, pinned)
+            entry["inferred"] = True
+            ops.append(entry)
 
     reward = 0.0
     for entry in ops:

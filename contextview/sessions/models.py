@@ -232,6 +232,9 @@ class Fold(models.Model):
     original_msg_id = models.CharField(max_length=200)
     # The step index that brought it back, if a reload did.
     reloaded_at = models.IntegerField(null=True, blank=True)
+    # Folded by an operation the server inferred (``op_position`` then counts the
+    # step's inferred operations), written by the statistics worker.
+    inferred = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -14,7 +14,9 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 
 from contextview.core.diff import diff_contexts
+from contextview.core.infer import COMPACTED, Inferred, infer_step
 from contextview.core.model import Message as CoreMessage
+from contextview.core.model import Operation as CoreOperation
 from contextview.core.refs import decode_many
 from contextview.db import binary_cursor
 from contextview.projects.models import Project
@@ -94,6 +96,85 @@ def contexts_by_refs(refs: Iterable[bytes]) -> dict[bytes, list[StoredMessage]]:
         wanted.update(ids)
     of = messages_by_pk(wanted).__getitem__
     return {data: list(map(of, ids)) for data, ids in decoded.items()}
+
+
+@dataclass(frozen=True)
+class StepChange:
+    """What changed between the previous step's after and a step's before, unsaid."""
+
+    # the previous step's after; None when that step is missing (no inference then)
+    previous: list[StoredMessage] | None
+    inferred: Inferred
+
+
+def step_changes(
+    *, session: Session, steps: Sequence[Step], befores: dict[int, list[StoredMessage]]
+) -> dict[int, StepChange]:
+    """The inferred operations of each step (by pk), from its predecessor's stored after.
+
+    The statistics worker infers the same from the same stored contexts
+    (``contextview.core.infer.infer_step``), so what a step shows and what its
+    stats measure agree, whatever order the steps arrived in.
+    """
+    wanted = {st.index - 1 for st in steps if st.index > 0}
+    previous = {
+        index: bytes(refs)
+        for index, refs in Step.objects.filter(session=session, index__in=wanted).values_list(
+            "index", "after_refs"
+        )
+    }
+    contexts = contexts_by_refs(previous.values())
+    out: dict[int, StepChange] = {}
+    for st in steps:
+        refs = previous.get(st.index - 1)
+        if refs is None:
+            out[st.pk] = StepChange(previous=None, inferred=Inferred())
+            continue
+        before_stored = befores[st.pk]
+        compacted = (st.obs_extra or {}).get(COMPACTED) is True
+        inferred = infer_step(
+            [s.message for s in contexts[refs]],
+            [s.message for s in before_stored],
+            compacted=compacted,
+        )
+        out[st.pk] = StepChange(previous=contexts[refs], inferred=inferred)
+    return out
+
+
+def op_as_dict(
+    *,
+    op: str,
+    form: str,
+    targets: Sequence[str],
+    result_id: str | None,
+    reason: str | None,
+    params: dict[str, Any] | None,
+    inferred: bool = False,
+) -> dict[str, Any]:
+    """An operation in the read API's normalized form."""
+    out: dict[str, Any] = {
+        "op": op,
+        "form": form,
+        "targets": list(targets),
+        "result_id": result_id,
+        "reason": reason or None,
+        "params": params or {},
+    }
+    if inferred:
+        out["inferred"] = True
+    return out
+
+
+def inferred_op_as_dict(op: CoreOperation) -> dict[str, Any]:
+    return op_as_dict(
+        op=op.op,
+        form=op.form,
+        targets=op.targets,
+        result_id=op.result.id if op.result is not None else None,
+        reason=op.reason,
+        params=op.params,
+        inferred=True,
+    )
 
 
 def session_get(*, project: Project, external_id: str) -> Session | None:
@@ -245,11 +326,15 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
     grouped: dict[int, dict[tuple[int, str | None], list[str]]] = defaultdict(
         lambda: defaultdict(list)
     )
-    for fold in Fold.objects.filter(step__in=steps).order_by("op_position", "id"):
+    for fold in Fold.objects.filter(step__in=steps, inferred=False).order_by("op_position", "id"):
         grouped[fold.step_id][(fold.op_position, fold.result_msg_id)].append(fold.original_msg_id)
+    changes = step_changes(
+        session=session, steps=steps, befores={pk: before for pk, (before, _) in contexts.items()}
+    )
     out = []
     for step in steps:
         before, after = contexts[step.pk]
+        inferred = changes[step.pk].inferred
         out.append(
             {
                 "session_id": session.external_id,
@@ -263,19 +348,29 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
                 "after": [message_as_dict(s, tokens) for s in after],
                 "after_given": step.after_given,
                 "ops": [
-                    {
-                        "op": op.op,
-                        "form": op.form,
-                        "targets": op.targets,
-                        "result_id": op.result.msg_id if op.result else None,
-                        "reason": op.reason or None,
-                        "params": op.params or {},
-                    }
+                    op_as_dict(
+                        op=op.op,
+                        form=op.form,
+                        targets=op.targets,
+                        result_id=op.result.msg_id if op.result else None,
+                        reason=op.reason,
+                        params=op.params,
+                    )
                     for op in ops[step.pk]
                 ],
+                "inferred_ops": [inferred_op_as_dict(op) for op in inferred.ops],
                 "folds": [
                     {"op_index": position, "result_id": result_id, "originals": originals}
                     for (position, result_id), originals in grouped[step.pk].items()
+                ]
+                + [
+                    {
+                        "op_index": fold.op_index,
+                        "result_id": fold.result_id,
+                        "originals": [m.id for m in fold.originals],
+                        "inferred": True,
+                    }
+                    for fold in inferred.folds
                 ],
                 "reported": {
                     "before_tokens": step.reported_before,
@@ -312,6 +407,7 @@ def session_archive(*, session: Session) -> list[dict[str, Any]]:
             "step": f.step.index,
             "op_index": f.op_position,
             "op": f.op,
+            "inferred": f.inferred,
             "result_id": f.result_msg_id,
             "reloaded": f.reloaded_at is not None,
             "reloaded_at": f.reloaded_at,

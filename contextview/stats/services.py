@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from contextview.core.entities import entity_forms, entity_key, extract_entities_keyed
+from contextview.core.infer import COMPACTED, Inferred, infer_step
 from contextview.core.lru import SizedLRU
 from contextview.core.model import Fold as CoreFold
 from contextview.core.model import Message as CoreMessage
@@ -174,11 +175,12 @@ def session_stats_compute(*, session_id: int) -> int:
 
 
 _STEPS_SQL = (
-    "SELECT id, index, before_refs, after_refs, reported_before, reported_after, after_mismatch "
+    "SELECT id, index, before_refs, after_refs, reported_before, reported_after, after_mismatch, "
+    f"coalesce(obs_extra -> '{COMPACTED}' = 'true'::jsonb, false) "
     "FROM cv_step WHERE session_id = %s AND index >= %s ORDER BY index LIMIT %s"
 )
 _PREVIOUS_SQL = (
-    "SELECT before_refs, stats ->> 'new_tool' FROM cv_step "
+    "SELECT before_refs, stats ->> 'new_tool', after_refs, index FROM cv_step "
     "WHERE session_id = %s AND index < %s ORDER BY index DESC LIMIT 1"
 )
 _OPS_SQL = (
@@ -188,7 +190,7 @@ _OPS_SQL = (
 # Folds of the steps up to the chunk's end: later ones say nothing about it.
 _FOLDS_SQL = (
     "SELECT s.index, f.step_id, f.op_position, f.op, f.kind, f.result_msg_id, f.original_id, "
-    "f.original_msg_id FROM cv_fold f JOIN cv_step s ON s.id = f.step_id "
+    "f.original_msg_id, f.inferred FROM cv_fold f JOIN cv_step s ON s.id = f.step_id "
     "WHERE f.session_id = %s AND s.index <= %s ORDER BY s.index, f.op_position, f.id"
 )
 
@@ -265,6 +267,8 @@ class _Chunk:
     folded_before: set[str]
     # primed with the entities of every folded original
     texts: TextCache
+    # the stored pk of each message object of the chunk, by id()
+    pk_of: dict[int, int]
 
 
 def _compute_steps(
@@ -278,10 +282,14 @@ def _compute_steps(
     prev_ids: set[str] | None = None
     prev_before: list[CoreMessage] | None = None
     prev_new_tool = None
+    prev_after: list[CoreMessage] | None = None
+    prev_index = -2
     if previous is not None:
         prev_before = chunk.contexts[bytes(previous[0])]
         prev_ids = {m.id for m in prev_before}
         prev_new_tool = previous[1]
+        prev_after, prev_index = chunk.contexts[bytes(previous[2])], previous[3]
+    unsaid: dict[int, Inferred] = {}  # inferred operations, by step pk
 
     meter = ContextMeter(chunk.tokens_of)
     no_ops: list[CoreOperation] = []
@@ -291,17 +299,29 @@ def _compute_steps(
     results: list[str] = []
     # Pipelined: the database stores one batch of results while the next is computed.
     with binary_cursor() as cursor, cursor.connection.pipeline():
-        for pk, index, before_refs, after_refs, reported_before, reported_after, mismatch in steps:
+        for row in steps:
+            pk, index, before_refs, after_refs, reported_before, reported_after, mismatch = row[:7]
             before = chunk.contexts[bytes(before_refs)]
+            after = chunk.contexts[bytes(after_refs)]
             folds = chunk.folds.get(pk, no_folds)
             ops = chunk.ops.get(pk, no_ops)
+            # No inference across a gap: what the missing steps did is not known.
+            inferred = (
+                infer_step(prev_after, before, compacted=row[7])
+                if prev_after is not None and index == prev_index + 1
+                else NOTHING_INFERRED
+            )
+            if inferred.ops:
+                unsaid[pk] = inferred
             stats = step_stats(
                 StepInput(
                     before=before,
-                    after=chunk.contexts[bytes(after_refs)],
+                    after=after,
                     ops=ops,
                     folds=folds,
                     reloaded=[t for op in ops if op.op == "reload" for t in op.targets],
+                    inferred_ops=inferred.ops,
+                    inferred_folds=inferred.folds,
                     folded_earlier=folded_earlier,
                     prev_new_tool=prev_new_tool,
                     prev_ids=prev_ids,
@@ -324,14 +344,75 @@ def _compute_steps(
             if len(written) == WRITE_BATCH:
                 cursor.execute(_WRITE_SQL, [written, results])
                 written, results = [], []
-            for f in folds:
+            for f in (*folds, *inferred.folds):
                 folded_earlier.update(m.id for m in f.originals)
             prev_ids = _ids_of(before, prev_before, prev_ids)
             prev_before = before
+            prev_after, prev_index = after, index
             prev_new_tool = stats.get("new_tool")
         if written:
             cursor.execute(_WRITE_SQL, [written, results])
+        _write_inferred_folds(cursor, session, [row[0] for row in steps], unsaid, chunk.pk_of)
     return computed
+
+
+NOTHING_INFERRED = Inferred()
+
+
+def _write_inferred_folds(
+    cursor: Any,
+    session: Session,
+    step_pks: list[int],
+    unsaid: dict[int, Inferred],
+    pk_of: dict[int, int],
+) -> None:
+    """Store the originals of the chunk's inferred operations, in place of earlier ones.
+
+    They join the archive (opened, restored and reloaded like any other), so a
+    step that arrives late, which changes what its successor's inference says,
+    replaces them as the steps from it on are computed again.
+    """
+    cursor.execute("DELETE FROM cv_fold WHERE step_id = ANY(%b) AND inferred", [step_pks])
+    cols: dict[str, list[Any]] = defaultdict(list)
+    for step_pk, inferred in unsaid.items():
+        for fold in inferred.folds:
+            for original in fold.originals:
+                cols["step"].append(step_pk)
+                cols["position"].append(fold.op_index)
+                cols["op"].append(fold.op)
+                cols["kind"].append(fold.kind)
+                cols["result"].append(fold.result_id)
+                cols["original"].append(pk_of[id(original)])
+                cols["original_msg_id"].append(original.id)
+    if not cols:
+        return
+    cursor.execute(
+        "INSERT INTO cv_fold (project_id, session_id, step_id, op_position, op, kind, "
+        "result_msg_id, original_id, original_msg_id, inferred, created_at) "
+        "SELECT %b, %b, st, p, o, k, r, og, oi, true, now() FROM unnest(%b::bigint[], "
+        "%b::int[], %b::text[], %b::text[], %b::text[], %b::bigint[], %b::text[]) "
+        "AS x(st, p, o, k, r, og, oi)",
+        [
+            session.project_id,
+            session.pk,
+            cols["step"],
+            cols["position"],
+            cols["op"],
+            cols["kind"],
+            cols["result"],
+            cols["original"],
+            cols["original_msg_id"],
+        ],
+    )
+    # What a later step reloaded was brought back from here (as ingest marks its folds).
+    cursor.execute(
+        "UPDATE cv_fold f SET reloaded_at = ("
+        "SELECT min(s.index) FROM cv_operation o JOIN cv_step s ON s.id = o.step_id "
+        "WHERE s.session_id = f.session_id AND s.index >= st.index AND o.op = 'reload' "
+        "AND o.targets ? f.original_msg_id) FROM cv_step st "
+        "WHERE st.id = f.step_id AND f.step_id = ANY(%b) AND f.inferred",
+        [list(unsaid)],
+    )
 
 
 def _chunk_read(
@@ -348,12 +429,13 @@ def _chunk_read(
         # Pipelined: the database reads operations and folds while this decodes.
         refs = [bytes(r) for row in steps for r in (row[2], row[3])]
         if previous is not None:
-            refs.append(bytes(previous[0]))
+            refs += (bytes(previous[0]), bytes(previous[2]))
         decoded = decode_many(refs)
         op_rows = ops.fetchall()
         fold_rows = folds.fetchall()
 
-    chunk_folds = [f for f in fold_rows if f[0] >= first_index]
+    # The inferred folds of the chunk's steps are worked out again.
+    chunk_folds = [f for f in fold_rows if f[0] >= first_index and not f[8]]
     wanted = {op[4] for op in op_rows if op[4]} | {f[6] for f in chunk_folds}
     for pks, _, shared in decoded.values():
         wanted.update(pks[shared:])  # a shared head was added with its base
@@ -390,7 +472,7 @@ def _chunk_read(
     grouped: dict[int, dict[tuple[int, str, str, str | None], list[CoreMessage]]] = defaultdict(
         lambda: defaultdict(list)
     )
-    for _, step_pk, position, op_name, kind, result_id, original_pk, _ in chunk_folds:
+    for _, step_pk, position, op_name, kind, result_id, original_pk, *_ in chunk_folds:
         grouped[step_pk][(position, op_name, kind, result_id)].append(message_of(original_pk))
     folds_by_step = {
         step_pk: [
@@ -412,6 +494,7 @@ def _chunk_read(
         folds=folds_by_step,
         folded_before={f[7] for f in fold_rows if f[0] < first_index},
         texts=texts,
+        pk_of={id(s.message): pk for pk, s in stored.items()},
     )
 
 

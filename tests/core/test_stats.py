@@ -425,3 +425,51 @@ def test_it_aggregates_an_empty_session() -> None:
     assert agg["peak_occupancy"] is None
     assert agg["mean_ratio"] is None
     assert agg["flag_counts"] == {}
+
+
+# --- inferred operations -----------------------------------------------------------------
+
+
+def test_it_measures_inferred_operations_after_the_steps_own_marked_inferred() -> None:
+    from contextview.core.infer import infer_step
+
+    previous = [
+        *seed_context(),
+        msg("pin", "reply before Friday", "user", pinned=True),
+    ]
+    obs = [previous[0], msg("sum", "The user asks about an order.", "user")]
+    inferred = infer_step(previous, obs)
+    own = Operation(op="keep", targets=("sys",))
+    out = stats(
+        StepInput(
+            before=obs,
+            after=obs,
+            ops=[own],
+            inferred_ops=inferred.ops,
+            inferred_folds=inferred.folds,
+        )
+    )
+    keep, summary = out["ops"]
+    assert keep["op"] == "keep" and "inferred" not in keep
+    assert (summary["op"], summary["inferred"], summary["result_id"]) == ("summarize", True, "sum")
+    assert summary["targets"] == ["u1", "tool_result_32", "a1", "pin"]
+    assert summary["ratio"] == summary["tokens_out"] / summary["tokens_in"] < 0.5
+    assert "SO20260101007" in summary["entities"]["lost"]
+    # The pinned message left with the compaction and its text is nowhere in the context.
+    assert {"entity_loss", "pinned_missing"} <= set(out["flags"])
+    assert out["missing_pinned"] == ["reply before Friday"]
+    assert session_aggregates([out])["ops_by_type"] == {"keep": 1, "summarize": 1}
+
+
+def test_it_counts_what_an_insert_brings_in() -> None:
+    note = msg("note", text_of(7), "user")
+    before = seed_context()
+    out = stats(
+        StepInput(
+            before=before,
+            after=[*before, note],
+            ops=[Operation(op="insert", targets=(), result=note)],
+        )
+    )
+    [entry] = out["ops"]
+    assert (entry["tokens_in"], entry["tokens_out"], entry["ratio"]) == (0, 7, None)
