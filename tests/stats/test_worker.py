@@ -198,7 +198,10 @@ def _kill_mid_session(api: Api) -> None:
     from bench.ingest_gen import long_session, session_event
     from contextview.stats.services import caches_clear, stats_recompute
 
-    events = [session_event("long"), *long_session("long", 2000, 200, seed=5, by_id=True)]
+    *events, step_2000 = [
+        session_event("long"),
+        *long_session("long", 2001, 200, seed=5, by_id=True),
+    ]
     for start in range(0, len(events), 250):
         assert api.ingest({"batch": events[start : start + 250]}).status_code == 207
     session = Session.objects.get(external_id="long")
@@ -213,6 +216,7 @@ def _kill_mid_session(api: Api) -> None:
         _stop(doomed)
     kept = _ready_rows(session)
     assert 0 < len(kept) < 2000, "the worker was killed mid-session"
+    commits = _commits(session)
     shown = api.get("/sessions/long").json()
     assert shown["stats_status"] == "pending"
     assert shown["stats_steps_done"] <= len(kept) and shown["steps"] == 2000
@@ -222,23 +226,27 @@ def _kill_mid_session(api: Api) -> None:
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr("django.conf.settings.STATS_SWEEP_AFTER_SECONDS", -1)
             sweep_pending_stats()
+        # A step that arrives while the survivor computes is computed too.
+        wait_for(lambda: _commits(session) > commits, seconds=60, what="the survivor's chunk")
+        assert api.ingest({"batch": [step_2000]}).status_code == 207
         wait_for(
-            lambda: Session.objects.get(pk=session.pk).stats_status == "ready",
+            lambda: len(_ready_rows(session)) == 2001
+            and Session.objects.get(pk=session.pk).stats_status == "ready",
             seconds=120,
             what="the survivor to finish the session",
         )
     finally:
         _stop(survivor)
     resumed = _ready_rows(session)
-    assert len(resumed) == 2000
     # What the killed worker committed was kept, not computed again.
     assert {index: resumed[index] for index in kept} == kept
-    assert api.get("/sessions/long").json()["stats_steps_done"] == 2000
+    shown = api.get("/sessions/long").json()
+    assert (shown["stats_steps_done"], shown["aggregates"]["steps"]) == (2001, 2001)
 
     # The same statistics as one uninterrupted run, by a process with nothing cached.
     aggregates = Session.objects.get(pk=session.pk).aggregates
     caches_clear()
-    assert stats_recompute(session_ids=[session.pk]) == 2000
+    assert stats_recompute(session_ids=[session.pk]) == 2001
     uninterrupted = _ready_rows(session)
     assert {i: stats for i, (_, stats) in resumed.items()} == {
         i: stats for i, (_, stats) in uninterrupted.items()
