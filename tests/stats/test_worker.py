@@ -230,8 +230,10 @@ def _kill_mid_session(api: Api) -> None:
         wait_for(lambda: _commits(session) > commits, seconds=60, what="the survivor's chunk")
         assert api.ingest({"batch": [step_2000]}).status_code == 207
         wait_for(
-            lambda: len(_ready_rows(session)) == 2001
-            and Session.objects.get(pk=session.pk).stats_status == "ready",
+            lambda: (
+                len(_ready_rows(session)) == 2001
+                and Session.objects.get(pk=session.pk).stats_status == "ready"
+            ),
             seconds=120,
             what="the survivor to finish the session",
         )
