@@ -210,6 +210,8 @@ LOGGING = {
 STATS_SWEEP_AFTER_SECONDS = envint("STATS_SWEEP_AFTER_SECONDS", "60")
 # Per worker process: messages, token counts and entities kept between tasks.
 STATS_CACHE_MB = envint("STATS_CACHE_MB", "256")
+# Work a statistics worker commits at once: a killed worker loses at most about this.
+STATS_CHUNK_MS = envint("STATS_CHUNK_MS", "1000")
 CELERY_BEAT_SCHEDULE = {
     "sweep-pending-stats": {
         "task": "contextview.stats.tasks.sweep_pending_stats",

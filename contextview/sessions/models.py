@@ -60,6 +60,9 @@ class Session(models.Model):
     stats_status = models.CharField(
         max_length=8, choices=StatsStatus.choices, default=StatsStatus.PENDING
     )
+    # Steps whose statistics are computed, as of the workers' last commit: how far
+    # a long computation has got (of step_count).
+    stats_steps_done = models.IntegerField(default=0, db_default=0)
 
     class Meta:
         db_table = "cv_session"

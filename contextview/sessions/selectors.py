@@ -266,6 +266,7 @@ def session_as_dict(session: Session) -> dict[str, Any]:
         "steps": session.step_count,
         "aggregates": session.aggregates,
         "stats_status": session.stats_status,
+        "stats_steps_done": session.stats_steps_done,
     }
 
 

@@ -9,16 +9,17 @@ worker has counted yet (once per distinct content and encoding, kept in
 from __future__ import annotations
 
 import gc
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from contextview.core.entities import entity_forms, entity_key, extract_entities_keyed
 from contextview.core.infer import COMPACTED, Inferred, infer_step
@@ -42,7 +43,11 @@ from contextview.sessions.selectors import StoredMessage, json_value, messages_b
 
 # Namespace of the advisory locks that keep one worker per session.
 _LOCK_NAMESPACE = 7301
-# Steps read and computed in one transaction, and written per statement.
+# Steps read, computed and committed in one transaction: the first chunk of a run
+# has FIRST_CHUNK steps, later ones as many as take about STATS_CHUNK_MS, within
+# CHUNK_MIN and CHUNK. Results are written WRITE_BATCH steps per statement.
+FIRST_CHUNK = 200
+CHUNK_MIN = 50
 CHUNK = 2000
 WRITE_BATCH = 100
 
@@ -165,13 +170,47 @@ def _entities_stored(
 
 
 def session_stats_compute(*, session_id: int) -> int:
-    """Compute every pending step of a session, in index order; returns how many."""
+    """Compute every pending step of a session, in index order; returns how many.
+
+    The run holds the session's lock throughout and commits chunk by chunk, each
+    marking its steps ready: a worker killed mid-session loses only the chunk it
+    was in, and the next run starts from the first step still pending.
+    """
     total = 0
-    while True:
-        done, more = _compute_chunk(session_id)
-        total += done
-        if not more:
-            return total
+    # Every step this run stored, by index: the session's sums need not read them back.
+    computed: dict[int, dict[str, Any]] = {}
+    size = min(FIRST_CHUNK, CHUNK)
+    with _session_lock(session_id), _cyclic_gc_paused():
+        while True:
+            started = time.perf_counter()
+            done, more = _compute_chunk(session_id, size, computed)
+            total += done
+            if not more:
+                return total
+            size = _chunk_size(done, time.perf_counter() - started)
+            if len(computed) > CHUNK:
+                computed.clear()  # a long session's sums read its stats back instead
+
+
+def _chunk_size(done: int, seconds: float) -> int:
+    """Steps for the next chunk, so that it takes about STATS_CHUNK_MS."""
+    wanted = done * settings.STATS_CHUNK_MS / 1000 / max(seconds, 1e-3)
+    return min(CHUNK, max(CHUNK_MIN, round(wanted)))
+
+
+@contextmanager
+def _session_lock(session_id: int) -> Iterator[None]:
+    """One worker per session for a whole run; a killed worker's lock ends with its connection."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_NAMESPACE, session_id])
+        if not cursor.fetchone()[0]:
+            raise SessionBusy(f"session {session_id} is being computed by another worker")
+    try:
+        yield
+    finally:
+        # A connection that broke took the lock with it.
+        with suppress(DatabaseError), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_NAMESPACE, session_id])
 
 
 _STEPS_SQL = (
@@ -201,12 +240,21 @@ _WRITE_SQL = (
 )
 
 
+_STALE_SQL = (
+    "UPDATE cv_step SET stats_status = 'pending' "
+    "WHERE session_id = %s AND index > %s AND stats_status = 'ready'"
+)
+_PROGRESS_SQL = (
+    "UPDATE cv_session SET stats_steps_done = (SELECT count(*) FROM cv_step "
+    "WHERE session_id = %s AND stats_status = 'ready') WHERE id = %s"
+)
+
+
 @transaction.atomic
-def _compute_chunk(session_id: int) -> tuple[int, bool]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, session_id])
-        if not cursor.fetchone()[0]:
-            raise SessionBusy(f"session {session_id} is being computed by another worker")
+def _compute_chunk(
+    session_id: int, size: int, computed: dict[int, dict[str, Any]]
+) -> tuple[int, bool]:
+    """Compute and commit up to `size` steps from the first pending one; (how many, more?)."""
     session = Session.objects.filter(pk=session_id).first()
     if session is None:
         return 0, False
@@ -218,27 +266,33 @@ def _compute_chunk(session_id: int) -> tuple[int, bool]:
     )
     if first is None:
         if session.stats_status != "ready":
-            _aggregate(session)
+            _aggregate(session, computed or None)
         return 0, False
     # A late step changes what later steps' statistics say (reload regret, repeated
     # tool calls), so everything after the first pending step is computed again.
     with binary_cursor() as cursor:
-        cursor.execute(_STEPS_SQL, [session_id, first, CHUNK + 1])
+        cursor.execute(_STEPS_SQL, [session_id, first, size + 1])
         steps = cursor.fetchall()
         cursor.execute(_PREVIOUS_SQL, [session_id, first])
         previous = cursor.fetchone()
-    more = len(steps) > CHUNK
-    del steps[CHUNK:]
-    with _cyclic_gc_paused():
-        computed = _compute_steps(session, steps, previous)
-    if not more:
-        _aggregate(session, computed if previous is None else None)
+        more = len(steps) > size
+        del steps[size:]
+        if more:
+            # Steps after this chunk wait for a later one: pending, they are where
+            # the next run starts if this one is killed.
+            cursor.execute(_STALE_SQL, [session_id, steps[-1][1]])
+    computed.update(_compute_steps(session, steps, previous))
+    if more:
+        with connection.cursor() as cursor:
+            cursor.execute(_PROGRESS_SQL, [session_id, session_id])
+    else:
+        _aggregate(session, computed)
     return len(steps), more
 
 
 @contextmanager
 def _cyclic_gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a chunk is computed.
+    """No cyclic garbage collection while a session is computed.
 
     A chunk builds some hundred thousand short-lived objects (rows, messages,
     stats) that hold no reference cycles, so reference counting frees them
@@ -518,7 +572,7 @@ def _ids_of(
 
 
 def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = None) -> None:
-    """Sum the session's step stats; `computed` holds those this transaction just stored."""
+    """Sum the session's step stats; `computed` holds those this run just stored."""
     stats: list[dict[str, Any]] | None = None
     pending = False
     if computed is not None:
@@ -549,14 +603,16 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
     if choice.note:
         aggregates["encoding_note"] = choice.note
     Session.objects.filter(pk=session.pk).update(
-        aggregates=aggregates, stats_status="pending" if pending else "ready"
+        aggregates=aggregates,
+        stats_status="pending" if pending else "ready",
+        stats_steps_done=len(stats),
     )
 
 
 def stats_recompute(*, session_ids: Sequence[int]) -> int:
     """Mark sessions' steps pending again and compute them now (management command)."""
     Step.objects.filter(session_id__in=session_ids).update(stats_status="pending")
-    Session.objects.filter(pk__in=session_ids).update(stats_status="pending")
+    Session.objects.filter(pk__in=session_ids).update(stats_status="pending", stats_steps_done=0)
     return sum(session_stats_compute(session_id=sid) for sid in session_ids)
 
 

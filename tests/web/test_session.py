@@ -53,6 +53,21 @@ def test_it_renders_a_session_before_its_statistics(
     assert "Statistics pending" in fragment and "tool_result_32" in fragment
 
 
+def test_it_shows_how_far_the_statistics_have_got(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    from tests.web.conftest import order_session_events
+
+    session = seed(order_session_events("halfway"), stats=False)
+    # As a worker leaves it between two chunks of a long session.
+    Session.objects.filter(pk=session.pk).update(stats_steps_done=2)
+    client = login("viewer")
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert "(statistics for 2 so far)" in page
+    listing = client.get("/").content.decode()
+    assert "pending (2 of 3 steps)" in listing
+
+
 def test_it_shows_a_step_as_a_fragment_or_a_page(
     login: Callable[..., Client], order_session: Session
 ) -> None:
