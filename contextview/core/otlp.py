@@ -42,11 +42,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
-
-from contextview.core.messages import canonical_json
 
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
@@ -151,8 +150,8 @@ def _structured(value: Any, name: str) -> Any:
     """A value an instrumentation may send as JSON text or as a structured value."""
     if isinstance(value, str):
         try:
-            return json.loads(value)
-        except ValueError as exc:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
             raise SpanError(name, f"is not valid JSON ({exc})") from None
     return value
 
@@ -384,7 +383,12 @@ def _oi_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
 
 
 def _digest(message: Mapping[str, Any]) -> str:
-    return hashlib.sha256(canonical_json(message).encode("utf-8")).hexdigest()[:20]
+    # Sorted keys: the same message gives the same bytes in every process.
+    try:
+        data = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+    except TypeError as exc:  # text that is not valid Unicode (a lone surrogate)
+        raise SpanError("messages", f"a message cannot be read: {exc}") from None
+    return hashlib.sha256(data).hexdigest()[:20]
 
 
 @dataclass(slots=True)
@@ -394,33 +398,38 @@ class _Context:
     raw: list[Any]
     messages: list[dict[str, Any]]
     digests: list[str]
+    out: list[dict[str, Any]]
+    # the JSON texts it was decoded from (system instructions, input messages), if any
+    texts: tuple[Any, Any] = (None, None)
 
 
-def _context(
-    raw: list[Any], convert: Any, previous: _Context | None, name: str
-) -> tuple[_Context, list[dict[str, Any]]]:
-    """Messages with ids for the decoded context `raw`, reusing what `previous` shares."""
+def _context(raw: list[Any], previous: _Context | None) -> _Context:
+    """Messages with ids for the decoded context `raw`, reusing what `previous` shares
+    at its head: those are neither converted nor hashed again."""
     same = 0
     if previous is not None:
-        limit = min(len(raw), len(previous.raw))
         old = previous.raw
-        while same < limit and raw[same] == old[same]:
+        limit = min(len(raw), len(old))
+        while same < limit and (raw[same] is old[same] or raw[same] == old[same]):
             same += 1
         messages = previous.messages[:same]
         digests = previous.digests[:same]
+        out = previous.out[:same]
     else:
-        messages, digests = [], []
-    for item in raw[same:]:
-        message = convert(item, name)
-        messages.append(message)
-        digests.append(_digest(message))
+        messages, digests, out = [], [], []
+    # The n-th repeat of a message in a context gets ".n": ids stay unique in a list.
     seen: dict[str, int] = {}
-    out: list[dict[str, Any]] = []
-    for message, digest in zip(messages, digests, strict=True):
-        n = seen.get(digest, 0)
+    for item in raw[same:]:
+        message = _convert(item)
+        digest = _digest(message)
+        n = seen.get(digest)
+        if n is None:
+            n = digests.count(digest)
         seen[digest] = n + 1
+        messages.append(message)
+        digests.append(digest)
         out.append({**message, "id": digest if n == 0 else f"{digest}.{n}"})
-    return _Context(raw, messages, digests), out
+    return _Context(raw, messages, digests, out)
 
 
 # --- spans ------------------------------------------------------------------------------
@@ -453,22 +462,50 @@ def _with_events(span: Span, attrs: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
-def _input(p: _Pending) -> tuple[list[Any], Any]:
-    """The call's context as decoded values, and how to convert one of them."""
-    attrs = p.attrs
+def _genai_input(attrs: Mapping[str, Any], previous: _Context | None) -> _Context:
+    """The context of a GenAI call. The official instrumentations write the messages as
+    one JSON text per call, which mostly starts with the previous call's text (less its
+    closing bracket): then only what follows is decoded."""
+    system_text = attrs.get("gen_ai.system_instructions")
+    input_text = attrs.get("gen_ai.input.messages", "[]")
+    old = previous.texts if previous is not None else (None, None)
     raw: list[Any] = []
+    if system_text is not None:
+        if previous is not None and system_text == old[0] and previous.raw[:1]:
+            raw.append(previous.raw[0])
+        else:
+            raw.append(("system", _structured(system_text, "gen_ai.system_instructions")))
+    shared: list[Any] | None = None
+    if previous is not None and isinstance(input_text, str) and isinstance(old[1], str):
+        old_items = previous.raw[1:] if old[0] is not None else previous.raw
+        head = old[1].rstrip()[:-1].rstrip()
+        if input_text == old[1]:
+            shared, rest = old_items, None
+        elif old_items and input_text.startswith(head):
+            tail = input_text[len(head) :].lstrip()
+            if tail.startswith(","):
+                shared, rest = old_items, "[" + tail[1:]
+    if shared is None:
+        items = [("genai", m) for m in _list(input_text, "gen_ai.input.messages")]
+    else:
+        items = list(shared)
+        if rest is not None:
+            items.extend(("genai", m) for m in _list(rest, "gen_ai.input.messages"))
+    raw.extend(items)
+    context = _context(raw, previous)
+    context.texts = (system_text, input_text)
+    return context
+
+
+def _input(p: _Pending, previous: _Context | None) -> _Context:
+    """The call's context, as decoded values and as messages with ids."""
+    attrs = p.attrs
     if "gen_ai.input.messages" in attrs or "gen_ai.system_instructions" in attrs:
-        if "gen_ai.system_instructions" in attrs:
-            instructions = _structured(
-                attrs["gen_ai.system_instructions"], "gen_ai.system_instructions"
-            )
-            raw.append(("system", instructions))
-        for item in _list(attrs.get("gen_ai.input.messages", "[]"), "gen_ai.input.messages"):
-            raw.append(("genai", item))
-        return raw, _convert
+        return _genai_input(attrs, previous)
+    raw: list[Any] = []
     flat = _indexed(attrs, _OI_INPUT)
     if flat:
-        return [("oi", item) for item in flat], _convert
+        return _context([("oi", item) for item in flat], previous)
     for event in p.span.events:
         role = _MESSAGE_EVENTS.get(event.name)
         if role is not None:
@@ -478,10 +515,10 @@ def _input(p: _Pending) -> tuple[list[Any], Any]:
         for item in _list(attrs["events"], "events"):
             if isinstance(item, Mapping) and item.get("event.name") in _MESSAGE_EVENTS:
                 raw.append(("event", (_MESSAGE_EVENTS[item["event.name"]], item)))
-    return raw, _convert
+    return _context(raw, previous)
 
 
-def _convert(item: tuple[str, Any], name: str) -> dict[str, Any]:
+def _convert(item: tuple[str, Any]) -> dict[str, Any]:
     form, value = item
     if form == "genai":
         return genai_message(value, "gen_ai.input.messages")
@@ -611,8 +648,7 @@ def decode_request(request: ExportTraceServiceRequest) -> Decoded:
     previous: dict[str, _Context] = {}
     for p in pending:
         try:
-            raw, convert = _input(p)
-            context, messages = _context(raw, convert, previous.get(p.session_id), "")
+            context = _input(p, previous.get(p.session_id))
             call = LlmCall(
                 trace_id=p.trace_id,
                 span_id=p.span_id,
@@ -620,7 +656,7 @@ def decode_request(request: ExportTraceServiceRequest) -> Decoded:
                 agent=p.agent,
                 start_ns=p.span.start_time_unix_nano,
                 model=_model(p.attrs),
-                messages=messages,
+                messages=context.out,
                 tools=_tools(p.attrs),
                 usage=usage_of(p.attrs),
                 output=_output(p),

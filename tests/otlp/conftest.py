@@ -4,12 +4,17 @@
 semantic conventions' attributes (JSON strings, as the official instrumentations set
 them on spans). Spans end in the SDK and go either to an in-memory exporter (for
 requests built in the test) or to the real OTLP/HTTP exporter.
+
+`model_api` is a stand-in for the model's HTTP API (test scaffolding), for tests that
+run a real instrumentation of the real openai client.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -86,3 +91,53 @@ def memory() -> Iterator[tuple[Agent, InMemorySpanExporter]]:
     agent = Agent(exporter)
     yield agent, exporter
     agent.shutdown()
+
+
+class _StandIn(BaseHTTPRequestHandler):
+    """Answers every chat completion: first with a tool call, then with text."""
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server API
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if request["messages"][-1]["role"] == "user":
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{len(request['messages'])}",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": '{"path": "app.log"}'},
+                    }
+                ],
+            }
+            finish = "tool_calls"
+        else:
+            message = {"role": "assistant", "content": "Inventory answered 504 after 3 s."}
+            finish = "stop"
+        body = json.dumps(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "gpt-4o-mini-2024-07-18",
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 90, "completion_tokens": 12, "total_tokens": 102},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def model_api() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StandIn)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()

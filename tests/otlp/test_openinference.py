@@ -1,13 +1,8 @@
 """A real OpenInference instrumentation of the real openai client, exporting to a real
-server. Only the model's API is a stand-in (test scaffolding): a local HTTP server
-that answers chat completions."""
+server. Only the model's API is a stand-in (`model_api`, test scaffolding)."""
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -17,56 +12,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 openai = pytest.importorskip("openai")
 instrumentation = pytest.importorskip("openinference.instrumentation.openai")
-
-
-class _StandIn(BaseHTTPRequestHandler):
-    """Answers every chat completion: first with a tool call, then with text."""
-
-    def do_POST(self) -> None:  # noqa: N802 - the http.server API
-        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if request["messages"][-1]["role"] == "user":
-            message: dict[str, Any] = {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": f"call_{len(request['messages'])}",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": '{"path": "app.log"}'},
-                    }
-                ],
-            }
-            finish = "tool_calls"
-        else:
-            message = {"role": "assistant", "content": "Inventory answered 504 after 3 s."}
-            finish = "stop"
-        body = json.dumps(
-            {
-                "id": "chatcmpl-1",
-                "object": "chat.completion",
-                "created": 0,
-                "model": "gpt-4o-mini-2024-07-18",
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {"prompt_tokens": 90, "completion_tokens": 12, "total_tokens": 102},
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def model_api() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _StandIn)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
 
 
 def test_it_shows_an_openinference_instrumented_agent(
