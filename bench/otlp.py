@@ -233,7 +233,9 @@ def _round(value: float | None) -> float | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench.otlp", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.otlp", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--url", required=True, help="contextview base URL (loopback only)")
     parser.add_argument("--key", required=True, help="a project key allowed to write")
     parser.add_argument("--database-url", required=True, help="the server's database (loopback)")
