@@ -20,6 +20,7 @@ from contextview.projects.services import apikey_create, project_get_or_create
 from tests.otlp.conftest import request_of, text
 
 PROTOBUF = "application/x-protobuf"
+MS = 1_000_000
 
 
 @pytest.fixture
@@ -207,3 +208,44 @@ def test_it_answers_429_with_retry_after_when_rate_limited(key: str, settings: A
     limited = [r for r in responses if r.status_code == 429]
     assert limited, [r.status_code for r in responses]
     assert int(limited[0]["Retry-After"]) >= 1
+
+
+def test_it_names_what_the_server_refused_in_a_span(key: str, memory: Any) -> None:
+    agent, exporter = memory
+    agent.call([text("user", "fine")], conversation="kept")
+    agent.call([text("user", "too long")], conversation="x" * 300)
+    agent.call([text("user", "fine"), text("user", "again")], conversation="kept")
+    bad = format(exporter.get_finished_spans()[1].context.span_id, "016x")
+    out = answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    assert out.partial_success.rejected_spans == 1
+    assert f"span {bad}: body.session_id" in out.partial_success.error_message
+    assert read_step(key, "kept", 1)["before"][-1]["content"] == "again"
+
+
+def test_it_orders_interleaved_sessions_of_one_export_each_by_start_time(
+    key: str, memory: Any
+) -> None:
+    agent, exporter = memory
+    t0 = 1_800_000_000 * 10**9
+    a = [text("user", "a0")]
+    b = [text("user", "b0")]
+    # Ended (and so exported) out of order, two sessions mixed.
+    agent.call([*a, text("user", "a1")], conversation="A", start=t0 + 20 * MS)
+    agent.call(b, conversation="B", start=t0 + 5 * MS)
+    agent.call(a, conversation="A", start=t0 + 10 * MS)
+    agent.call([*b, text("user", "b1")], conversation="B", start=t0 + 30 * MS)
+    answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    for session, last in (("A", ["a0", "a1"]), ("B", ["b0", "b1"])):
+        got = [read_step(key, session, i)["before"][-1]["content"] for i in range(2)]
+        assert got == last
+
+
+def test_it_keeps_the_compaction_a_call_reports(key: str, memory: Any) -> None:
+    agent, exporter = memory
+    agent.call(
+        [text("user", "summary of the first hour")],
+        conversation="compacted",
+        attributes={"gen_ai.conversation.compacted": True},
+    )
+    answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    assert read_step(key, "compacted", 0)["obs_extra"]["compacted"] is True
