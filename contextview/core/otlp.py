@@ -49,6 +49,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+# Kept in the step's obs under its own name, where the server's inference reads it.
+COMPACTED = "gen_ai.conversation.compacted"
 _MESSAGE_EVENTS = {
     "gen_ai.system.message": "system",
     "gen_ai.user.message": "user",
@@ -602,7 +604,7 @@ def _model(attrs: Mapping[str, Any]) -> str | None:
 
 
 def _compacted(attrs: Mapping[str, Any]) -> bool:
-    value = attrs.get("gen_ai.conversation.compacted")
+    value = attrs.get(COMPACTED)
     return value is True or (isinstance(value, str) and value.lower() == "true")
 
 
@@ -693,7 +695,7 @@ def step_event(
     messages: list[Any] = call.messages
     obs: dict[str, Any] = {**(call.extra or {}), "trace_id": call.trace_id, "span_id": call.span_id}
     if call.compacted:
-        obs["compacted"] = True
+        obs[COMPACTED] = True
     if base is not None:
         base_index, base_ids = base
         shared = 0

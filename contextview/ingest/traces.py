@@ -33,7 +33,14 @@ from django.conf import settings
 from django.db import connection, transaction
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from contextview.core.otlp import LlmCall, decode_request, span_event_id, step_event, timestamp
+from contextview.core.otlp import (
+    COMPACTED,
+    LlmCall,
+    decode_request,
+    span_event_id,
+    step_event,
+    timestamp,
+)
 from contextview.ingest.services import batch_ingest
 from contextview.projects.models import Project
 from contextview.sessions.models import Session, Step
@@ -276,7 +283,7 @@ def _take_out_after(
                 tools=shown.get("tools"),
                 usage=shown.get("usage"),
                 output=output.get("messages") if isinstance(output, dict) else None,
-                compacted=bool(extra.pop("compacted", False)),
+                compacted=extra.pop(COMPACTED, False) is True,
                 extra=extra or None,
             )
         )

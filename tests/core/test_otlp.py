@@ -217,7 +217,7 @@ def test_it_takes_the_session_from_the_trace_and_the_agent_from_the_service(
 def test_it_marks_a_call_whose_history_was_compacted(agent: Agent) -> None:
     agent.call([text("user", "hi")], attributes={"gen_ai.conversation.compacted": True})
     (call,) = calls(agent)
-    assert step_event(call, 0)["body"]["obs"]["compacted"] is True
+    assert step_event(call, 0)["body"]["obs"]["gen_ai.conversation.compacted"] is True
 
 
 def test_it_refuses_a_span_with_messages_that_are_not_a_list(agent: Agent) -> None:

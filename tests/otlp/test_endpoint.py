@@ -248,4 +248,4 @@ def test_it_keeps_the_compaction_a_call_reports(key: str, memory: Any) -> None:
         attributes={"gen_ai.conversation.compacted": True},
     )
     answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
-    assert read_step(key, "compacted", 0)["obs_extra"]["compacted"] is True
+    assert read_step(key, "compacted", 0)["obs_extra"]["gen_ai.conversation.compacted"] is True
