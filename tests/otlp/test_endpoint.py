@@ -16,6 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from contextview.ingest.schemas import StepBody
 from contextview.projects.services import apikey_create, project_get_or_create
 from tests.otlp.conftest import request_of, text
 
@@ -249,3 +250,25 @@ def test_it_keeps_the_compaction_a_call_reports(key: str, memory: Any) -> None:
     )
     answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
     assert read_step(key, "compacted", 0)["obs_extra"]["gen_ai.conversation.compacted"] is True
+
+
+@pytest.mark.skipif(
+    "usage" not in StepBody.model_fields, reason="needs the v1.1 step fields (model, usage, ...)"
+)
+def test_it_reads_back_the_calls_model_tools_usage_and_reply(key: str, memory: Any) -> None:
+    agent, exporter = memory
+    tools = [{"type": "function", "name": "read_file", "parameters": {"type": "object"}}]
+    agent.call(
+        [text("user", "hi")],
+        conversation="call",
+        attributes={
+            "gen_ai.tool.definitions": json.dumps(tools),
+            "gen_ai.usage.cache_read.input_tokens": 100,
+        },
+    )
+    answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    step = read_step(key, "call", 0)
+    assert step["model"] == "gpt-4o-2024-08-06"
+    assert step["tools"] == tools
+    assert step["usage"] == {"input_tokens": 20, "output_tokens": 8, "cache_read_tokens": 100}
+    assert step["output"]["messages"][0]["content"] == "Looking."
