@@ -142,6 +142,9 @@ INGEST_RATE_LIMIT = envint("INGEST_RATE_LIMIT", "50")
 # same session before it is answered 503 (retried by the exporter).
 OTLP_MAX_BYTES = envint("OTLP_MAX_BYTES", str(64 * 1024 * 1024))
 OTLP_LOCK_TIMEOUT_MS = envint("OTLP_LOCK_TIMEOUT_MS", "2000")
+# How many exports all web processes store at once; more are answered 503 to be retried
+# (0: no bound). About the number of cores: past that they only slow each other down.
+OTLP_MAX_CONCURRENT = envint("OTLP_MAX_CONCURRENT", "4")
 
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 CELERY_RESULT_BACKEND = None

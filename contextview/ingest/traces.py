@@ -56,6 +56,14 @@ MAX_ERRORS_SHOWN = 5
 MAX_ATTEMPTS = 3
 
 
+class ServerBusy(Exception):
+    """As many exports as the server takes at once are being stored: retry later."""
+
+
+# Advisory lock class of the slots that bound how many exports are stored at once.
+SLOT_LOCKS = 0x07C7
+
+
 @dataclass
 class TracesOutcome:
     spans: int
@@ -88,6 +96,16 @@ def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> Tr
                 "SELECT set_config('lock_timeout', %s, true)",
                 [f"{settings.OTLP_LOCK_TIMEOUT_MS}ms"],
             )
+            if settings.OTLP_MAX_CONCURRENT > 0:
+                # One of N slots, shared by every web process: past them, the exporter
+                # is told to come back (503) rather than left waiting in a queue.
+                cursor.execute(
+                    "SELECT s FROM generate_series(1, %s) s "
+                    "WHERE pg_try_advisory_xact_lock(%s, s) LIMIT 1",
+                    [settings.OTLP_MAX_CONCURRENT, SLOT_LOCKS],
+                )
+                if cursor.fetchone() is None:
+                    raise ServerBusy
             for session_id in sorted({c.session_id for c in decoded.calls}):
                 key = session_lock_key(project_id=project.pk, session_id=session_id)
                 cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])

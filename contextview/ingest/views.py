@@ -29,7 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from contextview.api import _read_body
 from contextview.ingest.ratelimit import rate_limit_check
-from contextview.ingest.traces import traces_ingest
+from contextview.ingest.traces import ServerBusy, traces_ingest
 from contextview.projects.selectors import apikey_authenticate
 
 log = logging.getLogger(__name__)
@@ -99,6 +99,14 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
         return _error(400, code_pb2.INVALID_ARGUMENT, str(exc), as_json=as_json)
     try:
         outcome = traces_ingest(project=key.project, request=export)
+    except ServerBusy:
+        return _error(
+            503,
+            code_pb2.UNAVAILABLE,
+            f"the server is storing {settings.OTLP_MAX_CONCURRENT} exports already; retry later",
+            as_json=as_json,
+            **{"Retry-After": str(RETRY_AFTER)},
+        )
     except OperationalError as exc:
         # A session held by another request past the lock timeout, or the database
         # unreachable: nothing was stored, and the exporter tries again.

@@ -7,6 +7,7 @@ import gzip
 import json
 from typing import Any
 
+import psycopg
 import pytest
 from django.test import Client
 from google.protobuf import json_format
@@ -272,3 +273,27 @@ def test_it_reads_back_the_calls_model_tools_usage_and_reply(key: str, memory: A
     assert step["tools"] == tools
     assert step["usage"] == {"input_tokens": 20, "output_tokens": 8, "cache_read_tokens": 100}
     assert step["output"]["messages"][0]["content"] == "Looking."
+
+
+def test_it_answers_503_at_once_when_it_stores_as_many_exports_as_it_takes(
+    key: str, memory: Any, settings: Any
+) -> None:
+    """Every slot taken (here by another connection): the exporter is told to retry."""
+    from django.db import connection
+
+    from contextview.ingest.traces import SLOT_LOCKS
+    from tests.conftest import database_url
+
+    settings.OTLP_MAX_CONCURRENT = 1
+    agent, exporter = memory
+    agent.call([text("user", "hi")], conversation="slots")
+    body = request_of(exporter.get_finished_spans()).SerializeToString()
+    with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s, 1)", [SLOT_LOCKS])
+        busy = post(key, body)
+        other.execute("SELECT pg_advisory_unlock(%s, 1)", [SLOT_LOCKS])
+    assert busy.status_code == 503
+    assert busy["Retry-After"] == "1"
+    assert "retry" in status(busy).message
+    answer(post(key, body))
+    assert read_step(key, "slots", 0)["before"][-1]["content"] == "hi"
