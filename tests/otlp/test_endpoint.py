@@ -297,3 +297,36 @@ def test_it_answers_503_at_once_when_it_stores_as_many_exports_as_it_takes(
     assert "retry" in status(busy).message
     answer(post(key, body))
     assert read_step(key, "slots", 0)["before"][-1]["content"] == "hi"
+
+
+def _span_json(*attributes: tuple[str, str], trace: str = "ab" * 16) -> bytes:
+    span = {
+        "traceId": trace,
+        "spanId": "cd" * 8,
+        "name": "chat",
+        "startTimeUnixNano": "1800000000000000000",
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+            *({"key": k, "value": {"stringValue": v}} for k, v in attributes),
+        ],
+    }
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b"[" * 100_000, 400),
+        (b'{"resourceSpans": 5}', 400),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"startTimeUnixNano": "x"}]}]}]}', 400),
+        (_span_json(("gen_ai.input.messages", "[1, 2]")), 200),
+        (_span_json(("gen_ai.input.messages", '[{"role": "user", "parts": "\\ud83d"}]')), 200),
+        (_span_json(("gen_ai.input.messages", '[{"role": "user", "content": "\\ud83d"}]')), 200),
+        (_span_json(("gen_ai.input.messages", "[" * 5000 + "]" * 5000)), 200),
+        (_span_json(("gen_ai.usage.input_tokens", "99999999999999999999999")), 200),
+        (_span_json(trace="ab"), 200),
+    ],
+)
+def test_it_never_answers_500_to_a_hostile_body(key: str, body: bytes, expected: int) -> None:
+    response = post(key, body, "application/json")
+    assert response.status_code == expected, response.content
