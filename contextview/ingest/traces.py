@@ -325,7 +325,12 @@ def _run(
     project: Project, events: list[dict[str, Any]], owners: list[LlmCall | None]
 ) -> list[tuple[LlmCall, str]]:
     """Ingest the events; the calls whose step was refused, with the server's reason."""
-    results = batch_ingest(project=project, batch=events).results
+    # In batches of the size the ingest API takes, so one large export costs no more
+    # memory at a time than the largest ingest request.
+    size = max(1, settings.INGEST_MAX_EVENTS)
+    results = []
+    for start in range(0, len(events), size):
+        results.extend(batch_ingest(project=project, batch=events[start : start + size]).results)
     refused: list[tuple[LlmCall, str]] = []
     for result, owner in zip(results, owners, strict=True):
         if result.status < 300:

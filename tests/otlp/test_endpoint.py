@@ -330,3 +330,16 @@ def _span_json(*attributes: tuple[str, str], trace: str = "ab" * 16) -> bytes:
 def test_it_never_answers_500_to_a_hostile_body(key: str, body: bytes, expected: int) -> None:
     response = post(key, body, "application/json")
     assert response.status_code == expected, response.content
+
+
+def test_it_stores_an_export_larger_than_an_ingest_batch(
+    key: str, memory: Any, settings: Any
+) -> None:
+    settings.INGEST_MAX_EVENTS = 2
+    agent, exporter = memory
+    context: list[dict[str, Any]] = []
+    for i in range(5):
+        context = [*context, text("user", f"turn {i}")]
+        agent.call(context, conversation="chunked")
+    answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    assert [m["content"] for m in read_step(key, "chunked", 4)["before"]][-1] == "turn 4"
