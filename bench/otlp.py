@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import sys
 import time
@@ -181,7 +182,21 @@ def steps_ready(database_url: str, session_ids: list[str]) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
+class _Retries(logging.Handler):
+    """Counts the exporter's retries (after a 429, a 503 or a lost connection)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "retrying" in record.getMessage():
+            self.count += 1
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    retries = _Retries()
+    logging.getLogger("opentelemetry").addHandler(retries)
     by_session, distinct, session_ids = make_spans(args)
     size_before = database_size(args.database_url)
     exporter = OTLPSpanExporter(
@@ -214,6 +229,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "batch": args.batch,
         "spans_sent": sent,
         "spans_failed": failed,
+        "export_retries": retries.count,
         "steps_stored": total,
         "steps_ready": ready,
         "export_s": round(exported_s, 2),
@@ -245,7 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--compact-every", type=int, default=25, help="calls between compactions")
     parser.add_argument("--batch", type=int, default=100, help="spans per export")
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--export-timeout", type=float, default=30.0, help="seconds per export")
+    parser.add_argument(
+        "--export-timeout", type=float, default=10.0, help="seconds per export (the SDK's)"
+    )
     parser.add_argument("--time-limit", type=float, default=900.0, help="seconds in all")
     return parser
 
