@@ -145,6 +145,9 @@ OTLP_LOCK_TIMEOUT_MS = envint("OTLP_LOCK_TIMEOUT_MS", "2000")
 # How many exports all web processes store at once; more are answered 503 to be retried
 # (0: no bound). About the number of cores: past that they only slow each other down.
 OTLP_MAX_CONCURRENT = envint("OTLP_MAX_CONCURRENT", "4")
+# A late span is put in its place by storing the steps after it again, up to this many;
+# a span later than that is added at the end of its session.
+OTLP_REORDER_MAX_STEPS = envint("OTLP_REORDER_MAX_STEPS", "1000")
 
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 CELERY_RESULT_BACKEND = None

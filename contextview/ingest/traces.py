@@ -12,9 +12,12 @@ the usual case, takes the next index. A call that arrives late, starting before
 steps already stored, is put in its place: the steps after it are taken out and
 stored again one index further, from what the server holds of them (their messages
 by id, their model, tools, usage and reply), so the session ends exactly as if the
-spans had come in order, inferred operations included. One export's requests for a
-session are serialized by a transaction-scoped advisory lock; a request that cannot
-get it within ``OTLP_LOCK_TIMEOUT_MS`` is answered 503 to be retried.
+spans had come in order, inferred operations included (up to
+``OTLP_REORDER_MAX_STEPS`` steps move; a span later than that goes at the end).
+Requests touching one session are serialized by a transaction-scoped advisory lock;
+one that cannot get it within ``OTLP_LOCK_TIMEOUT_MS`` is answered 503, to be retried.
+At most ``OTLP_MAX_CONCURRENT`` exports are stored at once (slots, also advisory
+locks, shared by every web process); past that the answer is 503 at once.
 
 The same span sent again is the same event (its id is made of the trace and span
 ids): it is recognised before any index is given and stores nothing.
@@ -281,6 +284,10 @@ def _take_out_after(
         if (_micros(step.timestamp), span_id) > order:
             later.append(step)
     if not later or later[0].index + len(later) - 1 != state.last_index:
+        return None
+    if len(later) > settings.OTLP_REORDER_MAX_STEPS:
+        # Storing that many steps again for one late span would let a client make the
+        # server redo a session's whole history on every request.
         return None
     session = Session.objects.get(pk=state.pk)
     calls: list[LlmCall] = []

@@ -343,3 +343,19 @@ def test_it_stores_an_export_larger_than_an_ingest_batch(
         agent.call(context, conversation="chunked")
     answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
     assert [m["content"] for m in read_step(key, "chunked", 4)["before"]][-1] == "turn 4"
+
+
+def test_it_adds_a_span_too_late_to_reorder_at_the_end(
+    key: str, memory: Any, settings: Any
+) -> None:
+    settings.OTLP_REORDER_MAX_STEPS = 1
+    agent, exporter = memory
+    t0 = 1_800_000_000 * 10**9
+    for i, start in enumerate((t0, t0 + 20 * MS, t0 + 30 * MS)):
+        agent.call([text("user", f"on time {i}")], conversation="cap", start=start)
+        answer(post(key, request_of(exporter.get_finished_spans()[-1:]).SerializeToString()))
+    agent.call([text("user", "late")], conversation="cap", start=t0 + 10 * MS)
+    out = answer(post(key, request_of(exporter.get_finished_spans()[-1:]).SerializeToString()))
+    assert not out.HasField("partial_success")
+    got = [read_step(key, "cap", i)["before"][-1]["content"] for i in range(4)]
+    assert got == ["on time 0", "on time 1", "on time 2", "late"]
