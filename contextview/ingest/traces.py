@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, OperationalError, connection, transaction
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from contextview.core.otlp import (
@@ -119,7 +120,7 @@ def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> Tr
                 break
             # The last attempt keeps what it stored, and moves no stored step.
             last = attempt == MAX_ATTEMPTS - 1
-            refused, moved_refused = _attempt(
+            refused, moved_refused = _attempt_apart(
                 project, calls, reorder=reorder and not last, keep=last
             )
             if moved_refused and not last:
@@ -192,6 +193,41 @@ class _Undo(Exception):
     def __init__(self, refused: list[tuple[LlmCall, str]], moved_refused: bool) -> None:
         self.refused = refused
         self.moved_refused = moved_refused
+
+
+def _attempt_apart(
+    project: Project, calls: list[LlmCall], *, reorder: bool, keep: bool
+) -> tuple[list[tuple[LlmCall, str]], bool]:
+    """`_attempt`; when the database refuses a statement of it (a value that does not
+    fit a column), each session again on its own, so only that session's spans are
+    refused. A database that cannot be reached is not refusing: that goes up (503)."""
+    try:
+        return _attempt(project, calls, reorder=reorder, keep=keep)
+    except (OperationalError, psycopg.OperationalError):
+        raise
+    except (DatabaseError, psycopg.DatabaseError) as exc:
+        by_session: dict[str, list[LlmCall]] = defaultdict(list)
+        for call in calls:
+            by_session[call.session_id].append(call)
+        if len(by_session) == 1:
+            log.warning("OTLP spans the database refused: %s", exc)
+            reason = f"the database could not store it ({str(exc).splitlines()[0]})"
+            return [(call, reason) for call in calls], False
+        try:
+            with transaction.atomic():
+                refused: list[tuple[LlmCall, str]] = []
+                moved_refused = False
+                for group in by_session.values():
+                    some, moved = _attempt_apart(project, group, reorder=reorder, keep=True)
+                    refused.extend(some)
+                    moved_refused = moved_refused or moved
+                # Undone as a whole unless kept, as `_attempt` is: a moved step
+                # refused in its new place must be found where it was.
+                if (refused or moved_refused) and not keep:
+                    raise _Undo(refused, moved_refused)
+                return refused, moved_refused
+        except _Undo as undo:
+            return undo.refused, undo.moved_refused
 
 
 def _attempt(

@@ -14,6 +14,7 @@ import json
 import logging
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse
@@ -107,7 +108,7 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
             as_json=as_json,
             **{"Retry-After": str(RETRY_AFTER)},
         )
-    except OperationalError as exc:
+    except (OperationalError, psycopg.OperationalError) as exc:
         # A session held by another request past the lock timeout, or the database
         # unreachable: nothing was stored, and the exporter tries again.
         log.warning("OTLP export answered 503: %s", exc)

@@ -359,3 +359,17 @@ def test_it_adds_a_span_too_late_to_reorder_at_the_end(
     assert not out.HasField("partial_success")
     got = [read_step(key, "cap", i)["before"][-1]["content"] for i in range(4)]
     assert got == ["on time 0", "on time 1", "on time 2", "late"]
+
+
+def test_it_refuses_only_the_session_whose_values_the_database_cannot_hold(
+    key: str, memory: Any
+) -> None:
+    agent, exporter = memory
+    agent.call([text("user", "fine")], conversation="good")
+    agent.call([text("r" * 60, "a role longer than any")], conversation="odd")
+    odd = format(exporter.get_finished_spans()[1].context.span_id, "016x")
+    response = post(key, request_of(exporter.get_finished_spans()).SerializeToString())
+    out = answer(response)
+    assert out.partial_success.rejected_spans == 1
+    assert f"span {odd}" in out.partial_success.error_message
+    assert read_step(key, "good", 0)["before"][-1]["content"] == "fine"
