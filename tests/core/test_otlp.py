@@ -244,3 +244,36 @@ def test_it_ignores_spans_that_are_not_llm_calls(agent: Agent) -> None:
     decoded = decode_request(request_of(agent.exporter.get_finished_spans()))  # type: ignore[attr-defined]
     assert decoded.spans == 1
     assert decoded.calls == [] and decoded.refused == []
+
+
+def test_it_reads_a_context_the_same_whether_or_not_the_call_before_is_known(
+    agent: Agent,
+) -> None:
+    """Contexts decoded against the previous call's (only what is new is read) equal
+    contexts decoded alone, through growth, repeats, odd spacing and a compaction."""
+    history = [text("user", "start")]
+    texts: list[str] = []
+    for i in range(8):
+        if i == 5:
+            history = [text("user", "summary"), *history[4:]]
+        history = [*history, text("assistant", f"r{i}"), text("user", "ok")]
+        body = json.dumps(history, separators=(", ", ": ") if i >= 3 else (",", ":"))
+        texts.append(body)
+        agent.call([], attributes={"gen_ai.input.messages": body})
+    together = calls(agent)
+    alone = []
+    for span in agent.exporter.get_finished_spans():  # type: ignore[attr-defined]
+        (call,) = decode_request(request_of([span])).calls
+        alone.append(call.messages)
+    assert [c.messages for c in together] == alone
+    assert [m["content"] for m in together[-1].messages][-2:] == ["r7", "ok"]
+
+
+def test_it_reads_message_events_written_as_one_attribute(agent: Agent) -> None:
+    events = [
+        {"event.name": "gen_ai.user.message", "role": "user", "content": "Where is order 4?"},
+        {"event.name": "gen_ai.assistant.message", "role": "assistant", "content": "Shipped."},
+    ]
+    span(agent, {"gen_ai.operation.name": "chat", "events": json.dumps(events)})
+    (call,) = calls(agent)
+    assert contents(call) == [("user", "Where is order 4?"), ("assistant", "Shipped.")]
