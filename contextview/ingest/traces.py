@@ -87,13 +87,6 @@ def session_lock_key(*, project_id: int, session_id: str) -> str:
 
 
 def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> TracesOutcome:
-    decoded = decode_request(request)
-    outcome = TracesOutcome(spans=decoded.spans)
-    for refused in decoded.refused:
-        outcome.rejected += 1
-        outcome.errors.append(f"span {refused.span_id}: {refused.error}")
-    if not decoded.calls:
-        return outcome
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(
@@ -110,6 +103,14 @@ def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> Tr
                 )
                 if cursor.fetchone() is None:
                     raise ServerBusy
+            # Decoded in a slot: the slots bound the memory and time of that too.
+            decoded = decode_request(request)
+            outcome = TracesOutcome(spans=decoded.spans)
+            for refused in decoded.refused:
+                outcome.rejected += 1
+                outcome.errors.append(f"span {refused.span_id}: {refused.error}")
+            if not decoded.calls:
+                return outcome
             for session_id in sorted({c.session_id for c in decoded.calls}):
                 key = session_lock_key(project_id=project.pk, session_id=session_id)
                 cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])
