@@ -117,3 +117,37 @@ def test_it_retries_through_a_503_while_another_request_holds_the_session(
     assert "503" in caplog.text or "Service Unavailable" in caplog.text
     assert took > 2
     assert read("/sessions/busy")["steps"] == 1
+
+
+def test_it_orders_one_session_sent_by_two_exporters_at_once(
+    gunicorn_api: str, project: Any, read: Any
+) -> None:
+    """Two processes of one agent export the same conversation at the same time, their
+    calls interleaved in time: the session ends in start order, without gaps."""
+    t0 = time.time_ns()
+    agents = [
+        Agent(
+            OTLPSpanExporter(
+                endpoint=f"{gunicorn_api}/v1/traces",
+                headers={"Authorization": f"Bearer {project.secret}"},
+            )
+        )
+        for _ in range(2)
+    ]
+
+    def send(which: int) -> None:
+        for n in range(which, 12, 2):
+            agents[which].call(
+                [text("user", f"call {n}")], conversation="shared", start=t0 + n * SECOND
+            )
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for agent in agents:
+        agent.shutdown()
+    assert read("/sessions/shared")["steps"] == 12
+    got = [read(f"/sessions/shared/steps/{i}")["before"][-1]["content"] for i in range(12)]
+    assert got == [f"call {n}" for n in range(12)]
