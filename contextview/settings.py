@@ -180,6 +180,17 @@ INGEST_MAX_EVENTS = envint("INGEST_MAX_EVENTS", "1000")
 INGEST_MAX_BYTES = envint("INGEST_MAX_BYTES", str(20 * 1024 * 1024))
 # Requests per second per API key; 0 disables the limit.
 INGEST_RATE_LIMIT = envint("INGEST_RATE_LIMIT", "50")
+# POST /v1/traces: the body limit after decompression (the OTel exporters' own default
+# request limit is 64 MiB), and how long a request waits for another one holding the
+# same session before it is answered 503 (retried by the exporter).
+OTLP_MAX_BYTES = envint("OTLP_MAX_BYTES", str(64 * 1024 * 1024))
+OTLP_LOCK_TIMEOUT_MS = envint("OTLP_LOCK_TIMEOUT_MS", "2000")
+# How many exports all web processes store at once; more are answered 503 to be retried
+# (0: no bound). About the number of cores: past that they only slow each other down.
+OTLP_MAX_CONCURRENT = envint("OTLP_MAX_CONCURRENT", "4")
+# A late span is put in its place by storing the steps after it again, up to this many;
+# a span later than that is added at the end of its session.
+OTLP_REORDER_MAX_STEPS = envint("OTLP_REORDER_MAX_STEPS", "1000")
 
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 CELERY_RESULT_BACKEND = None
