@@ -14,6 +14,7 @@ from typing import Any
 
 from contextview.core.errors import NEVER_RECORDED, InputError
 from contextview.core.model import Message, default_partition
+from contextview.core.parts import payload
 
 MAX_PARTITION_LENGTH = 64
 
@@ -31,15 +32,24 @@ def canonical_json(value: Any) -> str:
     return _CANONICAL.encode(value)
 
 
-def blob_hash(content: str | list[Any]) -> bytes:
-    """sha256 of a message's content; a leading tag byte keeps a str and a list apart.
+def blob_hash(value: Any) -> bytes:
+    """sha256 of what the model reads of a message (`message_payload`); a leading tag
+    byte keeps a str and anything else apart.
 
     Text is hashed as its UTF-8 bytes: JSON-escaping a large log first would cost
     more than the hash itself, on every message of every resent context.
     """
-    if isinstance(content, str):
-        return hashlib.sha256(b"s" + content.encode("utf-8")).digest()
-    return hashlib.sha256(b"l" + _CANONICAL.encode(content).encode("utf-8")).digest()
+    if isinstance(value, str):
+        return hashlib.sha256(b"s" + value.encode("utf-8")).digest()
+    return hashlib.sha256(b"l" + _CANONICAL.encode(value).encode("utf-8")).digest()
+
+
+def message_payload(m: Message) -> Any:
+    """What the store keeps once per distinct value: the content and the tool calls
+    sent beside it (see `contextview.core.parts.payload`)."""
+    if type(m.content) is str and m.extra is None:
+        return m.content
+    return payload(m.content, m.extra)
 
 
 def message_hash(m: Message, *, blob: bytes | None = None) -> bytes:
@@ -49,7 +59,7 @@ def message_hash(m: Message, *, blob: bytes | None = None) -> bytes:
     address the content), so a large content is hashed only once.
     """
     if blob is None:
-        blob = blob_hash(m.content)
+        blob = blob_hash(message_payload(m))
     # A list, not a dict: positions fix the meaning and it encodes faster.
     head = [m.id, m.role, m.partition, m.tool, m.pinned, m.expirable, m.extra, blob.hex()]
     return hashlib.sha256(_CANONICAL.encode(head).encode("utf-8")).digest()
@@ -190,10 +200,9 @@ def parse_message(
         )
 
     content = raw["content"]
-    # OpenAI-style assistant messages that only call tools carry `content: null`.
-    if content is None:
-        content = ""
-    if not isinstance(content, str | list):
+    # OpenAI-style assistant messages that only call tools carry `content: null`:
+    # kept as null, so the message reads back as it was sent.
+    if content is not None and not isinstance(content, str | list):
         raise InputError(f"{field}.content", "must be a string or a list of parts")
     if partition is None:
         partition = "" if inherit_partition else default_partition(role)

@@ -14,11 +14,14 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 
 from contextview.core.diff import diff_contexts
+from contextview.core.messages import message_payload
 from contextview.core.model import Message as CoreMessage
+from contextview.core.parts import READ_FIELDS, split_payload
 from contextview.core.refs import decode_many
+from contextview.core.stats import reported_before
 from contextview.db import binary_cursor
 from contextview.projects.models import Project
-from contextview.sessions.models import Fold, Operation, Session, Step
+from contextview.sessions.models import Blob, Fold, Operation, Session, Step
 
 # The columns a core message is made from (cv_message m joined with cv_blob b),
 # in the order message_from_row reads them.
@@ -47,16 +50,39 @@ def message_from_row(row: Sequence[Any]) -> CoreMessage:
     """A core message from the values of ``MESSAGE_COLUMNS``."""
     msg_id, role, partition, tool, pinned, expirable, extra, text, parts = row
     parts = json_value(parts)
+    extra = json_value(extra)
+    content: Any = text
+    if parts is not None:
+        content, carried = split_payload(parts)
+        if carried:
+            extra = {**(extra or {}), **carried}
     return CoreMessage(
         id=msg_id,
         role=role,
-        content=parts if parts is not None else text,
+        content=content,
         partition=partition,
         tool=tool,
         pinned=pinned,
         expirable=expirable,
-        extra=json_value(extra),
+        extra=extra,
     )
+
+
+# How ingest writes what message_from_row reads: a blob keeps the message's text
+# and, unless it is a plain string, what the model reads of it as JSON (content
+# and tool calls); the message row keeps its other fields.
+
+
+def blob_parts(m: CoreMessage) -> str | None:
+    value = message_payload(m)
+    return None if isinstance(value, str) else json.dumps(value)
+
+
+def stored_extra(m: CoreMessage) -> str | None:
+    if m.extra is None:
+        return None
+    rest = {k: v for k, v in m.extra.items() if k not in READ_FIELDS}
+    return json.dumps(rest) if rest else None
 
 
 def messages_by_pk(pks: Iterable[int]) -> dict[int, StoredMessage]:
@@ -175,6 +201,7 @@ def session_as_dict(session: Session) -> dict[str, Any]:
         "encoding": session.encoding or None,
         "mode": session.mode or None,
         "budget": session.budget,
+        "context_window": session.context_window,
         "pinned": session.pinned,
         "metadata": session.metadata,
         "status": session.status,
@@ -247,6 +274,7 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
     )
     for fold in Fold.objects.filter(step__in=steps).order_by("op_position", "id"):
         grouped[fold.step_id][(fold.op_position, fold.result_msg_id)].append(fold.original_msg_id)
+    tools = step_tools(steps)
     out = []
     for step in steps:
         before, after = contexts[step.pk]
@@ -278,14 +306,32 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
                     for (position, result_id), originals in grouped[step.pk].items()
                 ],
                 "reported": {
-                    "before_tokens": step.reported_before,
+                    "before_tokens": reported_before(step.reported_before, step.usage),
                     "after_tokens": step.reported_after,
                 },
+                # contract v1.1: the call the context was sent with, as sent
+                "model": step.model or session.model or None,
+                "tools": tools.get(step.pk),
+                "output": step.output,
+                "usage": step.usage,
+                "context_window": step.context_window or session.context_window,
                 "stats": step.stats,
                 "stats_status": step.stats_status,
             }
         )
     return out
+
+
+def step_tools(steps: Sequence[Step]) -> dict[int, Any]:
+    """The tool definitions sent with each step's call (stored once per distinct list),
+    by step pk; steps sent without tools are left out."""
+    wanted = {s.tools_blob_id for s in steps if s.tools_blob_id is not None}
+    if not wanted:
+        return {}
+    parts = dict(Blob.objects.filter(pk__in=wanted).values_list("pk", "parts"))
+    return {
+        s.pk: json_value(parts.get(s.tools_blob_id)) for s in steps if s.tools_blob_id is not None
+    }
 
 
 # --- diff and archive ------------------------------------------------------------------

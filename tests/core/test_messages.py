@@ -40,7 +40,8 @@ def test_it_parses_a_full_message_and_infers_partition_from_role() -> None:
         ("tool", "tool"),
         ("assistant", "memory"),
         ("user", "question"),
-        ("developer", "other"),
+        ("developer", "system"),
+        ("critic", "other"),
         (None, "other"),
     ],
 )
@@ -208,12 +209,14 @@ def test_it_compares_messages_by_every_field() -> None:
     assert not same_message(a, replace(a, id="u2"))
 
 
-def test_it_reads_null_content_as_empty_text() -> None:
+def test_it_keeps_null_content_as_sent_and_reads_the_tool_calls() -> None:
     # An OpenAI-style assistant turn that only calls a tool has `content: null`.
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
     message = parse_message(
-        {"id": "a1", "role": "assistant", "content": None, "tool_calls": [{"id": "c1"}]},
+        {"id": "a1", "role": "assistant", "content": None, "tool_calls": [call]},
         field=F,
         latest={},
     )
-    assert message.content == ""
-    assert message.extra == {"tool_calls": [{"id": "c1"}]}
+    assert message.content is None
+    assert message.extra == {"tool_calls": [call]}
+    assert message.text == "ls\n{}"
