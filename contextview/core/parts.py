@@ -41,6 +41,9 @@ FILE_TOKENS = 1_000
 # its older single function call. The store keeps them with the content.
 READ_FIELDS = ("tool_calls", "function_call")
 
+# What ties a tool call to its result, beside the content, in OpenAI's spelling.
+CALL_FIELDS = (*READ_FIELDS, "tool_call_id")
+
 _TEXT_TYPES = frozenset({"text", "input_text", "output_text", "summary_text"})
 _CALL_TYPES = frozenset(
     {"tool_call", "tool_use", "server_tool_use", "function_call", "custom_tool_call"}
@@ -194,7 +197,7 @@ def tools_text(tools: Any) -> str:
 
 def reading(content: Any, extra: Mapping[str, Any] | None = None) -> Reading:
     """What the model reads of a message with this `content` and these other fields."""
-    if isinstance(content, str) and (extra is None or not _reads_extra(extra)):
+    if is_plain_text(content, extra):
         return Reading(content)  # by far the most common message
     reader = _Reader()
     reader.content(content)
@@ -215,6 +218,11 @@ def _reads_extra(extra: Mapping[str, Any]) -> bool:
     return any(key in extra for key in READ_FIELDS)
 
 
+def is_plain_text(content: Any, extra: Mapping[str, Any] | None = None) -> bool:
+    """Whether a message is a string and nothing else the model reads (no parts)."""
+    return isinstance(content, str) and (extra is None or not _reads_extra(extra))
+
+
 def payload(content: Any, extra: Mapping[str, Any] | None) -> Any:
     """What the model reads of a message as one JSON value: its content, alone when
     nothing else of it is read, else ``{"content": ..., "tool_calls": ...}``.
@@ -228,6 +236,14 @@ def payload(content: Any, extra: Mapping[str, Any] | None) -> Any:
     if extra:
         out.update((key, extra[key]) for key in READ_FIELDS if key in extra)
     return out
+
+
+def call_fields(extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The tool-call fields a message was sent with beside its content, for the
+    places that give a message as id, role and content only (diffs, exports)."""
+    if not extra:
+        return {}
+    return {key: extra[key] for key in CALL_FIELDS if key in extra}
 
 
 def split_payload(value: Any) -> tuple[Any, dict[str, Any]]:
@@ -329,7 +345,10 @@ def _block(part: Any) -> Block:
 
 
 def blocks(content: Any, extra: Mapping[str, Any] | None = None) -> list[Block]:
-    """A message's parts for display, tool calls carried beside the content included."""
+    """A message's parts for display, tool calls carried beside the content included;
+    [] for plain text, which a page shows as it is."""
+    if is_plain_text(content, extra):
+        return []
     out = [_block(part) for part in content] if isinstance(content, list) else []
     if isinstance(content, str) and content:
         out.append(Block("text", content))
