@@ -17,6 +17,10 @@ from contextview.core.model import Message, default_partition
 from contextview.core.parts import payload
 
 MAX_PARTITION_LENGTH = 64
+# What the store's columns hold: a longer value is the agent's error, named as such.
+MAX_ID_LENGTH = 200
+MAX_ROLE_LENGTH = 32
+MAX_TOOL_LENGTH = 200
 
 # Keys with a meaning of their own; anything else an agent sends rides along in
 # Message.extra so nothing it logged is lost.
@@ -104,9 +108,11 @@ class Overlay(Mapping[str, Message]):
 def parse_id(raw: Any, *, field: str) -> str:
     # Agents often number their messages; an int id means the same as its digits.
     if isinstance(raw, str):
-        if raw:
-            return raw
-        raise InputError(field, "must not be empty")
+        if not raw:
+            raise InputError(field, "must not be empty")
+        if len(raw) > MAX_ID_LENGTH:
+            raise InputError(field, f"must be at most {MAX_ID_LENGTH} characters")
+        return raw
     if isinstance(raw, int) and not isinstance(raw, bool):
         return str(raw)
     if raw is None:
@@ -114,8 +120,12 @@ def parse_id(raw: Any, *, field: str) -> str:
     raise InputError(field, "must be a string")
 
 
-def optional_str(raw: Mapping[str, Any], key: str, field: str) -> str | None:
+def optional_str(
+    raw: Mapping[str, Any], key: str, field: str, *, limit: int | None = None
+) -> str | None:
     value = raw.get(key)
+    if isinstance(value, str) and limit is not None and len(value) > limit:
+        raise InputError(f"{field}.{key}", f"must be at most {limit} characters")
     if value is None or isinstance(value, str):
         return value
     raise InputError(f"{field}.{key}", "must be a string")
@@ -174,9 +184,9 @@ def parse_message(
             f"{field}.{RUN_KEY}", "a run needs body.obs.$base, the step it is taken from"
         )
     mid = parse_id(raw.get("id"), field=f"{field}.id")
-    role = optional_str(raw, "role", field)
+    role = optional_str(raw, "role", field, limit=MAX_ROLE_LENGTH)
     partition = _optional_partition(raw, field)
-    tool = optional_str(raw, "tool", field)
+    tool = optional_str(raw, "tool", field, limit=MAX_TOOL_LENGTH)
     pinned = _optional_bool(raw, "pinned", field)
 
     if "content" not in raw:

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -220,3 +221,23 @@ def test_it_keeps_null_content_as_sent_and_reads_the_tool_calls() -> None:
     assert message.content is None
     assert message.extra == {"tool_calls": [call]}
     assert message.text == "ls\n{}"
+
+
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        ({"id": "a", "role": "r" * 33, "content": "x"}, "role"),
+        ({"id": "a" * 201, "content": "x"}, "id"),
+        ({"id": "a", "role": "tool", "tool": "t" * 201, "content": "x"}, "tool"),
+    ],
+)
+def test_it_refuses_values_longer_than_the_store_keeps(raw: dict[str, Any], where: str) -> None:
+    with pytest.raises(InputError) as e:
+        parse_message(raw, field=F, latest={})
+    assert e.value.field == f"{F}.{where}"
+    assert "at most" in str(e.value)
+
+
+def test_it_keeps_an_unknown_role_as_sent() -> None:
+    m = parse_message({"id": "c", "role": "critic", "content": "Too long."}, field=F, latest={})
+    assert (m.role, m.partition) == ("critic", "other")

@@ -204,14 +204,16 @@ def test_it_names_the_field_of_bad_v1_1_values(api: Api) -> None:
         step("s", 2, [QUESTION], output={"text": "hi"}),
         step("s", 3, [QUESTION], context_window=0),
         step("s", 4, [{"id": "x", "role": "user", "content": 7}]),
+        step("s", 5, [{"id": "x", "role": "an-unknown-role-" * 3, "content": "hi"}]),
     ]
     got = results(api.ingest({"batch": batch}))
-    assert [r["status"] for r in got] == [400, 400, 400, 400, 400]
+    assert [r["status"] for r in got] == [400, 400, 400, 400, 400, 400]
     assert got[0]["error"].startswith("body.usage.input_tokens:")
     assert got[1]["error"].startswith("body.tools:")
     assert got[2]["error"].startswith("body.output.messages:")
     assert got[3]["error"].startswith("body.context_window:")
     assert got[4]["error"].startswith("body.obs.messages[0].content:")
+    assert got[5]["error"] == "body.obs.messages[0].role: must be at most 32 characters"
 
 
 def test_it_ends_a_session_with_status_unknown(api: Api) -> None:
