@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from contextview.core.messages import blob_hash, message_payload, parse_message
 from contextview.core.model import Message
@@ -215,3 +217,36 @@ def test_it_counts_an_empty_tool_call_message_as_more_than_nothing() -> None:
     )
     assert "A12345" in m.text
     assert [b.kind for b in blocks(m.content, m.extra)] == ["tool_call"]
+
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8), _containers, max_leaves=8
+)
+_TYPES = ["text", "thinking", "reasoning", "tool_use", "tool_call", "function_call",
+          "tool_result", "tool_call_response", "image", "image_url", "blob", "file",
+          "document", "compaction", "refusal", "redacted_thinking", "unknown"]  # fmt: skip
+_FIELDS = ["text", "content", "thinking", "name", "arguments", "input", "function", "id",
+           "response", "output", "summary", "source", "image_url", "width", "height",
+           "mime_type", "modality", "refusal"]  # fmt: skip
+_typed = st.fixed_dictionaries(
+    {"type": st.sampled_from(_TYPES)}, optional={name: _json for name in _FIELDS}
+)
+_parts = st.lists(_typed | _json, max_size=4)
+_contents = st.none() | st.text(max_size=20) | _parts
+_extras = st.none() | st.dictionaries(
+    st.sampled_from(["tool_calls", "function_call", "name", "tool_call_id"]), _json, max_size=3
+)
+
+
+@given(content=_contents, extra=_extras)
+def test_it_gives_back_content_and_tool_calls_from_what_it_stores(
+    content: Any, extra: dict[str, Any] | None
+) -> None:
+    carried = {k: v for k, v in (extra or {}).items() if k in ("tool_calls", "function_call")}
+    assert split_payload(payload(content, extra)) == (content, carried)
+    reading(content, extra)  # any JSON reads without an error
+    blocks(content, extra)
