@@ -64,6 +64,8 @@ def test_it_shows_tool_calls_thinking_tool_results_and_image_placeholders(
     tokens = int(re.search(r"([\d,]+) tok", openai_call).group(1).replace(",", ""))
     assert tokens > 10  # no longer an empty box with 0 tokens
 
+    assert "for call_7" in _cell(page, "t1")  # the OpenAI tool message names its call
+
     anthropic = html.unescape(_cell(page, "a2"))
     assert "thinking" in anthropic and "Inventory locks for 3002 ms." in anthropic
     assert "grep" in anthropic and '{"q": "lock wait"}' in anthropic
@@ -79,9 +81,13 @@ def test_it_shows_the_calls_model_tools_usage_and_estimated_tokens(
 ) -> None:
     tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
     usage = {"input_tokens": 120, "cache_read_tokens": 900, "cache_write_tokens": 0}
-    session = seed([step("call", 0, CONTEXT, model="gpt-4o-mini", tools=tools, usage=usage)])
+    start = {"id": "start", "type": "session",
+             "body": {"session_id": "call", "context_window": 128000}}  # fmt: skip
+    session = seed([start, step("call", 0, CONTEXT, model="gpt-4o-mini", tools=tools, usage=usage)])
     page = html.unescape(login("viewer").get(f"/sessions/{session.pk}/steps/0/").content.decode())
     assert "Model gpt-4o-mini" in page
+    session_page = login("editor").get(f"/sessions/{session.pk}/").content.decode()
+    assert re.search(r"<dt>Context window</dt><dd>128,000 tokens</dd>", session_page)
     assert "tool definitions" in page
     assert "input_tokens 120" in page
     assert re.search(r"<th>Before</th>.*?<td class=\"num\">1,020</td>", page, re.S)
