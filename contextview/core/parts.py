@@ -238,6 +238,14 @@ def payload(content: Any, extra: Mapping[str, Any] | None) -> Any:
     return out
 
 
+def has_compaction(content: Any) -> bool:
+    """Whether a content carries a `compaction` part: a summary standing for what left
+    the context (contract v1.1, for inferring the operations of a step)."""
+    return isinstance(content, list) and any(
+        isinstance(part, Mapping) and part.get("type") == "compaction" for part in content
+    )
+
+
 def call_fields(extra: Mapping[str, Any] | None) -> dict[str, Any]:
     """The tool-call fields a message was sent with beside its content, for the
     places that give a message as id, role and content only (diffs, exports)."""

@@ -15,6 +15,7 @@ from contextview.core.parts import (
     IMAGE_TOKENS,
     IMAGE_TOKENS_MAX,
     blocks,
+    has_compaction,
     payload,
     reading,
     split_payload,
@@ -150,6 +151,7 @@ def test_it_reads_the_contract_spelling_and_compaction_parts() -> None:
     assert r.text == "Earlier: order SO20260101007 timed out (504).\nls\n{}\na.py b.py"
     assert r.estimated_tokens == IMAGE_TOKENS + FILE_TOKENS
     assert blocks(parts)[0].kind == "compaction"
+    assert has_compaction(parts) and not has_compaction(parts[1:]) and not has_compaction("x")
     assert blocks(parts)[3].media_type == "image/png"
 
 

@@ -16,6 +16,7 @@ CALL = {
     "type": "function",
     "function": {"name": "read_file", "arguments": '{"path": "/var/log/inventory.log"}'},
 }
+NEXT_CALL = {"id": "call_8", "type": "function", "function": {"name": "list_dir"}}
 CONTEXT = [
     {"id": "sys", "role": "system", "content": "You debug orders."},
     {"id": "u1", "role": "user", "content": "Why does order SO20260101007 time out?"},
@@ -83,7 +84,9 @@ def test_it_shows_the_calls_model_tools_usage_and_estimated_tokens(
     usage = {"input_tokens": 120, "cache_read_tokens": 900, "cache_write_tokens": 0}
     start = {"id": "start", "type": "session",
              "body": {"session_id": "call", "context_window": 128000}}  # fmt: skip
-    session = seed([start, step("call", 0, CONTEXT, model="gpt-4o-mini", tools=tools, usage=usage)])
+    output = {"messages": [{"role": "assistant", "content": None, "tool_calls": [NEXT_CALL]}]}
+    call = step("call", 0, CONTEXT, model="gpt-4o-mini", tools=tools, usage=usage, output=output)
+    session = seed([start, call])
     page = html.unescape(login("viewer").get(f"/sessions/{session.pk}/steps/0/").content.decode())
     assert "Model gpt-4o-mini" in page
     session_page = login("editor").get(f"/sessions/{session.pk}/").content.decode()
@@ -92,3 +95,5 @@ def test_it_shows_the_calls_model_tools_usage_and_estimated_tokens(
     assert "input_tokens 120" in page
     assert re.search(r"<th>Before</th>.*?<td class=\"num\">1,020</td>", page, re.S)
     assert "estimated by rule for images" in page
+    shown = page[page.index("Model output: 1 message") :]
+    assert "call_8" in shown and "list_dir" in shown

@@ -93,7 +93,12 @@ def text_of(content: Any) -> str:
 
 @register.filter
 def blocks(message: Any) -> list[Block]:
-    """A message's parts for display, or [] when it is plain text (shown as it is)."""
+    """A message's parts for display, or [] when it is plain text (shown as it is).
+
+    Takes a stored message, or a message dict as sent (a step's ``output.messages``).
+    """
+    if isinstance(message, dict):
+        return parts_blocks(message.get("content"), message)
     return parts_blocks(getattr(message, "content", None), getattr(message, "extra", None))
 
 
