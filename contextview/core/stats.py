@@ -114,6 +114,13 @@ class StepInput:
     reported_after: int | None = None
     after_mismatch: bool = False
     encoding: str = "cl100k_base"
+    # contract v1.1: the model's window (occupancy is measured against it without
+    # a budget), the tokens of the tool definitions sent with the call (partition
+    # "tools", in both contexts), and whether `reported_before` is the provider's
+    # usage rather than the agent's own estimate
+    context_window: int | None = None
+    tools_tokens: int = 0
+    reported_by_usage: bool = False
 
 
 class TextCache:
@@ -213,10 +220,12 @@ def _count(value: Any) -> int | None:
     return int(value)
 
 
-def _budget(raw: Mapping[str, Any] | None) -> _Budget:
+def _budget(raw: Mapping[str, Any] | None, context_window: int | None = None) -> _Budget:
     if not raw:
-        return _Budget()
+        return _Budget(max_tokens=context_window if context_window else None)
     max_tokens = _count(raw.get("max_tokens"))
+    if max_tokens is None or max_tokens <= 0:
+        max_tokens = context_window
     partitions: dict[str, int] = {}
     raw_partitions = raw.get("partitions")
     if isinstance(raw_partitions, Mapping):
@@ -329,6 +338,32 @@ def context_delta(
 def _partition_order(name: str) -> tuple[int, str]:
     # The contract's order (system, task, memory, ...), then any other name.
     return (PARTITIONS.index(name), "") if name in PARTITIONS else (len(PARTITIONS), name)
+
+
+# Cache counts in the contract's names, then in Anthropic's own.
+_USAGE_CACHE = (
+    ("cache_read_tokens", "cache_read_input_tokens"),
+    ("cache_write_tokens", "cache_creation_input_tokens"),
+)
+
+
+def usage_before(usage: Mapping[str, Any] | None) -> int | None:
+    """The tokens a call's context came to, as its provider reported them: input
+    plus cache reads and writes (contract v1.1), or OpenAI's ``prompt_tokens``,
+    which already include cached ones. None without usage."""
+    if not usage:
+        return None
+    total = _count(usage.get("input_tokens"))
+    if total is None:
+        return _count(usage.get("prompt_tokens"))
+    for names in _USAGE_CACHE:
+        total += next((n for n in map(_count, map(usage.get, names)) if n is not None), 0)
+    return total
+
+
+def reported_before(before_tokens: int | None, usage: Mapping[str, Any] | None) -> int | None:
+    """The reported before count: the agent's own, else the provider's usage."""
+    return before_tokens if before_tokens is not None else usage_before(usage)
 
 
 def _relative_error(reported: int | None, measured: int) -> float | None:
@@ -511,22 +546,36 @@ def step_stats(
     tokens_of: TokensOf,
     cache: TextCache | None = None,
     meter: ContextMeter | None = None,
+    estimate_meter: ContextMeter | None = None,
 ) -> dict[str, Any]:
     """The contract's step `stats` object for one step.
 
     A caller computing a session's steps in order passes one `meter` (built on
     the same `tokens_of`) for all of them, so each context costs its changes.
+    `estimate_meter`, when some message of the session has parts counted by rule
+    (images, files: `contextview.core.parts`), measures those estimated tokens.
     """
     if cache is None:
         cache = TextCache()
     pinned = tuple(step.pinned)
-    budget = _budget(step.budget)
+    budget = _budget(step.budget, step.context_window)
     flags: set[str] = set()
 
     if meter is None:
         meter = ContextMeter(tokens_of)
     before_tokens, before_parts = meter.measure(step.before)
     after_tokens, after_parts = meter.measure(step.after)
+    if step.tools_tokens:
+        before_tokens += step.tools_tokens
+        after_tokens += step.tools_tokens
+        before_parts = {**before_parts, "tools": step.tools_tokens}
+        after_parts = {**after_parts, "tools": step.tools_tokens}
+    estimated: dict[str, int] | None = None
+    if estimate_meter is not None:
+        estimated = {
+            "before": estimate_meter.measure(step.before)[0],
+            "after": estimate_meter.measure(step.after)[0],
+        }
 
     names = set(before_parts) | set(after_parts) | set(budget.partitions)
     partitions = {
@@ -555,7 +604,12 @@ def step_stats(
         "before": _relative_error(step.reported_before, before_tokens),
         "after": _relative_error(step.reported_after, after_tokens),
     }
-    if any(e is not None and abs(e) > ESTIMATE_OFF for e in reported_error.values()):
+    # The flag concerns the agent's own estimates; provider usage also counts what
+    # the log does not hold (system prompt, tool schemas), so it is left out.
+    own_errors = [reported_error["after"]]
+    if not step.reported_by_usage:
+        own_errors.append(reported_error["before"])
+    if any(e is not None and abs(e) > ESTIMATE_OFF for e in own_errors):
         flags.add("token_estimate_off")
     if step.after_mismatch:
         flags.add("after_mismatch")
@@ -611,7 +665,7 @@ def step_stats(
     if missing:
         flags.add("pinned_missing")
 
-    return {
+    out = {
         "tokens": {"before": before_tokens, "after": after_tokens},
         "partitions": partitions,
         "occupancy": occupancy,
@@ -625,6 +679,11 @@ def step_stats(
         "regretted_reloads": regretted,
         "new_tool": new_tool,
     }
+    if estimated is not None and (estimated["before"] or estimated["after"]):
+        # Images and files are counted by rule, not measured (contract v1.1).
+        out["estimated"] = True
+        out["estimated_tokens"] = estimated
+    return out
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -26,6 +26,10 @@ class Budget(Lenient):
     partitions: dict[str, Annotated[int, Field(ge=0)]] | None = None
 
 
+Tokens = Annotated[int, Field(ge=0, le=2**62)]
+ContextWindow = Annotated[int, Field(gt=0, le=2**31 - 1)]
+
+
 class SessionBody(Lenient):
     session_id: SessionId
     agent: ShortText | None = None
@@ -33,6 +37,7 @@ class SessionBody(Lenient):
     encoding: Annotated[str, Field(max_length=64)] | None = None
     mode: Annotated[str, Field(max_length=64)] | None = None
     budget: Budget | None = None
+    context_window: ContextWindow | None = None
     pinned: list[str] | None = None
     metadata: dict[str, Any] | None = None
 
@@ -49,6 +54,21 @@ class After(Lenient):
     messages: list[Any]
 
 
+class Usage(Lenient):
+    """Token usage as the provider reported it; other fields it reports are kept."""
+
+    input_tokens: Tokens | None = None
+    output_tokens: Tokens | None = None
+    cache_read_tokens: Tokens | None = None
+    cache_write_tokens: Tokens | None = None
+
+
+class Output(Lenient):
+    """What the model returned: its messages (text and tool calls), kept as sent."""
+
+    messages: list[dict[str, Any]]
+
+
 class StepBody(Lenient):
     session_id: SessionId
     index: Annotated[int, Field(ge=0, le=2**31 - 1)]
@@ -61,11 +81,17 @@ class StepBody(Lenient):
     before_tokens: Annotated[int, Field(ge=0)] | None = None
     after_tokens: Annotated[int, Field(ge=0)] | None = None
     outcome: dict[str, Any] | None = None
+    # contract v1.1: the call this step's context was sent with
+    model: ShortText | None = None
+    tools: list[dict[str, Any]] | None = None
+    output: Output | None = None
+    usage: Usage | None = None
+    context_window: ContextWindow | None = None
 
 
 class SessionEndBody(Lenient):
     session_id: SessionId
-    status: Literal["succeeded", "failed", "abandoned"]
+    status: Literal["succeeded", "failed", "abandoned", "unknown"]
     score: float | None = None
 
 

@@ -26,12 +26,19 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from contextview.core.apply import StepResult, derive_step
 from contextview.core.errors import NEVER_RECORDED, InputError
-from contextview.core.messages import blob_hash, canonical_json, expand_runs, message_hash
+from contextview.core.messages import (
+    blob_hash,
+    canonical_json,
+    expand_runs,
+    message_hash,
+    message_payload,
+)
 from contextview.core.model import Message as CoreMessage
+from contextview.core.parts import tools_text
 from contextview.core.refs import decode_refs, encode_refs
 from contextview.db import binary_cursor
 from contextview.ingest.schemas import (
@@ -44,7 +51,12 @@ from contextview.ingest.schemas import (
 )
 from contextview.projects.models import Project
 from contextview.sessions.models import Session
-from contextview.sessions.selectors import MESSAGE_COLUMNS, message_from_row
+from contextview.sessions.selectors import (
+    MESSAGE_COLUMNS,
+    blob_parts,
+    message_from_row,
+    stored_extra,
+)
 from contextview.sessions.services import directives_pending_for, directives_settle_from_steps
 from contextview.stats.scheduling import stats_schedule
 
@@ -86,6 +98,8 @@ class _StepRow:
     obs_extra: dict[str, Any] | None
     # messages whose recording changed what their id stands for
     recorded: dict[str, CoreMessage]
+    # the blob hash of the tool definitions sent with the call
+    tools_hash: bytes | None = None
 
 
 @dataclass
@@ -195,6 +209,10 @@ class _Store:
         self.new_messages: dict[bytes, tuple[CoreMessage, bytes]] = {}
         self.new_blobs: dict[bytes, CoreMessage] = {}
         self._alive: list[CoreMessage] = []
+        # Tool definitions sent with calls, by blob hash: a list resent with every
+        # call is one blob, which each step names.
+        self.tools: dict[bytes, list[dict[str, Any]]] = {}
+        self.tools_pk: dict[bytes, int] = {}
 
     def known(self, message: CoreMessage, msg_hash: bytes, pk: int) -> None:
         self.hash_of[id(message)] = msg_hash
@@ -205,7 +223,7 @@ class _Store:
         h = self.hash_of.get(id(message))
         if h is not None:
             return h
-        bh = blob_hash(message.content)
+        bh = blob_hash(message_payload(message))
         h = message_hash(message, blob=bh)
         self.hash_of[id(message)] = h
         self._alive.append(message)
@@ -214,33 +232,40 @@ class _Store:
             self.new_blobs.setdefault(bh, message)
         return h
 
+    def tools_hash(self, tools: list[dict[str, Any]]) -> bytes:
+        h = blob_hash(tools)
+        self.tools.setdefault(h, tools)
+        return h
+
     def flush(self, cursor: Any) -> None:
         """Insert the new blobs and messages, then learn every pk the batch needs."""
-        if not self.new_messages:
+        if not self.new_messages and not self.tools:
             return
         now = timezone.now()
         pid = self.project_id
         blob_hashes = list(self.new_blobs)
+        texts = [m.text for m in self.new_blobs.values()]
+        parts = [blob_parts(m) for m in self.new_blobs.values()]
+        for h, tools in self.tools.items():
+            if h not in self.new_blobs:
+                blob_hashes.append(h)
+                texts.append(tools_text(tools))
+                parts.append(json.dumps(tools))
         cursor.execute(
             "INSERT INTO cv_blob (project_id, hash, text, parts, created_at) "
             "SELECT %s, h, t, p::jsonb, %s FROM unnest(%b::bytea[], %b::text[], %b::text[]) "
             "AS x(h, t, p) ON CONFLICT (project_id, hash) DO NOTHING",
-            [
-                pid,
-                now,
-                blob_hashes,
-                [m.text for m in self.new_blobs.values()],
-                [
-                    None if isinstance(m.content, str) else json.dumps(m.content)
-                    for m in self.new_blobs.values()
-                ],
-            ],
+            [pid, now, blob_hashes, texts, parts],
         )
         cursor.execute(
             "SELECT hash, id FROM cv_blob WHERE project_id = %s AND hash = ANY(%b::bytea[])",
             [pid, blob_hashes],
         )
         blob_pk = {bytes(h): pk for h, pk in cursor.fetchall()}
+        self.tools_pk.update((h, blob_pk[h]) for h in self.tools)
+        self.tools.clear()
+        if not self.new_messages:
+            return
         msg_hashes = list(self.new_messages)
         rows = [self.new_messages[h] for h in msg_hashes]
         cursor.execute(
@@ -261,7 +286,7 @@ class _Store:
                 [m.tool for m, _ in rows],
                 [m.pinned for m, _ in rows],
                 [m.expirable for m, _ in rows],
-                [None if m.extra is None else json.dumps(m.extra) for m, _ in rows],
+                [stored_extra(m) for m, _ in rows],
             ],
         )
         cursor.execute(
@@ -527,6 +552,9 @@ def _apply_session_event(state: _SessionState, body: SessionBody, e: _Event) -> 
         if name in sent:
             setattr(s, name, getattr(body, name) or "")
             state.fields.add(name)
+    if "context_window" in sent:
+        s.context_window = body.context_window
+        state.fields.add("context_window")
     if "budget" in sent:
         s.budget = body.budget.model_dump(exclude_none=True) if body.budget else None
         state.fields.add("budget")
@@ -642,6 +670,7 @@ def _derive_or_refuse(
         body_hash=body_hash,
         obs_extra=obs_extra,
         recorded=changed,
+        tools_hash=None if body.tools is None else store.tools_hash(body.tools),
     )
 
 
@@ -720,18 +749,26 @@ def _record_session_messages(
     )
 
 
+def _sent_json(value: BaseModel | None) -> str | None:
+    """A part of the body as the agent sent it (the fields it set, and any others)."""
+    return None if value is None else json.dumps(value.model_dump(exclude_unset=True))
+
+
 def _insert_steps(
     cursor: Any, project: Project, store: _Store, rows: list[_StepRow], now: datetime
 ) -> list[int]:
     cursor.execute(
         "INSERT INTO cv_step (project_id, session_id, index, timestamp, received_at, mode, "
         "reason, reported_before, reported_after, obs_extra, outcome, before_refs, after_refs, "
-        "after_given, after_mismatch, body_hash, stats_status) "
+        "after_given, after_mismatch, body_hash, stats_status, model, tools_blob_id, output, "
+        "usage, context_window) "
         "SELECT %s, s, i, ts, %s, md, rs, rb, ra, oe::jsonb, oc::jsonb, br, ar, ag, am, bh, "
-        "'pending' FROM unnest(%b::bigint[], %b::int[], %b::timestamptz[], %b::text[], "
-        "%b::text[], %b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::bytea[], "
-        "%b::bytea[], %b::bool[], %b::bool[], %b::bytea[]) "
-        "AS x(s, i, ts, md, rs, rb, ra, oe, oc, br, ar, ag, am, bh) RETURNING id",
+        "'pending', mo, tb, op::jsonb, us::jsonb, cw FROM unnest(%b::bigint[], %b::int[], "
+        "%b::timestamptz[], %b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::text[], "
+        "%b::text[], %b::bytea[], %b::bytea[], %b::bool[], %b::bool[], %b::bytea[], %b::text[], "
+        "%b::bigint[], %b::text[], %b::text[], %b::int[]) "
+        "AS x(s, i, ts, md, rs, rb, ra, oe, oc, br, ar, ag, am, bh, mo, tb, op, us, cw) "
+        "RETURNING id",
         [
             project.pk,
             now,
@@ -749,6 +786,11 @@ def _insert_steps(
             [r.result.after_given for r in rows],
             [r.result.after_mismatch for r in rows],
             [r.body_hash for r in rows],
+            [r.body.model or "" for r in rows],
+            [None if r.tools_hash is None else store.tools_pk[r.tools_hash] for r in rows],
+            [_sent_json(r.body.output) for r in rows],
+            [_sent_json(r.body.usage) for r in rows],
+            [r.body.context_window for r in rows],
         ],
     )
     # RETURNING of an INSERT ... SELECT comes back in the order rows were inserted.

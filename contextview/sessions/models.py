@@ -35,6 +35,7 @@ class Session(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         ABANDONED = "abandoned"
+        UNKNOWN = "unknown"  # ended with no verdict (an interactive session)
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
     external_id = models.CharField(max_length=200)
@@ -43,6 +44,8 @@ class Session(models.Model):
     encoding = models.CharField(max_length=64, blank=True, default="")
     mode = models.CharField(max_length=64, blank=True, default="")
     budget = models.JSONField(null=True, blank=True)
+    # The model's window in tokens: occupancy is measured against it without a budget.
+    context_window = models.IntegerField(null=True, blank=True)
     pinned = models.JSONField(default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
@@ -159,6 +162,15 @@ class Step(models.Model):
     # obs fields other than messages (summary_index, used_tokens, ...), kept as given.
     obs_extra = models.JSONField(null=True, blank=True)
     outcome = models.JSONField(null=True, blank=True)
+    # The call's model when it is not the session's, as sent ("" for the session's).
+    model = models.CharField(max_length=200, blank=True, default="")
+    # The tool definitions sent with the call: a blob (once per distinct list).
+    tools_blob = models.ForeignKey(
+        Blob, null=True, blank=True, on_delete=models.SET_NULL, db_index=False, db_constraint=False
+    )
+    output = models.JSONField(null=True, blank=True)
+    usage = models.JSONField(null=True, blank=True)
+    context_window = models.IntegerField(null=True, blank=True)
     before_refs = models.BinaryField()
     after_refs = models.BinaryField()
     after_given = models.BooleanField(default=False)

@@ -15,12 +15,15 @@ from django.db.models import Q, QuerySet
 
 from contextview.core.diff import diff_contexts
 from contextview.core.infer import COMPACTED, Inferred, infer_step
+from contextview.core.messages import message_payload
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
+from contextview.core.parts import READ_FIELDS, split_payload
 from contextview.core.refs import decode_many
+from contextview.core.stats import reported_before
 from contextview.db import binary_cursor
 from contextview.projects.models import Project
-from contextview.sessions.models import Fold, Operation, Session, Step
+from contextview.sessions.models import Blob, Fold, Operation, Session, Step
 
 # The columns a core message is made from (cv_message m joined with cv_blob b),
 # in the order message_from_row reads them.
@@ -49,16 +52,39 @@ def message_from_row(row: Sequence[Any]) -> CoreMessage:
     """A core message from the values of ``MESSAGE_COLUMNS``."""
     msg_id, role, partition, tool, pinned, expirable, extra, text, parts = row
     parts = json_value(parts)
+    extra = json_value(extra)
+    content: Any = text
+    if parts is not None:
+        content, carried = split_payload(parts)
+        if carried:
+            extra = {**(extra or {}), **carried}
     return CoreMessage(
         id=msg_id,
         role=role,
-        content=parts if parts is not None else text,
+        content=content,
         partition=partition,
         tool=tool,
         pinned=pinned,
         expirable=expirable,
-        extra=json_value(extra),
+        extra=extra,
     )
+
+
+# How ingest writes what message_from_row reads: a blob keeps the message's text
+# and, unless it is a plain string, what the model reads of it as JSON (content
+# and tool calls); the message row keeps its other fields.
+
+
+def blob_parts(m: CoreMessage) -> str | None:
+    value = message_payload(m)
+    return None if isinstance(value, str) else json.dumps(value)
+
+
+def stored_extra(m: CoreMessage) -> str | None:
+    if m.extra is None:
+        return None
+    rest = {k: v for k, v in m.extra.items() if k not in READ_FIELDS}
+    return json.dumps(rest) if rest else None
 
 
 def messages_by_pk(pks: Iterable[int]) -> dict[int, StoredMessage]:
@@ -256,6 +282,7 @@ def session_as_dict(session: Session) -> dict[str, Any]:
         "encoding": session.encoding or None,
         "mode": session.mode or None,
         "budget": session.budget,
+        "context_window": session.context_window,
         "pinned": session.pinned,
         "metadata": session.metadata,
         "status": session.status,
@@ -332,6 +359,7 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
     changes = step_changes(
         session=session, steps=steps, befores={pk: before for pk, (before, _) in contexts.items()}
     )
+    tools = step_tools(steps)
     out = []
     for step in steps:
         before, after = contexts[step.pk]
@@ -374,14 +402,32 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
                     for fold in inferred.folds
                 ],
                 "reported": {
-                    "before_tokens": step.reported_before,
+                    "before_tokens": reported_before(step.reported_before, step.usage),
                     "after_tokens": step.reported_after,
                 },
+                # contract v1.1: the call the context was sent with, as sent
+                "model": step.model or session.model or None,
+                "tools": tools.get(step.pk),
+                "output": step.output,
+                "usage": step.usage,
+                "context_window": step.context_window or session.context_window,
                 "stats": step.stats,
                 "stats_status": step.stats_status,
             }
         )
     return out
+
+
+def step_tools(steps: Sequence[Step]) -> dict[int, Any]:
+    """The tool definitions sent with each step's call (stored once per distinct list),
+    by step pk; steps sent without tools are left out."""
+    wanted = {s.tools_blob_id for s in steps if s.tools_blob_id is not None}
+    if not wanted:
+        return {}
+    parts = dict(Blob.objects.filter(pk__in=wanted).values_list("pk", "parts"))
+    return {
+        s.pk: json_value(parts.get(s.tools_blob_id)) for s in steps if s.tools_blob_id is not None
+    }
 
 
 # --- diff and archive ------------------------------------------------------------------

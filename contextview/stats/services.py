@@ -27,12 +27,14 @@ from contextview.core.lru import SizedLRU
 from contextview.core.model import Fold as CoreFold
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
+from contextview.core.parts import Reading
 from contextview.core.refs import decode_many
 from contextview.core.stats import (
     ContextMeter,
     StepInput,
     TextCache,
     context_delta,
+    reported_before,
     session_aggregates,
     step_stats,
 )
@@ -92,8 +94,11 @@ def messages_cached(pks: Iterable[int]) -> dict[int, StoredMessage]:
     return found
 
 
-def tokens_for_blobs(*, blobs: dict[int, str], encoding: str) -> dict[int, int]:
-    """Tokens per blob pk: read the counted ones, count and store the rest."""
+def tokens_for_blobs(*, blobs: dict[int, Reading | str], encoding: str) -> dict[int, int]:
+    """Tokens per blob pk: read the counted ones, count and store the rest.
+
+    A blob is given as its text, or as a `Reading` when it has parts counted by rule.
+    """
     if not blobs:
         return {}
     known, pks = _cached(f"tokens:{encoding}", blobs)
@@ -102,7 +107,9 @@ def tokens_for_blobs(*, blobs: dict[int, str], encoding: str) -> dict[int, int]:
     return known
 
 
-def _tokens_stored(blobs: dict[int, str], pks: list[int], encoding: str) -> dict[int, int]:
+def _tokens_stored(
+    blobs: dict[int, Reading | str], pks: list[int], encoding: str
+) -> dict[int, int]:
     with binary_cursor() as cursor:
         cursor.execute(
             "SELECT blob_id, tokens FROM cv_token_count WHERE encoding = %s AND blob_id = ANY(%b)",
@@ -111,7 +118,7 @@ def _tokens_stored(blobs: dict[int, str], pks: list[int], encoding: str) -> dict
         known: dict[int, int] = dict(cursor.fetchall())
         missing = [pk for pk in pks if pk not in known]
         if missing:
-            counts = _counter(encoding).count_many([blobs[pk] for pk in missing])
+            counts = _counter(encoding).count_readings([blobs[pk] for pk in missing])
             cursor.execute(
                 "INSERT INTO cv_token_count (blob_id, encoding, tokens) "
                 "SELECT b, %s, t FROM unnest(%b::bigint[], %b::int[]) AS x(b, t) "
@@ -215,7 +222,8 @@ def _session_lock(session_id: int) -> Iterator[None]:
 
 _STEPS_SQL = (
     "SELECT id, index, before_refs, after_refs, reported_before, reported_after, after_mismatch, "
-    f"coalesce(obs_extra -> '{COMPACTED}' = 'true'::jsonb, false) "
+    f"coalesce(obs_extra -> '{COMPACTED}' = 'true'::jsonb, false), "
+    "tools_blob_id, usage, context_window "
     "FROM cv_step WHERE session_id = %s AND index >= %s ORDER BY index LIMIT %s"
 )
 _PREVIOUS_SQL = (
@@ -323,6 +331,10 @@ class _Chunk:
     texts: TextCache
     # the stored pk of each message object of the chunk, by id()
     pk_of: dict[int, int]
+    # tokens of the tool definitions sent with the chunk's calls, by blob pk
+    tools_tokens: dict[int, int]
+    # tokens counted by rule (images, files) by id() of the message, where any
+    estimated: dict[int, int]
 
 
 def _compute_steps(
@@ -346,6 +358,8 @@ def _compute_steps(
     unsaid: dict[int, Inferred] = {}  # inferred operations, by step pk
 
     meter = ContextMeter(chunk.tokens_of)
+    estimates = chunk.estimated
+    estimate_meter = ContextMeter(lambda m: estimates.get(id(m), 0)) if estimates else None
     no_ops: list[CoreOperation] = []
     no_folds: list[CoreFold] = []
     computed: dict[int, dict[str, Any]] = {}
@@ -354,14 +368,17 @@ def _compute_steps(
     # Pipelined: the database stores one batch of results while the next is computed.
     with binary_cursor() as cursor, cursor.connection.pipeline():
         for row in steps:
-            pk, index, before_refs, after_refs, reported_before, reported_after, mismatch = row[:7]
+            pk, index, before_refs, after_refs, own_before, reported_after, mismatch = row[:7]
+            compacted = row[7]
+            tools_pk, usage, window = row[8:]
+            usage = json_value(usage)
             before = chunk.contexts[bytes(before_refs)]
             after = chunk.contexts[bytes(after_refs)]
             folds = chunk.folds.get(pk, no_folds)
             ops = chunk.ops.get(pk, no_ops)
             # No inference across a gap: what the missing steps did is not known.
             inferred = (
-                infer_step(prev_after, before, compacted=row[7])
+                infer_step(prev_after, before, compacted=compacted)
                 if prev_after is not None and index == prev_index + 1
                 else NOTHING_INFERRED
             )
@@ -381,14 +398,18 @@ def _compute_steps(
                     prev_ids=prev_ids,
                     budget=session.budget,
                     pinned=session.pinned or (),
-                    reported_before=reported_before,
+                    reported_before=reported_before(own_before, usage),
                     reported_after=reported_after,
                     after_mismatch=mismatch,
                     encoding=choice.name,
+                    context_window=window or session.context_window,
+                    tools_tokens=chunk.tools_tokens.get(tools_pk, 0),
+                    reported_by_usage=own_before is None and usage is not None,
                 ),
                 tokens_of=chunk.tokens_of,
                 cache=chunk.texts,
                 meter=meter,
+                estimate_meter=estimate_meter,
             )
             if choice.note:
                 stats["encoding_note"] = choice.note
@@ -496,9 +517,18 @@ def _chunk_read(
     stored = messages_cached(wanted)
 
     # Tokens of every content this chunk shows, keyed by the message object.
-    counts = tokens_for_blobs(
-        blobs={s.blob_pk: s.message.text for s in stored.values()}, encoding=encoding
-    )
+    estimated: dict[int, int] = {}
+    blobs: dict[int, Reading | str] = {}
+    for s in stored.values():
+        m = s.message
+        if type(m.content) is list:
+            # Only parts can hold images and files.
+            seen = blobs[s.blob_pk] = m.reading
+            if seen.estimated_tokens:
+                estimated[id(m)] = seen.estimated_tokens
+        else:
+            blobs[s.blob_pk] = m.text
+    counts = tokens_for_blobs(blobs=blobs, encoding=encoding)
     tokens = {id(s.message): counts[s.blob_pk] for s in stored.values()}
 
     def tokens_of(message: CoreMessage) -> int:
@@ -549,7 +579,22 @@ def _chunk_read(
         folded_before={f[7] for f in fold_rows if f[0] < first_index},
         texts=texts,
         pk_of={id(s.message): pk for pk, s in stored.items()},
+        tools_tokens=_tools_tokens({row[8] for row in steps if row[8]}, encoding),
+        estimated=estimated,
     )
+
+
+def _tools_tokens(pks: set[int], encoding: str) -> dict[int, int]:
+    """Tokens of tool-definition blobs; their text is read only when not yet counted."""
+    if not pks:
+        return {}
+    known, missing = _cached(f"tokens:{encoding}", pks)
+    if missing:
+        with binary_cursor() as cursor:
+            cursor.execute("SELECT id, text FROM cv_blob WHERE id = ANY(%b)", [sorted(missing)])
+            texts: dict[int, Reading | str] = dict(cursor.fetchall())
+        known.update(tokens_for_blobs(blobs=texts, encoding=encoding))
+    return known
 
 
 def _ids_of(

@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from contextview.core.diff import diff_contexts
 from contextview.core.model import Message
+from contextview.core.stats import reported_before
 from contextview.core.tokens import EncodingUnavailable, TokenCounter
 from contextview.postmortems.markdown import render_markdown
 from contextview.postmortems.models import Annotation, Incident
@@ -680,6 +681,16 @@ class StepView:
         value = (self.stats or {}).get("reported_error")
         return value if isinstance(value, dict) else {}
 
+    @property
+    def reported_before(self) -> int | None:
+        """The agent's own before count, else its provider's usage."""
+        return reported_before(self.step.reported_before, self.step.usage)
+
+    @property
+    def tools_tokens(self) -> int | None:
+        parts = (self.stats or {}).get("partitions") or {}
+        return (parts.get("tools") or {}).get("before")
+
 
 def _context_tokens(cells: Sequence[int | None]) -> int | None:
     return sum(t for t in cells if t is not None) if cells and None not in cells else None
@@ -944,7 +955,10 @@ def session_budget(session: Session) -> tuple[int | None, int | None]:
     max_tokens = budget.get("max_tokens")
     reserved = budget.get("reserved_tokens") or 0
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
-        return None, None
+        # Without a budget, the model's window (contract v1.1).
+        if not session.context_window:
+            return None, None
+        max_tokens = session.context_window
     return max_tokens, max_tokens - (reserved if isinstance(reserved, int) else 0)
 
 
@@ -1001,11 +1015,12 @@ def restore_preview(*, session: Session, step: Step, ids: Sequence[str]) -> Rest
 
     encoding = _encoding(session, step)
     counted = token_counts(blob_pks=(s.blob_pk for s, _ in sequence), encoding=encoding)
-    missing = {s.blob_pk: s.message.text for s, _ in sequence if s.blob_pk not in counted}
+    missing = {s.blob_pk: s.message.reading for s, _ in sequence if s.blob_pk not in counted}
     if missing:
         try:
             counter = TokenCounter(encoding)
-            counted.update(zip(missing, counter.count_many(list(missing.values())), strict=True))
+            counts = counter.count_readings(list(missing.values()))
+            counted.update(zip(missing, counts, strict=True))
         except EncodingUnavailable:
             pass
     cells = [
