@@ -16,6 +16,10 @@ from contextview.core.errors import NEVER_RECORDED, InputError
 from contextview.core.model import Message, default_partition
 
 MAX_PARTITION_LENGTH = 64
+# What the store's columns hold (cv_message.msg_id, role, tool).
+MAX_ID_LENGTH = 200
+MAX_ROLE_LENGTH = 32
+MAX_TOOL_LENGTH = 200
 
 # Keys with a meaning of their own; anything else an agent sends rides along in
 # Message.extra so nothing it logged is lost.
@@ -94,9 +98,11 @@ class Overlay(Mapping[str, Message]):
 def parse_id(raw: Any, *, field: str) -> str:
     # Agents often number their messages; an int id means the same as its digits.
     if isinstance(raw, str):
-        if raw:
-            return raw
-        raise InputError(field, "must not be empty")
+        if not raw:
+            raise InputError(field, "must not be empty")
+        if len(raw) > MAX_ID_LENGTH:
+            raise InputError(field, f"must be at most {MAX_ID_LENGTH} characters")
+        return raw
     if isinstance(raw, int) and not isinstance(raw, bool):
         return str(raw)
     if raw is None:
@@ -104,11 +110,17 @@ def parse_id(raw: Any, *, field: str) -> str:
     raise InputError(field, "must be a string")
 
 
-def optional_str(raw: Mapping[str, Any], key: str, field: str) -> str | None:
+def optional_str(
+    raw: Mapping[str, Any], key: str, field: str, *, max_length: int | None = None
+) -> str | None:
     value = raw.get(key)
-    if value is None or isinstance(value, str):
+    if value is None:
         return value
-    raise InputError(f"{field}.{key}", "must be a string")
+    if not isinstance(value, str):
+        raise InputError(f"{field}.{key}", "must be a string")
+    if max_length is not None and len(value) > max_length:
+        raise InputError(f"{field}.{key}", f"must be at most {max_length} characters")
+    return value
 
 
 def _optional_bool(raw: Mapping[str, Any], key: str, field: str) -> bool | None:
@@ -164,9 +176,9 @@ def parse_message(
             f"{field}.{RUN_KEY}", "a run needs body.obs.$base, the step it is taken from"
         )
     mid = parse_id(raw.get("id"), field=f"{field}.id")
-    role = optional_str(raw, "role", field)
+    role = optional_str(raw, "role", field, max_length=MAX_ROLE_LENGTH)
     partition = _optional_partition(raw, field)
-    tool = optional_str(raw, "tool", field)
+    tool = optional_str(raw, "tool", field, max_length=MAX_TOOL_LENGTH)
     pinned = _optional_bool(raw, "pinned", field)
 
     if "content" not in raw:
