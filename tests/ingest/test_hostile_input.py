@@ -13,13 +13,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from django.contrib.auth.models import User
-from django.test import Client, override_settings
+from django.test import override_settings
 
-from contextview.projects.models import Membership
-from contextview.projects.services import apikey_create, membership_set, project_get_or_create
+from contextview.projects.services import apikey_create, project_get_or_create
 from contextview.sessions.models import Session, Step
-from tests.api_client import Api, results, step
+from tests.api_client import Api, results, signed_in, step
 
 SYSTEM = {"id": "sys", "role": "system", "content": "You debug orders."}
 GOOD = step("good", 0, [SYSTEM])
@@ -130,19 +128,11 @@ def test_it_stores_nul_and_cut_characters_in_free_text_and_gives_them_back(api: 
     assert [m["content"] for m in diff["removed"]] == [BINARY]
 
 
-def _signed_in(api: Api) -> Client:
-    user = User.objects.create_user("reader", password="pw-for-tests")
-    membership_set(user=user, project=api.project, role=Membership.Role.VIEWER)
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def test_it_shows_nul_readably_on_the_pages(api: Api) -> None:
     batch = [step("bin", 0, [SYSTEM, {"id": "t1", "role": "tool", "content": BINARY + CUT_EMOJI}])]
     assert results(api.ingest({"batch": batch}))[0]["status"] == 201
     session = Session.objects.get(external_id="bin")
-    client = _signed_in(api)
+    client = signed_in(api)
     for path in (f"/sessions/{session.pk}/", f"/sessions/{session.pk}/steps/0/"):
         page = client.get(path)
         assert page.status_code == 200, path
