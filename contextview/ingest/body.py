@@ -197,42 +197,50 @@ def _checked(value: Any, text: str, start: int, end: int, not_finite: bool) -> A
     return value
 
 
-def _leaves(value: Any, path: str) -> Iterator[tuple[str, Any]]:
-    stack = [(path, value)]
+def _leaves(value: Any, path: str, levels: int | None = None) -> Iterator[tuple[str, Any]]:
+    """(path, value) of every leaf, or of every value `levels` levels down."""
+    stack = [(path, value, 0)]
     while stack:
-        path, value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((f"{path}[{k}]", v) for k, v in enumerate(value))
-        else:
+        path, value, level = stack.pop()
+        if level == levels or not isinstance(value, dict | list):
             yield path, value
+        elif isinstance(value, dict):
+            stack.extend(
+                (f"{path}.{k}" if path else str(k), v, level + 1) for k, v in value.items()
+            )
+        else:
+            stack.extend((f"{path}[{k}]", v, level + 1) for k, v in enumerate(value))
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether a container nests deeper than `limit` levels, without naming paths
+    (which would cost more than the walk): the rare event that does is walked again."""
+    stack = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        value, depth = pop()
+        if depth > limit:
+            return True
+        children = value.values() if type(value) is dict else value
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                push((child, depth + 1))
+    return False
 
 
 # The error names the field a too deep value hangs from (body.metadata.x), not
 # the hundred levels under it.
-_NAMED_LEVELS = 4
+_NAMED_LEVELS = 3
 
 
 def _too_deep(value: Any) -> str | None:
     """The field holding the first value nested past MAX_DEPTH, or None."""
-    if not isinstance(value, dict | list):
+    if not isinstance(value, dict | list) or not _depth_over(value, MAX_DEPTH):
         return None
-    stack: list[tuple[Any, int, str]] = [(value, 1, "")]
-    while stack:
-        value, depth, path = stack.pop()
-        if depth > MAX_DEPTH:
-            return path or "event"
-        if isinstance(value, dict):
-            children: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
-        else:
-            children = ((f"{path}[{k}]", v) for k, v in enumerate(value))
-        stack.extend(
-            (v, depth + 1, p if depth < _NAMED_LEVELS else path)
-            for p, v in children
-            if isinstance(v, dict | list)
-        )
-    return None
+    for path, child in _leaves(value, "", levels=_NAMED_LEVELS):
+        if isinstance(child, dict | list) and _depth_over(child, MAX_DEPTH - _NAMED_LEVELS):
+            return path
+    return "event"
 
 
 def _ws(text: str, i: int) -> int:
