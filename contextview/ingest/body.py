@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from contextview.core.textsafe import RAW_NEEDS_ESCAPE
+from contextview.core.textsafe import json_needs_escape
 
 # How deep a value may nest inside an event (the event object is level 1). Far
 # more than any agent's log needs, far less than where Python's JSON, pydantic or
@@ -32,8 +32,6 @@ _SKIP = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]+|[\]}]+|[^\[\]{}"]+', re.DOT
 _SCALAR = re.compile(
     r'"[^"\\]*(?:\\.[^"\\]*)*"|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null'
 )
-# Raw bytes a lone surrogate decodes from (json reads UTF-8 with surrogatepass).
-_RAW_SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
 _KINDS = {"[": "array", "{": "object", '"': "string", "t": "boolean", "f": "boolean"}
 
 
@@ -92,14 +90,10 @@ def batch_parse(body: bytes, *, max_events: int) -> Batch:
     envelope (400) or has more than `max_events` events (413)."""
     try:
         encoding = json.detect_encoding(body)
-        text = body.decode(encoding, "surrogatepass")
+        text = body.decode(encoding)
     except UnicodeDecodeError as exc:
         raise BodyError(400, f"body is not JSON: {exc}") from None
-    needs_escape = (
-        encoding != "utf-8"
-        or RAW_NEEDS_ESCAPE.search(body) is not None
-        or _RAW_SURROGATE.search(body) is not None
-    )
+    needs_escape = json_needs_escape(text)
     decoder = _Decoder()
     i = _ws(text, 1 if text.startswith("\ufeff") else 0)
     if text[i : i + 1] != "{":
@@ -121,12 +115,11 @@ def batch_parse(body: bytes, *, max_events: int) -> Batch:
                 _not_json("Expecting ':' delimiter", text, i)
             i = _ws(text, i + 1)
             if key != "batch":
-                i = _skip(text, i)
+                i = _skip(text, i, what=f"{key}: a field other than batch")
             elif text[i : i + 1] == "[":
                 events, i = _events(text, i, decoder, max_events)
             else:
                 kind = _kind(text, i)
-                _skip(text, i)
                 raise BodyError(400, f"batch: must be a list of events, not {kind}")
             i = _ws(text, i)
             if text[i : i + 1] == ",":
@@ -160,11 +153,13 @@ def _events(text: str, i: int, decoder: _Decoder, max_events: int) -> tuple[list
         except json.JSONDecodeError as exc:
             raise BodyError(400, f"body is not JSON: {exc}") from None
         except RecursionError:
-            i = _skip(text, start)
-            events.append(Refused(None, f"batch[{len(events)}]: nested too deep to read"))
+            where = f"batch[{len(events)}]"
+            i = _skip(text, start, what=f"{where}: an event nested too deep to read")
+            events.append(Refused(None, f"{where}: nested too deep to read"))
         except ValueError:  # an integer past Python's 4300 digits
-            i = _skip(text, start)
-            events.append(Refused(None, f"batch[{len(events)}]: a number has too many digits"))
+            where = f"batch[{len(events)}]"
+            i = _skip(text, start, what=f"{where}: an event with a number too long to read")
+            events.append(Refused(None, f"{where}: a number has too many digits"))
         else:
             events.append(_checked(value, text, start, i, decoder.not_finite))
         i = _ws(text, i)
@@ -257,15 +252,23 @@ def _kind(text: str, i: int) -> str:
     return "null" if first == "n" else _KINDS.get(first, "number")
 
 
-def _skip(text: str, i: int) -> int:
-    """Where the value at `i` ends, found without building it."""
+# Skipping costs a step of Python per token: past this many, the value is not one
+# a client would send by mistake, and the whole body is refused.
+MAX_SKIPPED_TOKENS = 200_000
+
+
+def _skip(text: str, i: int, *, what: str = "a value") -> int:
+    """Where the value at `i` ends, found without building it; `what` it is names it
+    in the error if it is too large to skip."""
     if text[i : i + 1] not in ("[", "{"):
         match = _SCALAR.match(text, i)
         if match is None:
             _not_json("Expecting value", text, i)
         return match.end()  # type: ignore[union-attr]
     depth = 0
-    for match in _SKIP.finditer(text, i):
+    for n, match in enumerate(_SKIP.finditer(text, i)):
+        if n == MAX_SKIPPED_TOKENS:
+            raise BodyError(400, f"{what} is too large to read past")
         token = match.group()
         if token[0] in "[{":
             depth += len(token)

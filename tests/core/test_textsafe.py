@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -8,6 +10,7 @@ from contextview.core.textsafe import (
     NUL_SYMBOL,
     escape,
     escape_json,
+    json_needs_escape,
     restore,
     restore_json,
     text_problem,
@@ -39,6 +42,17 @@ def test_it_gives_back_any_text_as_it_was_sent(text: str) -> None:
 @given(JSON)
 def test_it_gives_back_any_json_value_keys_included(value: object) -> None:
     assert restore_json(escape_json(value)) == value
+
+
+@given(JSON, st.booleans())
+def test_it_tells_from_the_json_text_alone_when_nothing_needs_escaping(
+    value: object, ascii_only: bool
+) -> None:
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    if any("\ud800" <= c <= "\udfff" for c in text):
+        text = json.dumps(value)  # a lone surrogate is not UTF-8: sent as its escape
+    if not json_needs_escape(text):
+        assert escape_json(json.loads(text)) == value
 
 
 def test_it_leaves_clean_text_alone_and_stores_nul_readably() -> None:

@@ -158,7 +158,8 @@ _projects = itertools.count()
 def _body(batch: list[dict[str, Any]], ascii_only: bool) -> bytes:
     text = json.dumps({"batch": batch}, ensure_ascii=ascii_only)
     text = _DEEP.sub(lambda m: "[" * int(m.group(1)) + "]" * int(m.group(1)), text)
-    return text.encode("utf-8", "surrogatepass")
+    # A lone surrogate cannot be written in UTF-8: as its \u escape, then.
+    return text.encode("utf-8", "backslashreplace")
 
 
 def _read(get: Callable[..., Any], path: str, **params: Any) -> Any:

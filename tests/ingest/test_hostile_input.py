@@ -142,6 +142,13 @@ def test_it_shows_nul_readably_on_the_pages(api: Api) -> None:
     assert "thumbs \u241bD83D" in html
 
 
+def test_it_refuses_a_body_with_a_surrogate_written_raw_as_not_utf8(api: Api) -> None:
+    raw = json.dumps({"batch": [GOOD]}).replace("debug", "\ud83d").encode("utf-8", "surrogatepass")
+    response = api.ingest(None, raw=raw)
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("body is not JSON: 'utf-8' codec can't decode")
+
+
 # --- identifiers -----------------------------------------------------------------------
 
 
