@@ -95,7 +95,7 @@ def batch_parse(body: bytes, *, max_events: int) -> Batch:
         raise BodyError(400, f"body is not JSON: {exc}") from None
     needs_escape = json_needs_escape(text)
     decoder = _Decoder()
-    i = _ws(text, 1 if text.startswith("\ufeff") else 0)
+    i = _ws(text, 0)  # a byte order mark went with the decoding
     if text[i : i + 1] != "{":
         kind = _kind(text, i)
         if kind != "array" and _ws(text, _skip(text, i)) != len(text):

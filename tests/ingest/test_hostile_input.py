@@ -308,6 +308,16 @@ def test_it_refuses_twenty_mib_of_empty_events_without_building_them(api: Api) -
     assert peak < 100 * 1024 * 1024, f"{peak / 2**20:.0f} MiB"
 
 
+def test_it_reads_past_other_envelope_fields_but_not_past_a_flood_of_them(api: Api) -> None:
+    with_extra = b'{"sent_at": "2026-11-29T10:00:00Z", "sdk": {"v": [1, "]"]}, "batch": ['
+    got = results(api.ingest(None, raw=with_extra + json.dumps(GOOD).encode() + b"]}"))
+    assert got == [{"id": "good-step-0", "status": 201}]
+    flood = b'{"x": [' + b"{}," * 1_000_000 + b'{}], "batch": []}'
+    response = api.ingest(None, raw=flood)
+    assert response.status_code == 400
+    assert response.json()["error"] == "x: a field other than batch is too large to read past"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_it_refuses_a_chunked_body_over_the_limit(gunicorn_api: str) -> None:
     project, _ = project_get_or_create(slug="chunked")
