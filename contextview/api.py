@@ -13,6 +13,7 @@ from ninja import NinjaAPI, Query
 from ninja.security import HttpBearer
 
 from contextview.core.errors import InputError
+from contextview.ingest.body import BodyError, batch_parse
 from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.schemas import Envelope
 from contextview.ingest.services import batch_ingest
@@ -134,9 +135,9 @@ def _key(request: HttpRequest) -> ApiKey:
 
 def _read_body(request: HttpRequest, limit: int) -> bytes | JsonResponse:
     """The request body, inflated if gzip, refusing past ``limit`` without reading on."""
-    declared = request.META.get("CONTENT_LENGTH") or "0"
+    declared = request.META.get("CONTENT_LENGTH")
     try:
-        length = int(declared)
+        length = int(declared or "0")
     except ValueError:
         return _error(400, "Content-Length is not a number")
     encoding = (request.META.get("HTTP_CONTENT_ENCODING") or "identity").strip().lower()
@@ -144,7 +145,13 @@ def _read_body(request: HttpRequest, limit: int) -> bytes | JsonResponse:
         return _error(415, f"Content-Encoding {encoding!r} is not supported; use gzip or none")
     if length > limit:
         return _error(413, f"body of {length} bytes is over the limit of {limit} bytes")
-    raw = request.read(limit + 1)
+    chunked = "chunked" in (request.META.get("HTTP_TRANSFER_ENCODING") or "").lower()
+    if chunked and not declared:
+        # Django reads a body without Content-Length as empty; the server has
+        # de-chunked the stream, which ends where the body does.
+        raw = request.environ["wsgi.input"].read(limit + 1)
+    else:
+        raw = request.read(limit + 1)
     if len(raw) > limit:
         return _error(413, f"body is over the limit of {limit} bytes")
     if encoding == "identity":
@@ -193,33 +200,11 @@ def ingest(request: HttpRequest) -> HttpResponse:
     if isinstance(body, JsonResponse):
         return body
     try:
-        envelope = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return _error(400, f"body is not JSON: {exc}")
-    if not isinstance(envelope, dict):
-        return _error(
-            400, 'body must be an object {"batch": [events]}, not a JSON ' + _kind(envelope)
-        )
-    batch = envelope.get("batch")
-    if not isinstance(batch, list):
-        return _error(
-            400,
-            "batch: field required, a list of events"
-            if batch is None
-            else f"batch: must be a list of events, not {_kind(batch)}",
-        )
-    if len(batch) > settings.INGEST_MAX_EVENTS:
-        return _error(
-            413, f"batch has {len(batch)} events; the limit is {settings.INGEST_MAX_EVENTS}"
-        )
-    outcome = batch_ingest(project=key.project, batch=batch)
+        batch = batch_parse(body, max_events=settings.INGEST_MAX_EVENTS)
+    except BodyError as exc:
+        return _error(exc.status, exc.message)
+    outcome = batch_ingest(project=key.project, batch=batch.events, needs_escape=batch.needs_escape)
     return JsonResponse(outcome.as_dict(), status=207)
-
-
-def _kind(value: Any) -> str:
-    return {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}.get(
-        type(value), "null" if value is None else type(value).__name__
-    )
 
 
 def _session_or_404(request: HttpRequest, session_id: str) -> Session | JsonResponse:

@@ -17,7 +17,7 @@ from contextview.core.model import Message, default_partition
 from contextview.core.parts import payload
 
 MAX_PARTITION_LENGTH = 64
-# What the store's columns hold: a longer value is the agent's error, named as such.
+# What the store's columns hold (cv_message.msg_id, role, tool).
 MAX_ID_LENGTH = 200
 MAX_ROLE_LENGTH = 32
 MAX_TOOL_LENGTH = 200
@@ -121,14 +121,16 @@ def parse_id(raw: Any, *, field: str) -> str:
 
 
 def optional_str(
-    raw: Mapping[str, Any], key: str, field: str, *, limit: int | None = None
+    raw: Mapping[str, Any], key: str, field: str, *, max_length: int | None = None
 ) -> str | None:
     value = raw.get(key)
-    if isinstance(value, str) and limit is not None and len(value) > limit:
-        raise InputError(f"{field}.{key}", f"must be at most {limit} characters")
-    if value is None or isinstance(value, str):
+    if value is None:
         return value
-    raise InputError(f"{field}.{key}", "must be a string")
+    if not isinstance(value, str):
+        raise InputError(f"{field}.{key}", "must be a string")
+    if max_length is not None and len(value) > max_length:
+        raise InputError(f"{field}.{key}", f"must be at most {max_length} characters")
+    return value
 
 
 def _optional_bool(raw: Mapping[str, Any], key: str, field: str) -> bool | None:
@@ -184,9 +186,9 @@ def parse_message(
             f"{field}.{RUN_KEY}", "a run needs body.obs.$base, the step it is taken from"
         )
     mid = parse_id(raw.get("id"), field=f"{field}.id")
-    role = optional_str(raw, "role", field, limit=MAX_ROLE_LENGTH)
+    role = optional_str(raw, "role", field, max_length=MAX_ROLE_LENGTH)
     partition = _optional_partition(raw, field)
-    tool = optional_str(raw, "tool", field, limit=MAX_TOOL_LENGTH)
+    tool = optional_str(raw, "tool", field, max_length=MAX_TOOL_LENGTH)
     pinned = _optional_bool(raw, "pinned", field)
 
     if "content" not in raw:

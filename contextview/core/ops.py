@@ -115,7 +115,7 @@ def _edit(raw: dict[str, Any], field: str) -> Operation:
         if mid not in ids:
             ids.append(mid)
 
-    role = optional_str(raw, "role", field, limit=MAX_ROLE_LENGTH)
+    role = optional_str(raw, "role", field, max_length=MAX_ROLE_LENGTH)
     reason = optional_str(raw, "justification", field)
     content = raw.get("new_content")
     if content is not None and not isinstance(content, str | list):

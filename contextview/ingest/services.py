@@ -19,9 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -41,6 +41,7 @@ from contextview.core.model import Message as CoreMessage
 from contextview.core.parts import tools_text
 from contextview.core.refs import decode_refs, encode_refs
 from contextview.db import binary_cursor
+from contextview.ingest.body import Refused
 from contextview.ingest.schemas import (
     BODY_MODELS,
     EventHead,
@@ -49,6 +50,7 @@ from contextview.ingest.schemas import (
     StepBody,
     describe_error,
 )
+from contextview.ingest.textrules import event_make_safe
 from contextview.projects.models import Project
 from contextview.sessions.models import Session
 from contextview.sessions.selectors import (
@@ -108,8 +110,6 @@ class _SessionState:
     latest: dict[str, CoreMessage] = field(default_factory=dict)
     archive: dict[str, CoreMessage] = field(default_factory=dict)
     step_hashes: dict[int, bytes] = field(default_factory=dict)
-    # ids whose content was last sent in an event this batch refused
-    refused: set[str] = field(default_factory=set)
     # after contexts by step index: bases named by this batch's steps ($base),
     # loaded from the database, and those of the steps this batch took
     after_of: dict[int, list[CoreMessage]] = field(default_factory=dict)
@@ -121,17 +121,18 @@ def _sha(text: str) -> bytes:
     return hashlib.sha256(text.encode()).digest()
 
 
-def _aware(ts: datetime | None, default: datetime) -> datetime:
-    if ts is None:
-        return default
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
-
-
-def _validate(position: int, raw: Any, now: datetime) -> _Event | EventResult:
+def _validate(position: int, raw: Any, now: datetime, needs_escape: bool) -> _Event | EventResult:
+    if isinstance(raw, Refused):
+        return EventResult(raw.event_id, 400, raw.error)
     if not isinstance(raw, dict):
         return EventResult(None, 400, f"batch[{position}]: an event must be a JSON object")
     raw_id = raw.get("id")
     event_id = raw_id if isinstance(raw_id, str) else None
+    if needs_escape:
+        try:
+            raw = event_make_safe(raw)
+        except InputError as exc:
+            return EventResult(event_id, exc.status, str(exc))
     try:
         head = EventHead.model_validate(raw)
     except ValidationError as exc:
@@ -151,32 +152,29 @@ def _validate(position: int, raw: Any, now: datetime) -> _Event | EventResult:
             canonical_json({k: v for k, v in raw.items() if k not in ("id", "body")})
             + body_hash.hex()
         ),
-        timestamp=_aware(head.timestamp, now),
+        timestamp=head.timestamp or now,
     )
 
 
-def _sent_ids(body: StepBody, *, with_content: bool) -> Iterator[str]:
-    """The ids (a number as its text) of a step's messages and operation results sent
-    with their content, or without it."""
+def _id_alone_refs(body: StepBody) -> set[str]:
+    """Ids (a number as its text) a step sends without content: those must be looked
+    up in the session."""
     results = [
         op["result"] for op in _raw_ops(body) if type(op) is dict and type(op.get("result")) is dict
     ]
     after = body.after.messages if body.after is not None else ()
+    found: set[str] = set()
     for messages in (body.obs.messages, after, results):
         # Runs over every message of every step: kept to type checks and a
         # membership test; anything malformed is left for the core to report.
         for m in messages:
-            if type(m) is dict and ("content" in m) is with_content:
+            if type(m) is dict and "content" not in m:
                 mid = m.get("id")
                 if type(mid) is str:
-                    yield mid
+                    found.add(mid)
                 elif type(mid) is int:
-                    yield str(mid)
-
-
-def _id_alone_refs(body: StepBody) -> set[str]:
-    """Ids a step sends without content: those must be looked up in the session."""
-    return set(_sent_ids(body, with_content=False))
+                    found.add(str(mid))
+    return found
 
 
 def _raw_ops(body: StepBody) -> list[Any]:
@@ -374,12 +372,18 @@ class IngestOutcome:
         }
 
 
-def batch_ingest(*, project: Project, batch: list[Any]) -> IngestOutcome:
+def batch_ingest(*, project: Project, batch: list[Any], needs_escape: bool = True) -> IngestOutcome:
+    """Store a batch of events (each a decoded event, or ``body.Refused``).
+
+    `needs_escape` False says that no string of the batch holds what
+    ``core.textsafe`` escapes (the body parser tells from the raw bytes), so the
+    events need not be walked for it.
+    """
     now = timezone.now()
     results: list[EventResult | None] = [None] * len(batch)
     events: list[_Event] = []
     for position, raw in enumerate(batch):
-        checked = _validate(position, raw, now)
+        checked = _validate(position, raw, now, needs_escape)
         if isinstance(checked, EventResult):
             results[position] = checked
         else:
@@ -388,7 +392,6 @@ def batch_ingest(*, project: Project, batch: list[Any]) -> IngestOutcome:
     step_ids: list[int] = []
     directives: list[dict[str, Any]] = []
     with transaction.atomic():
-        todo = _dedupe(project, events, results)
         # Duplicates count too: their sessions' directives go back in the response.
         session_ids = {e.body.session_id for e in events}
         states: dict[str, _SessionState] = {}
@@ -396,6 +399,9 @@ def batch_ingest(*, project: Project, batch: list[Any]) -> IngestOutcome:
         if session_ids:
             sessions, created = _lock_sessions(project, session_ids, now)
             states = {ext: _SessionState(session=s) for ext, s in sessions.items()}
+        # After the locks: a sender of the same batch at the same moment has
+        # committed by now, and its events are answered as duplicates, not stored twice.
+        todo = _dedupe(project, events, results)
         store = _Store(project.pk)
         if todo:
             step_rows = _process(project, todo, states, store, results, now)
@@ -418,7 +424,11 @@ def batch_ingest(*, project: Project, batch: list[Any]) -> IngestOutcome:
 
 
 def _dedupe(project: Project, events: list[_Event], results: list[EventResult | None]) -> list:
-    """Answer event ids already stored (200 duplicate or 409) and repeats within the batch."""
+    """Answer event ids already stored (200 duplicate or 409).
+
+    Repeats within the batch are answered as they come (``_repeat``): a copy of
+    an event the batch refused is judged again.
+    """
     ids = [e.head.id for e in events]
     with binary_cursor() as cursor:
         cursor.execute(
@@ -428,19 +438,21 @@ def _dedupe(project: Project, events: list[_Event], results: list[EventResult | 
         )
         stored = {eid: bytes(h) for eid, h in cursor.fetchall()}
     todo: list[_Event] = []
-    seen: dict[str, bytes] = {}
     for e in events:
-        previous = stored.get(e.head.id) or seen.get(e.head.id)
+        previous = stored.get(e.head.id)
         if previous is not None:
-            if previous == e.event_hash:
-                results[e.position] = EventResult(e.head.id, 200, duplicate=True)
-            else:
-                message = f"id: event id {e.head.id!r} was already used for different content"
-                results[e.position] = EventResult(e.head.id, 409, message)
+            results[e.position] = _repeat(e, previous)
             continue
-        seen[e.head.id] = e.event_hash
         todo.append(e)
     return todo
+
+
+def _repeat(e: _Event, stored_hash: bytes) -> EventResult:
+    """The answer to an event whose id was stored (by an earlier batch or event)."""
+    if stored_hash == e.event_hash:
+        return EventResult(e.head.id, 200, duplicate=True)
+    message = f"id: event id {e.head.id!r} was already used for different content"
+    return EventResult(e.head.id, 409, message)
 
 
 def _load_bases(
@@ -511,27 +523,40 @@ def _process(
                 by_pk[pk].after_of[index] = context
 
     rows: list[_StepRow] = []
+    # Event ids this batch stored so far, and their hashes.
+    stored: dict[str, bytes] = {}
     for e in todo:
-        state = states[e.body.session_id]
-        body = e.body
-        if isinstance(body, SessionBody):
-            _apply_session_event(state, body, e)
-            results[e.position] = EventResult(e.head.id, 201)
-        elif isinstance(body, SessionEndBody):
-            s = state.session
-            s.status, s.score, s.ended_at = body.status, body.score, e.timestamp
-            state.fields |= {"status", "score", "ended_at"}
-            _note_event(state, e)
-            results[e.position] = EventResult(e.head.id, 201)
-        else:
-            row = _process_step(state, e, body, store)
-            if isinstance(row, EventResult):
-                results[e.position] = row
-            else:
-                rows.append(row)
-                _note_event(state, e)
-                results[e.position] = EventResult(e.head.id, 201)
+        previous = stored.get(e.head.id)
+        if previous is not None:
+            results[e.position] = _repeat(e, previous)
+            continue
+        result = _process_one(e, states[e.body.session_id], store, rows)
+        results[e.position] = result
+        # A refused event recorded nothing: a copy of it is judged again.
+        if result.status == 201 or result.duplicate:
+            stored[e.head.id] = e.event_hash
     return rows
+
+
+def _process_one(
+    e: _Event, state: _SessionState, store: _Store, rows: list[_StepRow]
+) -> EventResult:
+    body = e.body
+    if isinstance(body, SessionBody):
+        _apply_session_event(state, body, e)
+        return EventResult(e.head.id, 201)
+    if isinstance(body, SessionEndBody):
+        s = state.session
+        s.status, s.score, s.ended_at = body.status, body.score, e.timestamp
+        state.fields |= {"status", "score", "ended_at"}
+        _note_event(state, e)
+        return EventResult(e.head.id, 201)
+    row = _derive_or_refuse(state, e, body, store)
+    if isinstance(row, EventResult):
+        return row
+    rows.append(row)
+    _note_event(state, e)
+    return EventResult(e.head.id, 201)
 
 
 def _note_event(state: _SessionState, e: _Event) -> None:
@@ -571,26 +596,6 @@ def _apply_session_event(state: _SessionState, body: SessionBody, e: _Event) -> 
     _note_event(state, e)
 
 
-def _process_step(
-    state: _SessionState, e: _Event, body: StepBody, store: _Store
-) -> _StepRow | EventResult:
-    answer = _derive_or_refuse(state, e, body, store)
-    if isinstance(answer, EventResult):
-        if answer.status >= 400:
-            # A later event of the batch that sends one of these ids alone means the
-            # content just refused, not an older one the session recorded.
-            state.refused |= _sent_with_content(body)
-        return answer
-    if state.refused:
-        state.refused -= answer.result.recorded.keys()
-    return answer
-
-
-def _sent_with_content(body: StepBody) -> set[str]:
-    """Ids a step sends with their content."""
-    return set(_sent_ids(body, with_content=True))
-
-
 def _derive_or_refuse(
     state: _SessionState, e: _Event, body: StepBody, store: _Store
 ) -> _StepRow | EventResult:
@@ -604,14 +609,6 @@ def _derive_or_refuse(
             409,
             f"body.index: step {body.index} of session {body.session_id!r} "
             "was already stored with different content",
-        )
-    stale = sorted(_id_alone_refs(body) & state.refused)
-    if stale:
-        return EventResult(
-            e.head.id,
-            422,
-            f"body.obs.messages: id {stale[0]!r} {NEVER_RECORDED} as last sent: its "
-            "content came in an event this batch refused; send the content again",
         )
     obs: Any = body.obs.messages
     if body.obs.base is not None:

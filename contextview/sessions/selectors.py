@@ -21,6 +21,7 @@ from contextview.core.model import Operation as CoreOperation
 from contextview.core.parts import READ_FIELDS, split_payload
 from contextview.core.refs import decode_many
 from contextview.core.stats import reported_before
+from contextview.core.textsafe import restore, restore_json
 from contextview.db import binary_cursor
 from contextview.projects.models import Project
 from contextview.sessions.models import Blob, Fold, Operation, Session, Step
@@ -283,8 +284,8 @@ def session_as_dict(session: Session) -> dict[str, Any]:
         "mode": session.mode or None,
         "budget": session.budget,
         "context_window": session.context_window,
-        "pinned": session.pinned,
-        "metadata": session.metadata,
+        "pinned": restore_json(session.pinned),
+        "metadata": restore_json(session.metadata),
         "status": session.status,
         "score": session.score,
         "started_at": session.started_at.isoformat(),
@@ -301,12 +302,13 @@ def session_as_dict(session: Session) -> dict[str, Any]:
 
 
 def message_as_dict(stored: StoredMessage, tokens: dict[int, int] | None = None) -> dict[str, Any]:
+    """A message as the read API gives it: free text as it was sent (core.textsafe)."""
     m = stored.message
     out: dict[str, Any] = {
         "id": m.id,
         "role": m.role,
         "partition": m.partition,
-        "content": m.content,
+        "content": restore_json(m.content),
         "tokens": tokens.get(stored.blob_pk) if tokens is not None else None,
     }
     if m.tool:
@@ -316,7 +318,7 @@ def message_as_dict(stored: StoredMessage, tokens: dict[int, int] | None = None)
     if m.expirable:
         out["expirable"] = True
     if m.extra:
-        out.update({k: v for k, v in m.extra.items() if k not in out})
+        out.update({k: v for k, v in restore_json(m.extra).items() if k not in out})
     return out
 
 
@@ -370,9 +372,9 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
                 "index": step.index,
                 "timestamp": step.timestamp.isoformat(),
                 "mode": step.mode or None,
-                "reason": step.reason or None,
-                "obs_extra": step.obs_extra,
-                "outcome": step.outcome,
+                "reason": restore(step.reason) or None,
+                "obs_extra": restore_json(step.obs_extra),
+                "outcome": restore_json(step.outcome),
                 "before": [message_as_dict(s, tokens) for s in before],
                 "after": [message_as_dict(s, tokens) for s in after],
                 "after_given": step.after_given,
@@ -382,8 +384,8 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
                         form=op.form,
                         targets=op.targets,
                         result_id=op.result.msg_id if op.result else None,
-                        reason=op.reason,
-                        params=op.params,
+                        reason=restore(op.reason),
+                        params=restore_json(op.params),
                     )
                     for op in ops[step.pk]
                 ],
@@ -438,6 +440,13 @@ def steps_diff(*, session: Session, start: Step, end: Step) -> dict[str, Any]:
     before = [s.message for s in contexts[start.pk][0]]
     after = [s.message for s in contexts[end.pk][1]]
     out = diff_contexts(before, after).as_dict()
+    # Contents as they were sent (core.textsafe); ids are never escaped.
+    for m in (*out["added"], *out["removed"]):
+        m["content"] = restore_json(m["content"])
+    for c in out["changed"]:
+        c["before"]["content"] = restore_json(c["before"]["content"])
+        c["after"]["content"] = restore_json(c["after"]["content"])
+        c["words"] = [[tag, restore(text)] for tag, text in c["words"]]
     out.update({"session_id": session.external_id, "from": start.index, "to": end.index})
     return out
 
