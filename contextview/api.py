@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import copy
 import json
-import zlib
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.urls import register_converter
 from ninja import NinjaAPI, Query
 from ninja.security import HttpBearer
 
 from contextview.core.errors import InputError
-from contextview.ingest.body import BodyError, batch_parse
+from contextview.ingest.body import BodyError, batch_parse, request_body
 from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.schemas import Envelope
 from contextview.ingest.services import batch_ingest
@@ -38,6 +38,26 @@ READ_METHODS = ("GET", "HEAD", "OPTIONS")
 
 class ReadOnlyKey(Exception):
     """A key that may only read, used on a route that changes state."""
+
+
+class SessionIdConverter:
+    """A session id in a route: any text, slashes and line breaks included.
+
+    Django's ``path`` converter stops at a line break, and session ids are the
+    agent's own strings; the routes below declare the session's own route last so
+    that ``.../steps/3`` still reaches the step.
+    """
+
+    regex = r"[\s\S]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(SessionIdConverter, "sessionid")
 
 
 class KeyAuth(HttpBearer):
@@ -133,41 +153,6 @@ def _key(request: HttpRequest) -> ApiKey:
     return request.auth  # type: ignore[attr-defined,no-any-return]
 
 
-def _read_body(request: HttpRequest, limit: int) -> bytes | JsonResponse:
-    """The request body, inflated if gzip, refusing past ``limit`` without reading on."""
-    declared = request.META.get("CONTENT_LENGTH")
-    try:
-        length = int(declared or "0")
-    except ValueError:
-        return _error(400, "Content-Length is not a number")
-    encoding = (request.META.get("HTTP_CONTENT_ENCODING") or "identity").strip().lower()
-    if encoding not in ("identity", "gzip"):
-        return _error(415, f"Content-Encoding {encoding!r} is not supported; use gzip or none")
-    if length > limit:
-        return _error(413, f"body of {length} bytes is over the limit of {limit} bytes")
-    chunked = "chunked" in (request.META.get("HTTP_TRANSFER_ENCODING") or "").lower()
-    if chunked and not declared:
-        # Django reads a body without Content-Length as empty; the server has
-        # de-chunked the stream, which ends where the body does.
-        raw = request.environ["wsgi.input"].read(limit + 1)
-    else:
-        raw = request.read(limit + 1)
-    if len(raw) > limit:
-        return _error(413, f"body is over the limit of {limit} bytes")
-    if encoding == "identity":
-        return raw
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        body = inflater.decompress(raw, limit + 1)
-    except zlib.error as exc:
-        return _error(400, f"body is not valid gzip: {exc}")
-    if len(body) > limit or inflater.unconsumed_tail:
-        return _error(413, f"body inflates past the limit of {limit} bytes")
-    if not inflater.eof:
-        return _error(400, "body is not valid gzip: the stream is truncated")
-    return body
-
-
 _ENVELOPE_DOC = {
     "requestBody": {
         "required": True,
@@ -187,18 +172,17 @@ _ENVELOPE_DOC = {
     openapi_extra=_ENVELOPE_DOC,
 )
 def ingest(request: HttpRequest) -> HttpResponse:
-    key = _key(request)
-    if not key.can_write:
-        return _error(403, "this key may read but not ingest")
+    key = _key(request)  # a read-only key never gets here (KeyAuth)
     content_type = (request.META.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
     if content_type != "application/json":
         return _error(415, f"Content-Type must be application/json, not {content_type!r}")
-    wait = rate_limit_check(key_id=key.pk)
+    wait = rate_limit_check(key_prefix=key.prefix)
     if wait is not None:
         return _error(429, "rate limit exceeded; retry later", **{"Retry-After": str(wait)})
-    body = _read_body(request, settings.INGEST_MAX_BYTES)
-    if isinstance(body, JsonResponse):
-        return body
+    try:
+        body = request_body(request, settings.INGEST_MAX_BYTES)
+    except BodyError as exc:
+        return _error(exc.status, exc.message)
     try:
         batch = batch_parse(body, max_events=settings.INGEST_MAX_EVENTS)
     except BodyError as exc:
@@ -243,7 +227,7 @@ def sessions_list(
 
 
 @api.get(
-    "/sessions/{path:session_id}/steps/{index}",
+    "/sessions/{sessionid:session_id}/steps/{index}",
     summary="One step: contexts before and after, operations (own and inferred), folds, statistics",
     response={200: dict, 404: dict},
 )
@@ -258,7 +242,7 @@ def step_detail(request: HttpRequest, session_id: str, index: int) -> Any:
 
 
 @api.get(
-    "/sessions/{path:session_id}/diff",
+    "/sessions/{sessionid:session_id}/diff",
     summary="How the context changed from step I's before to step J's after",
     response={200: dict, 404: dict},
 )
@@ -280,7 +264,7 @@ def step_diff(
 
 
 @api.get(
-    "/sessions/{path:session_id}/archive",
+    "/sessions/{sessionid:session_id}/archive",
     summary="Folded and dropped originals of a session",
     response={200: dict, 404: dict},
 )
@@ -320,7 +304,7 @@ def export_steps(
 
 
 @api.get(
-    "/sessions/{path:session_id}/report.md",
+    "/sessions/{sessionid:session_id}/report.md",
     summary="A Markdown report of the session for an incident review",
     response={200: str, 404: dict},
 )
@@ -336,7 +320,7 @@ def report_md(request: HttpRequest, session_id: str) -> HttpResponse:
 
 
 @api.get(
-    "/sessions/{path:session_id}/report.json",
+    "/sessions/{sessionid:session_id}/report.json",
     summary="The session report and every step as the read API gives it, streamed",
     response={200: dict, 404: dict},
 )
@@ -350,7 +334,7 @@ def report_json(request: HttpRequest, session_id: str) -> HttpResponse:
 
 
 @api.get(
-    "/sessions/{path:session_id}/control",
+    "/sessions/{sessionid:session_id}/control",
     summary="Pending directives for the agent",
     response={200: dict, 400: dict, 404: dict},
 )
@@ -383,7 +367,7 @@ def _json_body_doc(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 @api.post(
-    "/sessions/{path:session_id}/control/{directive_id}/ack",
+    "/sessions/{sessionid:session_id}/control/{directive_id}/ack",
     summary="Acknowledge a directive as applied or rejected",
     response={200: dict, 400: dict, 404: dict, 409: dict},
     openapi_extra=_json_body_doc(
@@ -425,7 +409,7 @@ def control_ack(request: HttpRequest, session_id: str, directive_id: str) -> Any
 
 
 @api.post(
-    "/sessions/{path:session_id}/directives",
+    "/sessions/{sessionid:session_id}/directives",
     summary="Create a set_mode or restore directive",
     response={201: dict, 400: dict, 403: dict, 404: dict, 422: dict},
     openapi_extra=_json_body_doc(
@@ -475,7 +459,7 @@ def directive_new(request: HttpRequest, session_id: str) -> Any:
 # server decodes before routing): every route takes the id as a path, and this one,
 # which would otherwise swallow `<id>/steps/3` and the rest, is declared last.
 @api.get(
-    "/sessions/{path:session_id}",
+    "/sessions/{sessionid:session_id}",
     summary="One session with its aggregates",
     response={200: dict, 404: dict},
 )

@@ -14,9 +14,12 @@ from __future__ import annotations
 import json
 import math
 import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from django.http import HttpRequest
 
 from contextview.core.textsafe import json_needs_escape
 
@@ -36,7 +39,7 @@ _KINDS = {"[": "array", "{": "object", '"': "string", "t": "boolean", "f": "bool
 
 
 class BodyError(Exception):
-    """The whole request is refused: ``status`` (400 or 413) and why."""
+    """The whole request is refused: ``status`` (400, 413 or 415) and why."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -282,3 +285,42 @@ def _skip(text: str, i: int, *, what: str = "a value") -> int:
 
 def _not_json(message: str, text: str, i: int) -> None:
     raise BodyError(400, f"body is not JSON: {json.JSONDecodeError(message, text, i)}")
+
+
+def request_body(request: HttpRequest, limit: int) -> bytes:
+    """The request body, inflated if gzip, refusing past ``limit`` without reading on.
+
+    Shared by every endpoint that takes a body (ingest, OTLP); raises BodyError
+    (400, 413 or 415) naming what is wrong.
+    """
+    declared = request.META.get("CONTENT_LENGTH")
+    try:
+        length = int(declared or "0")
+    except ValueError:
+        raise BodyError(400, "Content-Length is not a number") from None
+    encoding = (request.META.get("HTTP_CONTENT_ENCODING") or "identity").strip().lower()
+    if encoding not in ("identity", "gzip"):
+        raise BodyError(415, f"Content-Encoding {encoding!r} is not supported; use gzip or none")
+    if length > limit:
+        raise BodyError(413, f"body of {length} bytes is over the limit of {limit} bytes")
+    chunked = "chunked" in (request.META.get("HTTP_TRANSFER_ENCODING") or "").lower()
+    if chunked and not declared:
+        # Django reads a body without Content-Length as empty; the server has
+        # de-chunked the stream, which ends where the body does.
+        raw = request.environ["wsgi.input"].read(limit + 1)
+    else:
+        raw = request.read(limit + 1)
+    if len(raw) > limit:
+        raise BodyError(413, f"body is over the limit of {limit} bytes")
+    if encoding == "identity":
+        return raw
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        body = inflater.decompress(raw, limit + 1)
+    except zlib.error as exc:
+        raise BodyError(400, f"body is not valid gzip: {exc}") from None
+    if len(body) > limit or inflater.unconsumed_tail:
+        raise BodyError(413, f"body inflates past the limit of {limit} bytes")
+    if not inflater.eof:
+        raise BodyError(400, "body is not valid gzip: the stream is truncated")
+    return body

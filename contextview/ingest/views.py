@@ -28,7 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from contextview.api import _read_body
+from contextview.ingest.body import BodyError, request_body
 from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.traces import ServerBusy, traces_ingest
 from contextview.projects.selectors import apikey_authenticate
@@ -81,7 +81,7 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
             f"Content-Type must be {PROTOBUF} or {JSON}, not {content_type!r}",
             as_json=True,
         )
-    wait = rate_limit_check(key_id=key.pk)
+    wait = rate_limit_check(key_prefix=key.prefix)
     if wait is not None:
         return _error(
             429,
@@ -90,10 +90,10 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
             as_json=as_json,
             **{"Retry-After": str(wait)},
         )
-    body = _read_body(request, settings.OTLP_MAX_BYTES)
-    if isinstance(body, HttpResponse):
-        text = json.loads(body.content).get("error", "")
-        return _error(body.status_code, code_pb2.INVALID_ARGUMENT, text, as_json=as_json)
+    try:
+        body = request_body(request, settings.OTLP_MAX_BYTES)
+    except BodyError as exc:
+        return _error(exc.status, code_pb2.INVALID_ARGUMENT, exc.message, as_json=as_json)
     try:
         export = _decode_json(body) if as_json else _decode_protobuf(body)
     except ValueError as exc:
