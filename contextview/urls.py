@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from contextview.api import api
+from contextview.ingest.views import otlp_traces
 from contextview.web import views
 
 urlpatterns = [
@@ -17,6 +18,8 @@ urlpatterns = [
         name="logout",
     ),
     path("api/v1/", api.urls),
+    # OTLP/HTTP: an OpenTelemetry exporter pointed at the server's root sends here.
+    path("v1/traces", otlp_traces, name="otlp-traces"),
     path("admin/", admin.site.urls),
     # The dashboard (contextview.web).
     path("sessions/<int:pk>/", views.session_page, name="web-session"),

@@ -17,7 +17,7 @@ def _client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=0.25, socket_connect_timeout=0.25)
 
 
-def rate_limit_check(*, key_id: int) -> int | None:
+def rate_limit_check(*, key_prefix: str) -> int | None:
     """None when the request may go on, else the seconds to wait before retrying.
 
     A fixed one-second window per key. If Redis cannot be reached the request is
@@ -27,7 +27,9 @@ def rate_limit_check(*, key_id: int) -> int | None:
     if limit <= 0:
         return None
     window = int(time.time())
-    name = f"cv:rate:{key_id}:{window}"
+    # By the key's prefix (unique and random), not its row id, which databases that
+    # share one Redis (test runs side by side) would repeat.
+    name = f"cv:rate:{key_prefix}:{window}"
     try:
         client = _client(settings.CELERY_BROKER_URL)
         pipe = client.pipeline()

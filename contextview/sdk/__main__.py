@@ -4,10 +4,14 @@ Run it where the agent runs, with the agent's settings. It checks, in order:
 
 1. the server answers at its URL (``GET /healthz``);
 2. the key is accepted for ingest (an empty batch, which stores nothing);
-3. the spool folder, when one is set, can be written.
+3. the spool folder, when one is set, can be written;
+4. and whether events the server refused for good were set aside in the
+   spool's dead-letter file: how many, of how many sessions, the latest error.
 
-Each check prints one line, ``ok`` or ``FAIL`` with what to do about it; the
-exit status is 0 when every check passed, 1 otherwise, 2 for bad arguments.
+Each check prints one line, ``ok`` or ``FAIL`` with what to do about it (events
+set aside print ``WARN``: they are kept, but the server will never take them as
+they are); the exit status is 0 when every check passed, 1 otherwise, 2 for bad
+arguments.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from pathlib import Path
 
 import httpx
 
+from contextview.sdk._spool import read_dead_letters
+
 USER_AGENT = "contextview-sdk/1 (check)"
 
 # What a refusal of the key means, by status.
@@ -32,8 +38,8 @@ KEY_ANSWERS = {
 }
 
 
-def _line(ok: bool, what: str) -> None:
-    print(f"{'ok  ' if ok else 'FAIL'}  {what}")
+def _line(ok: bool, what: str, *, mark: str | None = None) -> None:
+    print(f"{mark or ('ok  ' if ok else 'FAIL')}  {what}")
 
 
 def check_server(http: httpx.Client, url: str) -> bool:
@@ -87,6 +93,31 @@ def check_spool(folder: str) -> bool:
     return True
 
 
+def check_set_aside(folder: str) -> bool:
+    """Events the server refused for good; a warning, not a failure: they are kept."""
+    try:
+        found = read_dead_letters(folder)
+    except OSError as exc:
+        _line(False, f"spool {folder}: cannot read its dead-letter file ({exc.strerror or exc})")
+        return False
+    if not found.count:
+        _line(True, f"spool {folder}: no events set aside")
+        return True
+    last = found.last or {}
+    error = " ".join(str(last.get("error")).split())[:200]
+    if not error.startswith("HTTP "):  # a refusal of the event alone, in a 207
+        error = f"{last.get('status')}: {error}"
+    events = "event" if found.count == 1 else "events"
+    sessions = "session" if found.sessions == 1 else "sessions"
+    _line(
+        True,
+        f"spool {folder}: {found.count} {events} of {found.sessions} {sessions} refused by "
+        f"the server, set aside in {found.path} (latest at {last.get('at')}, {error})",
+        mark="WARN",
+    )
+    return True
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m contextview.sdk",
@@ -127,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         results.append(check_key(http, url, args.key))
     if args.spool:
         results.append(check_spool(args.spool))
+        if results[-1]:
+            results.append(check_set_aside(args.spool))
     return 0 if all(results) else 1
 
 

@@ -11,12 +11,17 @@ A crash between sending a segment and deleting it only makes the server answer
 attempt whose answer was lost (``"a"``: it is resent byte for byte).
 
 One process owns a spool folder at a time (an exclusive lock on ``lock``).
+
+Events the server refused for good are set aside in ``dead-letter.jsonl``, one
+line each (`DeadLetter`), never sent again; `python -m contextview.sdk check`
+counts them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,8 +33,59 @@ except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
 
+# The file of a spool folder that holds the events the server refused for good.
+DEAD_LETTER = "dead-letter.jsonl"
+
+
 class SpoolError(OSError):
     pass
+
+
+def dead_letter_line(pending: Pending, status: int | None, error: str, at: str) -> bytes:
+    """One line of the dead-letter file: when, what the server said, and the event.
+
+    The event goes with every message in full (ids alone and runs expanded) when
+    the SDK still knows them, so it reads, and could be sent again, on its own.
+    """
+    pending.expand_all()
+    head = encode_json(
+        {"at": at, "status": status, "error": error, "event_id": pending.event_id,
+         "session_id": pending.session_id}
+    )  # fmt: skip
+    return head[:-1] + b',"event":' + pending.data + b"}\n"
+
+
+@dataclass(frozen=True)
+class DeadLetters:
+    """What a dead-letter file holds: how many events, of how many sessions, the latest."""
+
+    path: Path
+    count: int
+    sessions: int
+    last: dict[str, Any] | None
+
+
+def read_dead_letters(folder: str | os.PathLike[str]) -> DeadLetters:
+    """Summarize a spool folder's dead-letter file (which a running client may be appending to)."""
+    path = Path(folder) / DEAD_LETTER
+    count = 0
+    sessions: set[str] = set()
+    last: dict[str, Any] | None = None
+    try:
+        with open(path, "rb") as stream:
+            for raw in stream:
+                try:
+                    line = json.loads(raw)
+                except ValueError:
+                    continue  # a line being written, or cut short by a crash
+                if not isinstance(line, dict):
+                    continue
+                count += 1
+                sessions.add(str(line.get("session_id")))
+                last = line
+    except FileNotFoundError:
+        pass
+    return DeadLetters(path, count, len(sessions), last)
 
 
 class Spool:
@@ -54,6 +110,8 @@ class Spool:
         # each time the sender looks for work).
         self._segments = list(found)
         self._next = int(found[-1].stem[4:]) + 1 if found else 0
+        self.dead_letter_path = self.folder / DEAD_LETTER
+        self._dead: IO[bytes] | None = None
         self._writer: IO[bytes] | None = None
         self._writer_path: Path | None = None
         self._written = 0
@@ -158,6 +216,14 @@ class Spool:
                 )
         return path, events
 
+    def set_aside(self, lines: list[bytes]) -> None:
+        """Append dead-letter lines (`dead_letter_line`); they are on disk when this returns."""
+        if self._dead is None:
+            self._dead = open(self.dead_letter_path, "ab")  # noqa: SIM115
+        self._dead.write(b"".join(lines))
+        self._dead.flush()
+        os.fsync(self._dead.fileno())
+
     def remove(self, path: Path) -> None:
         path.unlink(missing_ok=True)
         if path in self._segments:
@@ -165,6 +231,9 @@ class Spool:
 
     def close(self) -> None:
         self.close_writer()
+        if self._dead is not None:
+            self._dead.close()
+            self._dead = None
         if self._lock is not None:
             self._lock.close()
             self._lock = None

@@ -42,6 +42,9 @@ Message = dict[str, Any]
 # One encoder for every event: compact, and UTF-8 as is (Chinese text would
 # triple in size as \u escapes). Anything json cannot encode is sent as its str.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+# For text UTF-8 cannot hold (a lone surrogate: a string cut inside an emoji): as
+# \u escapes, valid JSON that the server judges like any other text.
+_ASCII_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=str)
 
 # The wire extension: ``obs["$base"]`` names the step whose after context the
 # ``{"$run": [start, count]}`` elements of ``obs.messages`` are taken from.
@@ -52,7 +55,11 @@ RUN = "run"
 
 
 def encode_json(value: Any) -> bytes:
-    return _ENCODER.encode(value).encode("utf-8")
+    text = _ENCODER.encode(value)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ASCII_ENCODER.encode(value).encode("ascii")
 
 
 def rfc3339(ts: float) -> str:
@@ -82,6 +89,8 @@ class Pending:
     predicted: bool = False
     # its weight when it entered the client's memory buffer
     counted: int = 0
+    # times it alone was cut off or timed out while the server answered otherwise
+    strikes: int = 0
 
     @property
     def weight(self) -> int:

@@ -7,6 +7,10 @@ them, posts them, retries what can be retried, spools to disk what the server
 cannot take yet, and brings back the control channel's directives. Nothing in
 here raises into the agent's code: failures become counters, `Problem` reports
 (``on_error`` and the ``contextview.sdk`` logger) and nothing else.
+
+What the server refuses for good never holds up the rest: an event refused
+alone is set aside (the spool's dead-letter file) and reported once; a batch
+refused whole is sent again in halves until the events at fault stand alone.
 """
 
 from __future__ import annotations
@@ -29,19 +33,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from urllib.parse import quote
 
 import httpx
 
 from contextview.core.errors import NEVER_RECORDED
 from contextview.sdk._capture import capture_function, captured_draft
-from contextview.sdk._spool import Spool, SpoolError
+from contextview.sdk._spool import Spool, SpoolError, dead_letter_line
 from contextview.sdk._wire import (
     Pending,
     SessionWire,
     StepDraft,
     end_event,
+    rfc3339,
     session_event,
 )
 
@@ -49,8 +54,15 @@ log = logging.getLogger("contextview.sdk")
 
 Message = dict[str, Any]
 
-# Statuses worth another try: the server may take the same bytes later.
-RETRYABLE = frozenset({429, 500, 502, 503, 504})
+# Statuses worth another try: the server may take the same bytes later. A 500 is
+# not one: it is what a bad value answers on a server that fails to refuse it.
+RETRYABLE = frozenset({429, 502, 503, 504})
+# Whole-request refusals that say nothing of the events in it (the key, the URL,
+# the encoding): every part of the batch would get the same, so it is not split.
+REFUSES_THE_REQUEST = frozenset({401, 403, 404, 405, 415})
+# How many times one event alone may be cut off or time out, while the server
+# answers otherwise, before it is taken for the cause and set aside (`Client._judged`).
+STUCK_AFTER = 3
 MAX_RETRY_AFTER_S = 300.0
 # Problems logged one by one up to this many, then every hundredth.
 LOG_FIRST = 20
@@ -85,6 +97,8 @@ class Problem:
     event_id: str | None = None
     session_id: str | None = None
     status: int | None = None
+    # rejected: the dead-letter file the event was set aside in (None without a spool)
+    dead_letter: str | None = None
 
 
 @dataclass
@@ -97,7 +111,9 @@ class Counters:
     retried: int = 0  # sends repeated after a failure (one per event per retry)
     spooled: int = 0  # written to the on-disk spool
     dropped: int = 0  # lost: refused by the server, or no room left, or unsent at exit
-    rejected: int = 0  # the part of dropped the server refused (4xx for the event)
+    rejected: int = 0  # the part of dropped the server refused for good (set aside)
+    dead_lettered: int = 0  # the part of rejected written to the spool's dead-letter file
+    splits: int = 0  # batches refused whole and sent again in halves
     requests: int = 0
     bytes_sent: int = 0  # request bodies as sent (after gzip)
     bytes_raw: int = 0  # request bodies before gzip
@@ -227,7 +243,7 @@ class Session:
             self.client._internal(exc, self.id)
 
     def end(self, status: str = "succeeded", score: float | None = None) -> None:
-        """Close the session (``succeeded``, ``failed`` or ``abandoned``)."""
+        """Close the session (``succeeded``, ``failed``, ``abandoned`` or ``unknown``)."""
         try:
             self.ended = True
             self.client._enqueue(("end", self, time.time(), status, score))
@@ -283,6 +299,16 @@ class Session:
     ) -> None:
         if not self.ended:
             self.end("failed" if exc_type is not None else "succeeded")
+
+
+class _Answer(NamedTuple):
+    """What came of one ingest request."""
+
+    status: int | None  # None: no answer (connection failed, timed out, cut off)
+    body: Any
+    retry_after: float | None
+    error: str
+    reached: bool = True  # False: the request never reached the server
 
 
 @dataclass
@@ -385,6 +411,11 @@ class Client:
         self._retry_at = 0.0
         self._streak = 0
         self._batch_cap = self.batch_events
+        # How many events at the front of the queue hold one the server refuses whole
+        # (a batch answered 500, 400 or 413): sent in smaller batches until answered.
+        self._suspect = 0
+        # Events refused by the answer being settled, set aside together (`_set_aside`).
+        self._refused: list[tuple[Pending, int | None, str]] = []
         self._http: httpx.Client | None = None
         self._spool: Spool | None = None
         self._exit_spilled = False
@@ -507,6 +538,11 @@ class Client:
                 self.on_error(problem)
         except Exception:  # a faulty on_error must not break the sender either
             log.exception("contextview: on_error raised")
+
+    @property
+    def dead_letter_path(self) -> str | None:
+        """The file where events the server refused for good are set aside (with a spool)."""
+        return str(self._spool.dead_letter_path) if self._spool is not None else None
 
     @property
     def stats(self) -> dict[str, int]:
@@ -784,13 +820,41 @@ class Client:
                 self.counters.retried += 1
             pending.attempts += 1
         body = b'{"batch":[' + b",".join(p.data for p in batch) + b"]}"
-        status, answer, retry_after, error = self._post_ingest(body)
+        answer = self._judged(batch, self._post_ingest(body))
         with self._state:
             if self._exit_spilled:
                 return False
-            return self._settle(source, batch, status, answer, retry_after, error)
+            return self._settle(source, batch, answer)
 
-    def _post_ingest(self, body: bytes) -> tuple[int | None, Any, float | None, str]:
+    def _judged(self, batch: list[Pending], answer: _Answer) -> _Answer:
+        """The answer, or what it means when the server failed on what this batch carries.
+
+        A 500 for one event, or a batch cut off or timed out (gateways answer 502
+        or 504 for a worker that died on it), is the batch's fault only if the
+        server takes an empty batch right after (which reads the key from the
+        database too). Then a 500 is refused like any other, and a batch cut off
+        is split like a 500, down to one event, which is set aside once that
+        happened to it alone `STUCK_AFTER` times. Otherwise the server is failing
+        whatever it gets, and the batch waits for it like any outage.
+        """
+        status = answer.status
+        failed = len(batch) == 1 and status is not None and status >= 500
+        failed = failed and status not in RETRYABLE
+        cut_off = answer.reached and (status is None or status in (502, 504))
+        if not (failed or cut_off):
+            return answer
+        if self._post_ingest(b'{"batch":[]}').status != 207:
+            return answer._replace(status=None)  # retried like an outage
+        if cut_off:
+            if len(batch) == 1:
+                batch[0].strikes += 1
+                if batch[0].strikes < STUCK_AFTER:
+                    return answer
+            why = f"{answer.error or status} (while the server takes an empty batch)"
+            return answer._replace(status=500, error=why)
+        return answer
+
+    def _post_ingest(self, body: bytes) -> _Answer:
         headers = {"Content-Type": "application/json"}
         raw_size = len(body)
         if self.gzip:
@@ -802,34 +866,38 @@ class Client:
         try:
             response = self._client().post("/api/v1/ingest", content=body, headers=headers)
         except httpx.HTTPError as exc:
-            return None, None, None, f"{type(exc).__name__}: {exc}"
+            # Not connecting at all says nothing of what the request carried.
+            reached = not isinstance(
+                exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout
+            )
+            return _Answer(None, None, None, f"{type(exc).__name__}: {exc}", reached)
         retry_after = _retry_after(response.headers.get("Retry-After"))
         if response.status_code == 207:
             try:
-                return 207, response.json(), None, ""
+                return _Answer(207, response.json(), None, "")
             except ValueError:
-                return 502, None, retry_after, "207 with a body that is not JSON"
-        return response.status_code, None, retry_after, response.text[:500]
+                return _Answer(502, None, retry_after, "207 with a body that is not JSON")
+        return _Answer(response.status_code, None, retry_after, _error_of(response))
 
-    def _settle(
-        self,
-        source: deque[Pending],
-        batch: list[Pending],
-        status: int | None,
-        answer: Any,
-        retry_after: float | None,
-        error: str,
-    ) -> bool:
+    def _settle(self, source: deque[Pending], batch: list[Pending], reply: _Answer) -> bool:
+        status, answer, error = reply.status, reply.body, reply.error
         if status is None or status in RETRYABLE:
             self._streak += 1
-            self._retry_at = time.monotonic() + self._delay(retry_after)
+            self._retry_at = time.monotonic() + self._delay(reply.retry_after)
             return False
         self._streak = 0
-        if status == 413 and len(batch) > 1:
-            # Too big together: send in halves until each part fits or stands alone.
-            self._batch_cap = max(1, len(batch) // 2)
+        if status != 207 and status not in REFUSES_THE_REQUEST and len(batch) > 1:
+            # Refused whole (500, 400 for the envelope, 413 too big together): send the
+            # first half, then the rest, halving again whatever is refused, until
+            # the events at fault stand alone and the others are through.
+            self.counters.splits += 1
+            self._suspect = len(batch)
+            self._batch_cap = (len(batch) + 1) // 2
             return True
-        self._batch_cap = self.batch_events
+        self._suspect -= len(batch)
+        if self._suspect <= 0:
+            self._suspect = 0
+            self._batch_cap = self.batch_events
         keep: list[Pending] = []
         if status == 207:
             results = answer.get("results") if isinstance(answer, dict) else None
@@ -845,9 +913,11 @@ class Client:
                 # Handled outside the state lock: a callback may do anything, even flush.
                 self._incoming.extend(directives)
         else:
-            # The whole request was refused (400 envelope, 401, 403, 413 alone, 415...).
+            # Refused whole: the key, URL or encoding (401, 403, 404, 415), or this
+            # event alone (too big, or failing the server).
             for pending in batch:
                 self._reject(pending, status, error)
+        self._set_aside()
         # Finished events leave the front of the queue; the rest stay first, in order.
         for _ in batch:
             gone = source.popleft()
@@ -870,8 +940,8 @@ class Client:
                 self.counters.duplicates += 1
             self._finish_event(pending)
             return True
-        if isinstance(code, int) and code >= 500:
-            return False
+        if code in RETRYABLE or not isinstance(code, int):
+            return False  # the server could not judge it now (or said nothing readable)
         error = str(result.get("error") or "")
         if NEVER_RECORDED in error and not pending.expanded:
             # What an id alone stood for never reached the server (an earlier event
@@ -885,13 +955,37 @@ class Client:
         return True
 
     def _reject(self, pending: Pending, status: int | None, error: str) -> None:
+        """An event the server refused for good: never sent again (`_set_aside` keeps it)."""
         self._count_dropped(1)
         self.counters.rejected += 1
         self._finish_event(pending)
-        self._report(Problem("rejected", error, pending.event_id, pending.session_id, status))
         if pending.kind == "step" and not pending.predicted:
-            # The mirror took this step's messages as recorded: they are not.
+            # The mirror took this step's messages as recorded: they are not. Steps
+            # after it go in full, and those already sent against it come back as
+            # "never recorded" and go again in full (`_settle_event`).
             self._desync(self._sessions.get(pending.session_id))
+        self._refused.append((pending, status, error))
+
+    def _set_aside(self) -> None:
+        """The events just refused to the dead-letter file (one write), each reported once."""
+        refused, self._refused = self._refused, []
+        if not refused:
+            return
+        where = None
+        if self._spool is not None:
+            at = rfc3339(time.time())
+            lines = [dead_letter_line(p, status, error, at) for p, status, error in refused]
+            try:
+                self._spool.set_aside(lines)
+            except OSError as exc:
+                self._report(Problem("spool", f"could not write the dead-letter file: {exc}"))
+            else:
+                self.counters.dead_lettered += len(lines)
+                where = self.dead_letter_path
+        for pending, status, error in refused:
+            self._report(
+                Problem("rejected", error, pending.event_id, pending.session_id, status, where)
+            )
 
     def _delay(self, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -1002,7 +1096,7 @@ class Client:
             return False
         if response.status_code not in (200, 409):
             self._report(
-                Problem("ack", response.text[:300], None, ack.session_id, response.status_code)
+                Problem("ack", _error_of(response), None, ack.session_id, response.status_code)
             )
         return True
 
@@ -1072,6 +1166,23 @@ class Client:
             if self._spool is not None:
                 self._spool.close()
         self._notify()
+
+
+def _error_of(response: httpx.Response) -> str:
+    """One line saying why the server refused a request: its ``error``, else its status."""
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and isinstance(answer.get("error") or answer.get("detail"), str):
+        text = str(answer.get("error") or answer.get("detail"))
+    elif "html" in response.headers.get("content-type", ""):
+        text = ""  # an error page: its status says as much
+    else:
+        text = response.text
+    text = " ".join(text.split())[:500]
+    head = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+    return f"{head}: {text}" if text else head
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -37,10 +37,11 @@ def test_it_passes_with_the_agents_settings_from_the_environment(
         CONTEXTVIEW_SPOOL=str(tmp_path / "spool"),
     )
     assert status == 0, lines
-    assert [line.split()[0] for line in lines] == ["ok", "ok", "ok"]
+    assert [line.split()[0] for line in lines] == ["ok", "ok", "ok", "ok"]
     assert lines[0].startswith(f"ok    server {gunicorn_api} answers (")
     assert lines[1] == f"ok    key {project_key[:12]}… may ingest"
     assert lines[2] == f"ok    spool {tmp_path / 'spool'} can be written"
+    assert lines[3] == f"ok    spool {tmp_path / 'spool'}: no events set aside"
 
 
 def test_it_says_what_is_wrong_with_a_key(gunicorn_api: str, project_key: str) -> None:

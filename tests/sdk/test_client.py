@@ -186,14 +186,17 @@ def test_it_retries_with_backoff_and_honours_retry_after(
         lambda r: httpx.Response(429, headers={"Retry-After": "0.2"}, json={"error": "slow"}),
         lambda r: (_ for _ in ()).throw(httpx.ConnectError("refused")),
         lambda r: httpx.Response(502, text="bad gateway"),
+        # After a 502, an empty batch asks whether the server fails on everything (yes).
+        lambda r: httpx.Response(502, text="bad gateway"),
     ]
     client = make(backoff_base=0.05, backoff_max=0.2)
     session = client.session("s")
     session.record_step([SYS, ASK])
     assert client.flush(10)
 
-    times = [t for t, method, path, _ in server.requests if path.endswith("/ingest")]
-    assert len(times) == 5
+    sends = [(t, body) for t, _, path, body in server.requests if path.endswith("/ingest")]
+    assert [bool(body["batch"]) for _, body in sends] == [True] * 4 + [False, True]
+    times = [t for t, body in sends if body["batch"]]
     gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert gaps[0] >= 0.3 and gaps[1] >= 0.2
     assert all(g < 1.0 for g in gaps)
@@ -414,3 +417,15 @@ def test_it_polls_for_directives_while_the_agent_is_idle(
     assert applied == ["rag"]
     assert server.acks == [("d-7", {"status": "applied", "detail": ""})]
     assert any(path.endswith("/control") for _, _, path, _ in server.requests)
+
+
+def test_it_sends_text_cut_inside_a_character_as_escapes_instead_of_losing_the_step(
+    server: FakeServer, make: Callable[..., Client]
+) -> None:
+    client = make()
+    session = client.session("cut")
+    cut = {"id": "t1", "role": "tool", "content": "fine so far \U0001f600"[:-1] + "\ud83d"}
+    session.record_step([SYS, cut])
+    assert client.flush(5)
+    assert server.steps()[0]["obs"]["messages"][1]["content"].endswith("far \ud83d")
+    assert client.stats["sent"] == 2 and not client.problems

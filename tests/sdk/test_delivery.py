@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from contextview.sdk import Client, Directive
+from contextview.sdk import Client, Directive, Problem
+from tests.conftest import ROOT
 from tests.sdk.conftest import OwnServer, Reader
 from tests.waiting import wait_for
 
@@ -139,6 +143,73 @@ def test_it_keeps_sending_when_the_server_refuses_single_events(
     assert [m["content"] for m in step5["before"] if m["id"] == "huge_sum"] == ["400 kB of x"]
     step8 = reader.get("/sessions/refusals/steps/8")
     assert [m["content"] for m in step8["before"] if m["id"] == "late"] == ["member id A12345"]
+
+
+def test_a_session_the_server_refuses_events_of_never_holds_up_another(
+    gunicorn_api: str, project_key: str, make_client: Callable[..., Client], tmp_path: Path
+) -> None:
+    spool = tmp_path / "spool"
+    problems: list[Problem] = []
+    client = make_client(
+        gunicorn_api, project_key, spool_dir=spool, flush_interval=0.3, on_error=problems.append
+    )
+    a = client.session("poisoned", agent="poisoned-bot")
+    b = client.session("clean", agent="clean-bot")
+    contexts: dict[str, list[list[str]]] = {"poisoned": [], "clean": []}
+    for n in range(10):
+        for session in (a, b):
+            context = [{"id": "sys", "role": "system", "content": "You debug."}]
+            context += [_tool(k) for k in range(n + 1)]
+            fields: dict[str, Any] = {}
+            if session is a and n == 3:
+                fields["before_tokens"] = -1  # refused alone, in the 207 (400)
+            if session is a and n == 6:
+                # Beyond PostgreSQL's bigint: a server that fails on it answers 500
+                # for the whole batch; one that validates it refuses it alone.
+                fields["after_tokens"] = 2**63
+            session.record_step(context, **fields)
+            contexts[session.id].append([m["id"] for m in context])
+    a.end("failed")
+    b.end("succeeded")
+    assert client.flush(60), client.stats
+
+    reader = Reader(gunicorn_api, project_key)
+    clean = reader.steps("clean")
+    assert [[m["id"] for m in s["before"]] for s in clean] == contexts["clean"]
+    assert reader.get("/sessions/clean")["status"] == "succeeded"
+    # The poisoned session's other steps are all there, in full, the ones sent against
+    # a refused step included; so is its end.
+    kept = {n: reader.get(f"/sessions/poisoned/steps/{n}") for n in range(10) if n not in (3, 6)}
+    assert not reader.has_step("poisoned", 3) and not reader.has_step("poisoned", 6)
+    assert {n: [m["id"] for m in s["before"]] for n, s in kept.items()} == {
+        n: ids for n, ids in enumerate(contexts["poisoned"]) if n not in (3, 6)
+    }
+    assert all(m["content"] for s in kept.values() for m in s["before"])
+    assert reader.get("/sessions/poisoned")["status"] == "failed"
+
+    # Each refused event set aside once, reported once.
+    lines = [json.loads(line) for line in (spool / "dead-letter.jsonl").read_text().splitlines()]
+    assert sorted(line["event"]["body"]["index"] for line in lines) == [3, 6]
+    assert {line["session_id"] for line in lines} == {"poisoned"}
+    assert all(line["error"] and line["at"].endswith("Z") for line in lines)
+    rejected = [p for p in problems if p.kind == "rejected"]
+    assert sorted(p.event_id for p in rejected) == sorted(line["event_id"] for line in lines)
+    assert {p.dead_letter for p in rejected} == {str(spool / "dead-letter.jsonl")}
+    assert problems == rejected, problems
+    stats = client.stats
+    assert stats["rejected"] == stats["dead_lettered"] == 2 and stats["waiting"] == 0
+    assert stats["sent"] == 2 + 10 + 8 + 2
+
+    # What an engineer sees on the agent's machine.
+    done = subprocess.run(
+        [sys.executable, "-m", "contextview.sdk", "check", "--url", gunicorn_api,
+         "--key", project_key, "--spool", str(spool)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout
+    warning = done.stdout.splitlines()[-1]
+    assert warning.startswith(f"WARN  spool {spool}: 2 events of 1 session refused by the server")
+    assert f"set aside in {spool / 'dead-letter.jsonl'}" in warning
 
 
 def test_it_brings_a_set_mode_directive_to_the_agent_and_acknowledges_it(
