@@ -12,6 +12,7 @@ from ninja import NinjaAPI, Query
 from ninja.security import HttpBearer
 
 from contextview.core.errors import InputError
+from contextview.ingest.imports import ImportFailed, LimitedUpload, transcript_import
 from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.schemas import Envelope
 from contextview.ingest.services import batch_ingest
@@ -56,6 +57,18 @@ def _error(status: int, message: str, **headers: str) -> JsonResponse:
 
 def _key(request: HttpRequest) -> ApiKey:
     return request.auth  # type: ignore[attr-defined,no-any-return]
+
+
+def _writer_sending(
+    request: HttpRequest, key: ApiKey, content_type: str, what: str
+) -> JsonResponse | None:
+    """403 for a read-only key, 415 for a body of another type; None when both are fine."""
+    if not key.can_write:
+        return _error(403, f"this key may read but not {what}")
+    sent = (request.META.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
+    if sent != content_type:
+        return _error(415, f"Content-Type must be {content_type}, not {sent!r}")
+    return None
 
 
 def _read_body(request: HttpRequest, limit: int) -> bytes | JsonResponse:
@@ -107,11 +120,9 @@ _ENVELOPE_DOC = {
 )
 def ingest(request: HttpRequest) -> HttpResponse:
     key = _key(request)
-    if not key.can_write:
-        return _error(403, "this key may read but not ingest")
-    content_type = (request.META.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
-    if content_type != "application/json":
-        return _error(415, f"Content-Type must be application/json, not {content_type!r}")
+    refused = _writer_sending(request, key, "application/json", "ingest")
+    if refused is not None:
+        return refused
     wait = rate_limit_check(key_id=key.pk)
     if wait is not None:
         return _error(429, "rate limit exceeded; retry later", **{"Retry-After": str(wait)})
@@ -140,6 +151,53 @@ def ingest(request: HttpRequest) -> HttpResponse:
         )
     outcome = batch_ingest(project=key.project, batch=batch)
     return JsonResponse(outcome.as_dict(), status=207)
+
+
+@api.post(
+    "/import",
+    summary="Import transcripts agents wrote (Claude Code, Codex, OpenHands, SWE-agent, ATIF)",
+    response={
+        200: dict,
+        201: dict,
+        400: dict,
+        401: dict,
+        403: dict,
+        409: dict,
+        413: dict,
+        415: dict,
+        422: dict,
+    },
+)
+def transcript_upload(request: HttpRequest) -> HttpResponse:
+    key = _key(request)
+    refused = _writer_sending(request, key, "multipart/form-data", "import")
+    if refused is not None:
+        return refused
+    limit = settings.IMPORT_MAX_BYTES
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or "0")
+    except ValueError:
+        return _error(400, "Content-Length is not a number")
+    if length > limit:
+        return _error(413, f"upload of {length} bytes is over the import limit of {limit} bytes")
+    guard = LimitedUpload(limit)
+    request.upload_handlers.insert(0, guard)
+    files = request.FILES.getlist("file")
+    if guard.exceeded:
+        return _error(413, f"upload is over the import limit of {limit} bytes")
+    try:
+        outcome = transcript_import(
+            project=key.project,
+            files=[(f.name or "transcript", f) for f in files],
+            format=request.POST.get("format") or None,
+            session_id=request.POST.get("session_id") or None,
+        )
+    except ImportFailed as exc:
+        return _error(exc.status, exc.message)
+    finally:
+        for f in files:
+            f.close()
+    return JsonResponse(outcome.as_dict(), status=201 if outcome.created else 200)
 
 
 def _kind(value: Any) -> str:
