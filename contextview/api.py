@@ -191,6 +191,7 @@ def transcript_upload(request: HttpRequest) -> HttpResponse:
             files=[(f.name or "transcript", f) for f in files],
             format=request.POST.get("format") or None,
             session_id=request.POST.get("session_id") or None,
+            live=request.POST.get("live", "").lower() in ("1", "true", "yes"),
         )
     except ImportFailed as exc:
         return _error(exc.status, exc.message)

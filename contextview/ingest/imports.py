@@ -116,11 +116,12 @@ def _import_file(
     stream: IO[bytes],
     format: str | None,
     session_id: str | None,
+    live: bool,
     outcome: ImportOutcome,
 ) -> None:
     fmt = transcript_format(stream=stream, name=name, format=format)
     seen: dict[str, ImportedSession] = {}
-    events = read(stream, format=fmt, session_id=session_id, fallback=_fallback_id(name))
+    events = read(stream, format=fmt, session_id=session_id, fallback=_fallback_id(name), live=live)
     try:
         for batch in _batches(events):
             result = batch_ingest(project=project, batch=batch)
@@ -146,7 +147,7 @@ def _import_file(
     except (DatabaseError, ValueError) as exc:
         # Storage refusing content (e.g. a NUL byte PostgreSQL text cannot hold).
         raise ImportFailed(422, f"{name}: could not be stored: {exc}") from None
-    if not seen:
+    if not seen and not live:
         raise ImportFailed(422, f"{name}: no model call found in this {fmt} transcript")
 
 
@@ -163,8 +164,13 @@ def transcript_import(
     files: list[tuple[str, IO[bytes]]],
     format: str | None = None,
     session_id: str | None = None,
+    live: bool = False,
 ) -> ImportOutcome:
-    """Import each (name, binary stream) in `files`; all of it or, on error, none of it."""
+    """Import each (name, binary stream) in `files`; all of it or, on error, none of it.
+
+    `live`: the files are still being written; a last model call that may not be
+    complete yet waits for the next import of the file.
+    """
     if not files:
         raise ImportFailed(400, "file: field required, one or more transcripts")
     if session_id is not None and len(files) > 1:
@@ -180,6 +186,7 @@ def transcript_import(
                 stream=stream,
                 format=format,
                 session_id=session_id,
+                live=live,
                 outcome=outcome,
             )
     return outcome

@@ -86,12 +86,18 @@ def read(
     format: str,
     session_id: str | None = None,
     fallback: str = "transcript",
+    live: bool = False,
 ) -> Iterator[Event]:
-    """The events of one transcript, in order; raises TranscriptError on bad input."""
+    """The events of one transcript, in order; raises TranscriptError on bad input.
+
+    `session_id` replaces the one the log names; `fallback` names a session the log
+    does not (the file's name); `live` leaves out a last model call that may still
+    be streaming in.
+    """
     try:
         reader = READERS[format]
     except KeyError:
         raise TranscriptError(
             "format", f"must be one of {', '.join(FORMATS)}, not {format!r}"
         ) from None
-    return reader(stream, session_id=session_id, fallback=fallback)
+    return reader(stream, session_id=session_id, fallback=fallback, live=live)

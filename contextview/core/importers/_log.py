@@ -181,7 +181,7 @@ class SessionLog:
                 first = set(self.staged_order)
                 want = self.staged_order + [m for m in after if m not in first]
                 if want != after:
-                    ops = [*ops, {"action": "reorder", "params": {"order": want}}]
+                    ops = [*ops, {"action": "reorder", "params": {"order": list(want)}}]
                     after = want
             body["actions"] = ops
             body["reason"] = "; ".join(self.staged_reason)

@@ -46,7 +46,11 @@ def _content(message: Any) -> str | list[Any]:
 
 
 def read(
-    stream: IO[bytes], *, session_id: str | None = None, fallback: str = "atif"
+    stream: IO[bytes],
+    *,
+    session_id: str | None = None,
+    fallback: str = "atif",
+    live: bool = False,  # a whole document is complete when it parses
 ) -> Iterator[Event]:
     doc = json_document(stream)
     if not looks_like(doc):

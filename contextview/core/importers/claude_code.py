@@ -93,11 +93,11 @@ class _Reader:
             parent = entry.get("parentUuid")
             agent = entry.get("agentId")
             if isinstance(agent, str) and agent:
-                sid = f"{main}/agent-{agent}"
+                sid = f"{main}:agent-{agent}"
             elif isinstance(parent, str) and parent in self.side_of:
                 sid = self.side_of[parent]
             else:
-                sid = f"{main}/agent-{entry.get('uuid') or lineno}"
+                sid = f"{main}:agent-{entry.get('uuid') or lineno}"
             if isinstance(entry.get("uuid"), str):
                 self.side_of[entry["uuid"]] = sid
         found = self.sessions.get(sid)
@@ -239,9 +239,12 @@ class _Reader:
 
 
 def read(
-    stream: IO[bytes], *, session_id: str | None = None, fallback: str = ""
+    stream: IO[bytes], *, session_id: str | None = None, fallback: str = "", live: bool = False
 ) -> Iterator[Event]:
+    """`live`: the file is still being written, so its last call may not be complete
+    and is left for the next read."""
     reader = _Reader(session_id)
     for lineno, entry in json_lines(stream):
         yield from reader.entry(lineno, entry)
-    yield from reader.close()
+    if not live:
+        yield from reader.close()

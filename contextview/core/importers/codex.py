@@ -27,6 +27,7 @@ from contextview.core.importers._log import (
 )
 
 FORMAT = "codex"
+INSTRUCTIONS = "instructions"
 LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 # Items the model produces; anything else in the history is input to the next call.
 OUTPUT_ITEMS = frozenset(
@@ -175,7 +176,7 @@ class _Reader:
         instructions = payload.get("base_instructions")
         text = instructions.get("text") if isinstance(instructions, dict) else instructions
         if isinstance(text, str) and text:
-            self.log.add({"id": "instructions", "role": "system", "content": text})
+            self.log.add({"id": INSTRUCTIONS, "role": "system", "content": text})
 
     def item(self, lineno: int, timestamp: Any, item: dict[str, Any]) -> Iterator[Event]:
         log = self.session(lineno)
@@ -197,11 +198,12 @@ class _Reader:
         )
         by_hash: dict[str, list[str]] = {}
         for mid in log.context:
-            h = log.hash_of(mid)
+            h = log.hash_of(mid) if mid != INSTRUCTIONS else None
             if h is not None:
                 by_hash.setdefault(h, []).append(mid)
-        kept: list[str] = []
-        order: list[str] = []
+        # The base instructions go with every call, outside the history compacted.
+        kept: list[str] = [INSTRUCTIONS] if INSTRUCTIONS in log.context else []
+        order: list[str] = list(kept)
         inserts: list[dict[str, Any]] = []
         summary: dict[str, Any] | None = None
         if not isinstance(history, list):
@@ -246,9 +248,10 @@ class _Reader:
 
 
 def read(
-    stream: IO[bytes], *, session_id: str | None = None, fallback: str = ""
+    stream: IO[bytes], *, session_id: str | None = None, fallback: str = "", live: bool = False
 ) -> Iterator[Event]:
     reader = _Reader(session_id or None, fallback)
     for lineno, line in json_lines(stream):
         yield from reader.line(lineno, line)
-    yield from reader.finish()
+    if not live:
+        yield from reader.finish()

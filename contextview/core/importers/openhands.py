@@ -223,9 +223,14 @@ def _events(stream: IO[bytes]) -> Iterable[tuple[str, Any]]:
 
 
 def read(
-    stream: IO[bytes], *, session_id: str | None = None, fallback: str = "openhands"
+    stream: IO[bytes],
+    *,
+    session_id: str | None = None,
+    fallback: str = "openhands",
+    live: bool = False,
 ) -> Iterator[Event]:
     reader = _Reader(session_id or fallback)
     for where, event in _events(stream):
         yield from reader.event(where, event)
-    yield from reader.close()
+    if not live:
+        yield from reader.close()

@@ -70,7 +70,11 @@ def _status(info: dict[str, Any]) -> str | None:
 
 
 def read(
-    stream: IO[bytes], *, session_id: str | None = None, fallback: str = "swe-agent"
+    stream: IO[bytes],
+    *,
+    session_id: str | None = None,
+    fallback: str = "swe-agent",
+    live: bool = False,  # a whole document is complete when it parses
 ) -> Iterator[Event]:
     doc = json_document(stream)
     if not looks_like(doc):
