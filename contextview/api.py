@@ -12,10 +12,11 @@ from ninja import NinjaAPI, Query
 from ninja.security import HttpBearer
 
 from contextview.core.errors import InputError
-from contextview.ingest.imports import ImportFailed, LimitedUpload, transcript_import
+from contextview.ingest.imports import ImportFailed, transcript_import
 from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.schemas import Envelope
 from contextview.ingest.services import batch_ingest
+from contextview.ingest.uploads import uploaded_transcripts
 from contextview.postmortems.downloads import as_attachment, download_name
 from contextview.postmortems.export import dataset_jsonl
 from contextview.postmortems.reports import report_json_chunks, report_markdown, session_report
@@ -173,18 +174,10 @@ def transcript_upload(request: HttpRequest) -> HttpResponse:
     refused = _writer_sending(request, key, "multipart/form-data", "import")
     if refused is not None:
         return refused
-    limit = settings.IMPORT_MAX_BYTES
     try:
-        length = int(request.META.get("CONTENT_LENGTH") or "0")
-    except ValueError:
-        return _error(400, "Content-Length is not a number")
-    if length > limit:
-        return _error(413, f"upload of {length} bytes is over the import limit of {limit} bytes")
-    guard = LimitedUpload(limit)
-    request.upload_handlers.insert(0, guard)
-    files = request.FILES.getlist("file")
-    if guard.exceeded:
-        return _error(413, f"upload is over the import limit of {limit} bytes")
+        files = uploaded_transcripts(request)
+    except ImportFailed as exc:
+        return _error(exc.status, exc.message)
     try:
         outcome = transcript_import(
             project=key.project,

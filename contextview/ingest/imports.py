@@ -14,7 +14,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.db import DatabaseError, transaction
 
 from contextview.core.importers import FORMATS, HEAD_BYTES, TranscriptError, detect, read
@@ -190,24 +189,3 @@ def transcript_import(
                 outcome=outcome,
             )
     return outcome
-
-
-class LimitedUpload(FileUploadHandler):
-    """Stops reading an upload once its files pass `limit` bytes (a body sent without
-    Content-Length is refused as soon as it is too large, not after it is all read)."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__()
-        self.limit = limit
-        self.seen = 0
-        self.exceeded = False
-
-    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
-        self.seen += len(raw_data)
-        if self.seen > self.limit:
-            self.exceeded = True
-            raise StopUpload(connection_reset=True)
-        return raw_data
-
-    def file_complete(self, file_size: int) -> None:
-        return None
