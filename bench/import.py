@@ -10,7 +10,8 @@ TRANSCRIPT given, each in a child process of its own against a project of its
 own: the import service (``transcript_import``), then the statistics of every
 session it made (``session_stats_compute``, as a worker runs it). Reports per
 file: seconds to import, seconds until the statistics are ready, the child's peak
-RSS, and the storage it added (the size of its rows in the tables it writes, and
+RSS after the import and after the statistics (whose caches hold up to
+``STATS_CACHE_MB``), and the storage it added (the size of its rows in the tables it writes, and
 the growth of those tables with their indexes and TOAST) against the file's
 bytes. Prints a table, then one JSON line.
 """
@@ -145,6 +146,7 @@ def run_one(path: Path) -> dict[str, Any]:
     with path.open("rb") as f:
         outcome = transcript_import(project=project, files=[(path.name, f)])
     imported = time.perf_counter() - started
+    import_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for s in Session.objects.filter(project=project):
         session_stats_compute(session_id=s.pk)
     ready = time.perf_counter() - started
@@ -158,6 +160,7 @@ def run_one(path: Path) -> dict[str, Any]:
         "operations": sum(s.operations for s in outcome.sessions),
         "import_s": round(imported, 2),
         "stats_ready_s": round(ready, 2),
+        "import_rss_mb": round(import_rss / 1024),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "rows_ratio": round(rows / size, 3),
         "relations_ratio": round((relations_after - relations_before) / size, 3),

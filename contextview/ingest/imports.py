@@ -20,10 +20,13 @@ from contextview.core.importers import FORMATS, HEAD_BYTES, TranscriptError, det
 from contextview.ingest.services import batch_ingest
 from contextview.projects.models import Project
 
-# A batch is sent when it holds this many events or this much new content, which
-# keeps the memory of one batch bounded whatever the transcript's size.
+# A batch is sent when it holds this many events or this much weight: new content
+# in characters, and each message of a context (most sent by id alone) as 200, about
+# what it costs in memory while the batch is ingested. This bounds the memory of one
+# batch whatever the transcript's size.
 BATCH_EVENTS = 1000
-BATCH_CHARS = 8 * 1024 * 1024
+BATCH_WEIGHT = 8 * 1024 * 1024
+REFERENCE_WEIGHT = 200
 
 
 class ImportFailed(Exception):
@@ -92,18 +95,19 @@ def _fallback_id(name: str) -> str:
 
 def _batches(events: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
     batch: list[dict[str, Any]] = []
-    chars = 0
+    weight = 0
     for event in events:
         batch.append(event)
         for message in event["body"].get("obs", {}).get("messages", ()):
             content = message.get("content")
+            weight += REFERENCE_WEIGHT
             if isinstance(content, str):
-                chars += len(content)
+                weight += len(content)
             elif content is not None:
-                chars += 256 * len(content)  # parts: a rough weight is enough here
-        if len(batch) >= BATCH_EVENTS or chars >= BATCH_CHARS:
+                weight += len(str(content))
+        if len(batch) >= BATCH_EVENTS or weight >= BATCH_WEIGHT:
             yield batch
-            batch, chars = [], 0
+            batch, weight = [], 0
     if batch:
         yield batch
 
