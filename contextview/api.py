@@ -12,6 +12,7 @@ from ninja import NinjaAPI, Query
 from ninja.security import HttpBearer
 
 from contextview.core.errors import InputError
+from contextview.core.importers import FORMATS
 from contextview.ingest.imports import ImportFailed, transcript_import
 from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.schemas import Envelope
@@ -154,6 +155,39 @@ def ingest(request: HttpRequest) -> HttpResponse:
     return JsonResponse(outcome.as_dict(), status=207)
 
 
+_IMPORT_DOC = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {
+                            "type": "array",
+                            "items": {"type": "string", "format": "binary"},
+                            "description": "one or more transcripts",
+                        },
+                        "format": {
+                            "type": "string",
+                            "enum": list(FORMATS),
+                            "description": "detected from the content when absent",
+                        },
+                        "session_id": {"type": "string", "description": "with one file only"},
+                        "live": {
+                            "type": "boolean",
+                            "description": "the file is still being written: a last model "
+                            "call that may be incomplete waits for the next import",
+                        },
+                    },
+                }
+            }
+        },
+    }
+}
+
+
 @api.post(
     "/import",
     summary="Import transcripts agents wrote (Claude Code, Codex, OpenHands, SWE-agent, ATIF)",
@@ -168,6 +202,7 @@ def ingest(request: HttpRequest) -> HttpResponse:
         415: dict,
         422: dict,
     },
+    openapi_extra=_IMPORT_DOC,
 )
 def transcript_upload(request: HttpRequest) -> HttpResponse:
     key = _key(request)

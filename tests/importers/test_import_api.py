@@ -179,3 +179,11 @@ def test_it_imports_from_the_command_line(api: Api, capsys: pytest.CaptureFixtur
     assert "nothing new" in capsys.readouterr().out
     with pytest.raises(CommandError, match="no project 'nope'"):
         call_command("importtranscript", "nope", str(FIXTURES / "swe_agent.traj"))
+
+
+def test_it_describes_the_import_in_the_openapi_document(api: Api) -> None:
+    doc = api.client.get("/api/v1/openapi.json").json()
+    body = doc["paths"]["/api/v1/import"]["post"]["requestBody"]["content"]
+    fields = body["multipart/form-data"]["schema"]["properties"]
+    assert set(fields) >= {"file", "format", "session_id"}
+    assert "claude-code" in fields["format"]["enum"]
