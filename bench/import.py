@@ -13,7 +13,9 @@ file: seconds to import, seconds until the statistics are ready, the child's pea
 RSS after the import and after the statistics (whose caches hold up to
 ``STATS_CACHE_MB``), and the storage it added (the size of its rows in the tables it writes, and
 the growth of those tables with their indexes and TOAST) against the file's
-bytes. Prints a table, then one JSON line.
+bytes. The child first does what a running server and worker did once already
+(tokenizer loaded, broker connected), so the times are those of an import into a
+running installation. Prints a table, then one JSON line.
 """
 
 from __future__ import annotations
@@ -134,10 +136,19 @@ def run_one(path: Path) -> dict[str, Any]:
     django.setup()
     from django.db import connection
 
+    # What a running server and worker have done once already: load the tokenizer,
+    # import the task modules and connect to the broker.
+    from contextview.celery import app
+    from contextview.core.tokens import load_encoding
     from contextview.ingest.imports import transcript_import
     from contextview.projects.services import project_get_or_create
     from contextview.sessions.models import Session
+    from contextview.stats import tasks  # noqa: F401
     from contextview.stats.services import session_stats_compute
+
+    load_encoding("cl100k_base")
+    with app.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=1)
 
     project, _ = project_get_or_create(slug="bench-import-" + uuid.uuid4().hex[:8])
     with connection.cursor() as cursor:
