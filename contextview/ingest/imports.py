@@ -9,24 +9,22 @@ its new steps.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from django.db import DatabaseError, transaction
 
-from contextview.core.importers import FORMATS, HEAD_BYTES, TranscriptError, detect, read
+from contextview.core.importers import (
+    FORMATS,
+    HEAD_BYTES,
+    TranscriptError,
+    batches,
+    detect,
+    read,
+    session_name,
+)
 from contextview.ingest.services import batch_ingest
 from contextview.projects.models import Project
-
-# A batch is sent when it holds this many events or this much weight: new content
-# in characters, and each message of a context (most sent by id alone) as 200, about
-# what it costs in memory while the batch is ingested. This bounds the memory of one
-# batch whatever the transcript's size.
-BATCH_EVENTS = 1000
-BATCH_WEIGHT = 8 * 1024 * 1024
-REFERENCE_WEIGHT = 200
 
 
 class ImportFailed(Exception):
@@ -85,33 +83,6 @@ def transcript_format(*, stream: IO[bytes], name: str, format: str | None) -> st
     return found
 
 
-def _fallback_id(name: str) -> str:
-    stem = os.path.basename(name)
-    for suffix in (".jsonl", ".json", ".traj"):
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
-    return stem[:200] or "transcript"
-
-
-def _batches(events: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    batch: list[dict[str, Any]] = []
-    weight = 0
-    for event in events:
-        batch.append(event)
-        for message in event["body"].get("obs", {}).get("messages", ()):
-            content = message.get("content")
-            weight += REFERENCE_WEIGHT
-            if isinstance(content, str):
-                weight += len(content)
-            elif content is not None:
-                weight += len(str(content))
-        if len(batch) >= BATCH_EVENTS or weight >= BATCH_WEIGHT:
-            yield batch
-            batch, weight = [], 0
-    if batch:
-        yield batch
-
-
 def _import_file(
     *,
     project: Project,
@@ -124,9 +95,9 @@ def _import_file(
 ) -> None:
     fmt = transcript_format(stream=stream, name=name, format=format)
     seen: dict[str, ImportedSession] = {}
-    events = read(stream, format=fmt, session_id=session_id, fallback=_fallback_id(name), live=live)
+    events = read(stream, format=fmt, session_id=session_id, fallback=session_name(name), live=live)
     try:
-        for batch in _batches(events):
+        for batch in batches(events):
             result = batch_ingest(project=project, batch=batch)
             for event, answer in zip(batch, result.results, strict=True):
                 sid = event["body"]["session_id"]

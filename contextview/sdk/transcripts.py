@@ -2,12 +2,14 @@
 agents write (Claude Code, Codex, OpenHands, SWE-agent, ATIF) sent to
 ``POST /api/v1/import``.
 
-The server keeps only what it has not seen (event ids come from the file's
-content), so the watcher holds no state of its own: each time a transcript
-changes it sends the file again, marked ``live`` while it is still being written
-so that a reply still streaming in waits for the next send. A restarted watcher
-sends every file once more and nothing is stored twice; a file truncated or
-replaced is simply read again from its start.
+``import`` uploads each file. ``watch`` translates transcripts here, with the
+same importers the server runs (``contextview.core.importers``, no Django), and
+posts to ``/api/v1/ingest`` only the events it has not sent yet: event ids come
+from the file's content, so the events of a file are the same whoever reads it.
+Each time a transcript changes it is read again, ``live`` while it is still being
+written so that a reply still streaming in waits for the next read. A restarted
+watcher sends each file's events once more and the server finds them all
+duplicates; a file truncated or replaced is simply read again from its start.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from contextview.core.importers import HEAD_BYTES, TranscriptError, batches, detect, read
+from contextview.core.importers import session_name as _session_name
 
 SUFFIXES = (".jsonl", ".traj", ".json")
 
@@ -97,6 +102,55 @@ def _transcripts(folders: Iterable[Path]) -> Iterable[Path]:
                     yield Path(root, name)
 
 
+@dataclass
+class _Followed:
+    # (inode, size, mtime_ns, read live) when the file was last read
+    state: tuple[int, int, int, bool]
+    # ids of the events the server has answered for
+    sent: set[str]
+
+
+def send_new_events(
+    http: httpx.Client, url: str, key: str, path: Path, *, live: bool, sent: set[str]
+) -> tuple[int, list[str]]:
+    """Post the events of `path` not in `sent`; the steps stored and the problems met.
+
+    Raises httpx.HTTPError or OSError when the server or the file cannot be reached
+    (the caller tries again later).
+    """
+    problems: list[str] = []
+    stored = 0
+    with path.open("rb") as f:
+        head = f.read(HEAD_BYTES)
+        f.seek(0)
+        fmt = detect(head, whole=len(head) < HEAD_BYTES)
+        if fmt is None:
+            return 0, [f"{path}: not a transcript this SDK reads"]
+        events = read(f, format=fmt, fallback=_session_name(path.name), live=live)
+        try:
+            for batch in batches(e for e in events if e["id"] not in sent):
+                response = http.post(
+                    f"{url}/api/v1/ingest",
+                    json={"batch": batch},
+                    headers={"Authorization": f"Bearer {key}"},
+                )
+                if response.status_code != 207:
+                    problems.append(f"{path}: HTTP {response.status_code}: {response.text[:300]}")
+                    if response.status_code in (429, 503):
+                        break  # later: these events are not marked sent
+                    sent.update(e["id"] for e in batch)
+                    continue
+                for event, result in zip(batch, response.json()["results"], strict=True):
+                    sent.add(event["id"])
+                    if result["status"] == 201 and event["type"] == "step":
+                        stored += 1
+                    elif result["status"] >= 400:
+                        problems.append(f"{path}: {event['type']} refused: {result.get('error')}")
+        except TranscriptError as exc:
+            problems.append(f"{path}: {exc}")
+    return stored, problems
+
+
 def watch_main(
     http: httpx.Client,
     url: str,
@@ -108,13 +162,12 @@ def watch_main(
     rounds: int | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """Send each transcript under `folders` whenever it changes, until interrupted.
+    """Send what each transcript under `folders` gains, until interrupted.
 
-    A file written to within the last `settle` seconds is sent ``live``; once it has
-    been quiet that long it is sent once more in full, with its last call.
+    A file written to within the last `settle` seconds is read ``live``; once it has
+    been quiet that long it is read once more in full, with its last call.
     """
-    # path -> (inode, size, mtime_ns, sent live); what was last sent of each file
-    seen: dict[Path, tuple[int, int, int, bool]] = {}
+    followed: dict[Path, _Followed] = {}
     done = 0
     try:
         while rounds is None or done < rounds:
@@ -126,22 +179,25 @@ def watch_main(
                     continue
                 live = now - st.st_mtime < settle
                 state = (st.st_ino, st.st_size, st.st_mtime_ns, live)
-                before = seen.get(path)
-                if before == state or (before is not None and before[:3] == state[:3] and live):
+                known = followed.get(path)
+                if known is not None and (
+                    known.state == state or (known.state[:3] == state[:3] and live)
+                ):
                     continue
+                if known is None:
+                    known = followed[path] = _Followed(state=state, sent=set())
                 try:
-                    sent = upload(http, url, key, path, live=live)
-                except (OSError, httpx.HTTPError) as exc:
-                    print(f"{path}: not sent ({exc}); retrying", file=sys.stderr)
-                    continue
-                if sent.status in (200, 201, 409, 413, 422):
-                    # 4xx: the file as it is now cannot be taken; try again when it changes.
-                    seen[path] = state
-                if sent.status == 201 or sent.status >= 400:
-                    print(
-                        describe(path, sent), file=sys.stdout if sent.status < 400 else sys.stderr
+                    stored, problems = send_new_events(
+                        http, url, key, path, live=live, sent=known.sent
                     )
-                    sys.stdout.flush()
+                except (OSError, httpx.HTTPError) as exc:
+                    print(f"{path}: not sent ({exc}); trying again", file=sys.stderr)
+                    continue
+                known.state = state
+                for problem in problems:
+                    print(problem, file=sys.stderr)
+                if stored:
+                    print(f"{path}: {stored} new steps", flush=True)
             done += 1
             sleep(interval)
     except KeyboardInterrupt:

@@ -10,13 +10,22 @@ documents and are parsed at once.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from contextview.core.importers import atif, claude_code, codex, openhands, swe_agent
 from contextview.core.importers._log import Event, TranscriptError
 
-__all__ = ["FORMATS", "HEAD_BYTES", "Event", "TranscriptError", "detect", "read"]
+__all__ = [
+    "FORMATS",
+    "HEAD_BYTES",
+    "Event",
+    "TranscriptError",
+    "batches",
+    "detect",
+    "read",
+    "session_name",
+]
 
 READERS: dict[str, Callable[..., Iterator[Event]]] = {
     claude_code.FORMAT: claude_code.read,
@@ -101,3 +110,41 @@ def read(
             "format", f"must be one of {', '.join(FORMATS)}, not {format!r}"
         ) from None
     return reader(stream, session_id=session_id, fallback=fallback, live=live)
+
+
+# A batch is sent when it holds this many events or this much weight: new content
+# in characters, and each message of a context (most sent by id alone) as 200, about
+# what it costs in memory while the batch is ingested. This bounds the memory of one
+# batch whatever the transcript's size, and keeps it under the ingest body limit.
+BATCH_EVENTS = 1000
+BATCH_WEIGHT = 8 * 1024 * 1024
+REFERENCE_WEIGHT = 200
+
+
+def batches(events: Iterable[Event]) -> Iterator[list[Event]]:
+    """The events in order, cut into batches for the ingest service."""
+    batch: list[Event] = []
+    weight = 0
+    for event in events:
+        batch.append(event)
+        for message in event["body"].get("obs", {}).get("messages", ()):
+            content = message.get("content")
+            weight += REFERENCE_WEIGHT
+            if isinstance(content, str):
+                weight += len(content)
+            elif content is not None:
+                weight += len(str(content))
+        if len(batch) >= BATCH_EVENTS or weight >= BATCH_WEIGHT:
+            yield batch
+            batch, weight = [], 0
+    if batch:
+        yield batch
+
+
+def session_name(filename: str) -> str:
+    """The session of a file whose log does not name one: its name without the suffix."""
+    stem = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    for suffix in (".jsonl", ".json", ".traj"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+    return stem[:200] or "transcript"
