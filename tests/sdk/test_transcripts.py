@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -98,3 +99,23 @@ def test_it_follows_a_live_transcript_and_resumes_without_duplicates(
     assert "HTTP" not in err and "refused" not in err, err
     assert step_count(gunicorn_api, project_key, "cc-7f3a") == 4
     assert step_count(gunicorn_api, project_key, "cc-7f3a:agent-b7e1") == 1
+
+
+def test_it_refuses_a_2_gb_upload_without_reading_it(gunicorn_api: str, project_key: str) -> None:
+    host, port = gunicorn_api.removeprefix("http://").split(":")
+    head = (
+        "POST /api/v1/import HTTP/1.1\r\n"
+        f"Host: {host}\r\nAuthorization: Bearer {project_key}\r\n"
+        "Content-Type: multipart/form-data; boundary=xyz\r\n"
+        f"Content-Length: {2 * 1024**3}\r\nConnection: close\r\n\r\n"
+    )
+    started = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(head.encode() + b"--xyz\r\n")  # a few bytes of the 2 GB announced
+        chunks = []
+        while chunk := sock.recv(4096):
+            chunks.append(chunk)
+        answer = b"".join(chunks).decode(errors="replace")
+    assert answer.startswith("HTTP/1.1 413"), answer[:200]
+    assert "over the import limit" in answer
+    assert time.monotonic() - started < 5
