@@ -239,3 +239,35 @@ def test_it_names_the_line_of_an_entry_of_unexpected_shape() -> None:
     with pytest.raises(TranscriptError) as caught:
         list(read(io.BytesIO(b"\n" + bad + b"\n"), format="claude-code"))
     assert str(caught.value) == "line 2: message: field required, an object"
+
+
+def test_it_reads_a_mini_swe_agent_trajectory_from_its_messages() -> None:
+    doc = {
+        "info": {
+            "exit_status": "Submitted",
+            "model_stats": {"instance_cost": 0.02, "api_calls": 2},
+        },
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Fix the failing test in tests/test_io.py"},
+            {"role": "assistant", "content": "THOUGHT: run it\n```bash\npytest -x\n```"},
+            {"role": "user", "content": "<returncode>1</returncode><output>1 failed</output>"},
+            {"role": "assistant", "content": "THOUGHT: done\n```bash\necho SUBMIT\n```"},
+        ],
+        "trajectory_format": "mini-swe-agent-1",
+    }
+    data = json.dumps(doc).encode()
+    assert detect(data, whole=True) == "swe-agent"
+    events = list(read(io.BytesIO(data), format="swe-agent", fallback="run-7"))
+    steps = replay(events)["run-7"]
+    assert [ids(r.before) for _, r in steps] == [["m0", "m1"], ["m0", "m1", "m2", "m3"]]
+    assert events[-1]["body"]["status"] == "succeeded"
+
+
+def test_it_detects_jsonl_openhands_and_a_claude_code_summary_line() -> None:
+    event = {"id": 1, "source": "user", "action": "message", "args": {"content": "hi"}}
+    assert detect((json.dumps(event) + "\n" + json.dumps(event) + "\n").encode()) == "openhands"
+    summary = {"type": "summary", "summary": "Fix timeout", "leafUuid": "u-9"}
+    assert detect((json.dumps(summary) + "\n" + json.dumps(summary) + "\n").encode()) == (
+        "claude-code"
+    )

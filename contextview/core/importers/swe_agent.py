@@ -66,7 +66,7 @@ def _status(info: dict[str, Any]) -> str | None:
     exit_status = info.get("exit_status")
     if not isinstance(exit_status, str) or not exit_status:
         return None
-    return "succeeded" if exit_status.startswith("submitted") else "failed"
+    return "succeeded" if exit_status.lower().startswith("submitted") else "failed"
 
 
 def read(
