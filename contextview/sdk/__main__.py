@@ -161,6 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
     imports.add_argument("files", nargs="+", type=Path, metavar="FILE")
     imports.add_argument("--format", help="claude-code, codex, openhands, swe-agent or atif")
     imports.add_argument("--session-id", help="the session to import one file into")
+    imports.add_argument(
+        "--live",
+        action="store_true",
+        help="the files are still being written: leave out a last call that may be cut",
+    )
     watch = commands.add_parser(
         "watch",
         parents=[sender],
@@ -192,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.files,
                     format=args.format,
                     session_id=args.session_id,
+                    live=args.live,
                 )
             return transcripts.watch_main(
                 http, url, args.key, args.folders, interval=args.interval, settle=args.settle

@@ -187,3 +187,26 @@ def test_it_describes_the_import_in_the_openapi_document(api: Api) -> None:
     fields = body["multipart/form-data"]["schema"]["properties"]
     assert set(fields) >= {"file", "format", "session_id"}
     assert "claude-code" in fields["format"]["enum"]
+
+
+def test_it_leaves_a_reply_still_streaming_for_the_next_live_import(api: Api) -> None:
+    name, data = fixture("claude_code.jsonl")
+    lines = data.splitlines(keepends=True)
+    mid_reply = b"".join(lines[:4])  # the first reply's thinking, not yet its tool call
+    held = upload(api, (name, mid_reply), live="1")
+    assert held.status_code == 200 and held.json()["sessions"] == []
+    grown = upload(api, (name, data))
+    assert grown.status_code == 201
+    step = api.get("/sessions/cc-7f3a/steps/0").json()
+    assert step["stats_status"] in ("pending", "ready")
+    assert Step.objects.filter(session__external_id="cc-7f3a").count() == 4
+
+
+def test_it_refuses_with_409_a_grown_file_whose_stored_last_reply_was_cut(api: Api) -> None:
+    name, data = fixture("claude_code.jsonl")
+    lines = data.splitlines(keepends=True)
+    assert upload(api, (name, b"".join(lines[:4]))).status_code == 201
+    grown = upload(api, (name, data))
+    assert grown.status_code == 409
+    assert "step 0 of session 'cc-7f3a'" in grown.json()["error"]
+    assert Step.objects.filter(session__external_id="cc-7f3a").count() == 1

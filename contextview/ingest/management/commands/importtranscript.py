@@ -24,6 +24,11 @@ class Command(BaseCommand):
         parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
         parser.add_argument("--format", choices=FORMATS, help="detected from the content if absent")
         parser.add_argument("--session-id", help="the session to import one file into")
+        parser.add_argument(
+            "--live",
+            action="store_true",
+            help="the files are still being written: leave out a last call that may be cut",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         project = Project.objects.filter(slug=options["project"]).first()
@@ -40,6 +45,7 @@ class Command(BaseCommand):
                     files=files,
                     format=options["format"],
                     session_id=options["session_id"],
+                    live=options["live"],
                 )
             except ImportFailed as exc:
                 raise CommandError(exc.message) from None
