@@ -271,3 +271,17 @@ def test_it_detects_jsonl_openhands_and_a_claude_code_summary_line() -> None:
     assert detect((json.dumps(summary) + "\n" + json.dumps(summary) + "\n").encode()) == (
         "claude-code"
     )
+
+
+def test_it_keeps_what_claude_code_logs_between_a_boundary_and_its_summary() -> None:
+    lines = (FIXTURES / "claude_code.jsonl").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if '"compact_boundary"' in line)
+    meta = json.loads(lines[at + 1])
+    meta.update(uuid="m-1", isCompactSummary=False, isMeta=True)
+    meta["message"] = {"role": "user", "content": "Caveat: the messages below were generated..."}
+    lines.insert(at + 1, json.dumps(meta))
+    data = ("\n".join(lines) + "\n").encode()
+    events = list(read(io.BytesIO(data), format="claude-code"))
+    _, step = replay(events)["cc-7f3a"][3]
+    assert ids(step.after) == ["c-2", "m-1", "u-4"]
+    assert "m-1" not in ids(list(step.folds[0].originals))

@@ -146,7 +146,10 @@ class _Reader:
             if entry.get("subtype") == "compact_boundary":
                 yield from self.finish_call(s)
                 meta = entry.get("compactMetadata") or entry.get("compact_metadata") or {}
-                s.compaction = meta if isinstance(meta, dict) else {}
+                s.compaction = dict(meta) if isinstance(meta, dict) else {}
+                # What the compaction removes: the context up to here, not what is
+                # logged after the boundary and before its summary.
+                s.compaction["$at"] = len(s.log.context)
             return
         message = entry.get("message")
         if not isinstance(message, dict):
@@ -169,33 +172,32 @@ class _Reader:
             and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
         ):
             msg["partition"] = "tool"
-        if entry.get("isCompactSummary") or s.compaction is not None:
+        if entry.get("isCompactSummary"):
             yield from self.finish_call(s)
-            yield from self.compacted(s, msg, entry)
+            yield from self.compacted(s, msg)
             return
         s.log.add(msg)
 
-    def compacted(
-        self, s: _Session, summary: dict[str, Any], entry: dict[str, Any]
-    ) -> Iterator[Event]:
-        """Stage the compaction for the next call: what was in the context left it."""
-        meta = s.compaction or {}
+    def compacted(self, s: _Session, summary: dict[str, Any] | None) -> Iterator[Event]:
+        """Stage the compaction for the next call: what was in the context left it,
+        summarized into `summary` (None: a boundary whose summary never came)."""
+        meta = s.compaction or {"$at": len(s.log.context)}
         s.compaction = None
         log = s.log
         trigger = meta.get("trigger") or "unknown"
         pre = meta.get("preTokens", meta.get("pre_tokens"))
         reason = f"compaction (trigger: {trigger}, {pre} tokens reported before)"
-        left = list(log.context)
-        is_summary = bool(entry.get("isCompactSummary"))
-        if left:
-            if is_summary:
-                result = {**summary, "partition": "memory"}
-                op = {"action": "summarize", "targets": left, "result": result, "reason": reason}
-            else:
-                op = {"action": "drop", "targets": left, "reason": reason}
-            log.stage([op], reason=reason)
-        if summary and not (left and is_summary):
-            log.add(summary)
+        left = log.context[: meta["$at"]]
+        if not left:
+            if summary is not None:
+                log.add(summary)
+            return
+        if summary is not None:
+            result = {**summary, "partition": "memory"}
+            op = {"action": "summarize", "targets": left, "result": result, "reason": reason}
+        else:
+            op = {"action": "drop", "targets": left, "reason": reason}
+        log.stage([op], reason=reason)
         yield from ()
 
     def assistant(
@@ -223,7 +225,7 @@ class _Reader:
         yield from self.finish_call(s)
         if s.compaction is not None:
             # A boundary whose summary never came: the context was emptied.
-            yield from self.compacted(s, {}, {})
+            yield from self.compacted(s, None)
         s.call = _Call(
             message_id=mid,
             timestamp=entry.get("timestamp"),
