@@ -32,6 +32,19 @@ class LimitedUpload(FileUploadHandler):
         return None
 
 
+def guard_upload(request: HttpRequest) -> LimitedUpload:
+    """Put the size guard in front of the request's upload handlers (once), before
+    anything reads the form."""
+    limit = settings.IMPORT_MAX_BYTES
+    for handler in getattr(request, "_upload_handlers", None) or ():
+        if isinstance(handler, LimitedUpload):
+            return handler
+    guard = LimitedUpload(limit)
+    if not hasattr(request, "_files"):
+        request.upload_handlers.insert(0, guard)
+    return guard
+
+
 def uploaded_transcripts(request: HttpRequest) -> list[UploadedFile]:
     """The request's ``file`` fields; raises ImportFailed (413) past IMPORT_MAX_BYTES."""
     limit = settings.IMPORT_MAX_BYTES
@@ -43,10 +56,11 @@ def uploaded_transcripts(request: HttpRequest) -> list[UploadedFile]:
         raise ImportFailed(
             413, f"upload of {length} bytes is over the import limit of {limit} bytes"
         )
-    guard = LimitedUpload(limit)
-    request.upload_handlers.insert(0, guard)
+    # A middleware that read the form first leaves no room for the guard: the sizes
+    # are then checked after the fact.
+    guard = guard_upload(request)
     files = request.FILES.getlist("file")
-    if guard.exceeded:
+    if guard.exceeded or sum(f.size or 0 for f in files) > limit:
         for f in files:
             f.close()
         raise ImportFailed(413, f"upload is over the import limit of {limit} bytes")

@@ -56,3 +56,19 @@ def test_it_refuses_viewers_and_bad_files(api: Api, login: Callable[..., Client]
     )
     assert bad.status_code == 422 and "not a transcript" in bad.json()["error"]
     assert not Session.objects.exists()
+
+
+def test_it_imports_with_csrf_checks_on_as_in_production(
+    api: Api, login: Callable[..., Client]
+) -> None:
+    user = login().get("/").wsgi_request.user
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    client.get("/", {"project": api.project.slug})
+    token = client.cookies["csrftoken"].value
+    url = f"/projects/{api.project.slug}/import/"
+    answer = client.post(
+        url, {"csrfmiddlewaretoken": token, "file": _file()}, HTTP_ACCEPT="application/json"
+    )
+    assert answer.status_code == 201, answer.content
+    assert client.post(url, {"file": _file()}).status_code == 403  # no token: refused
