@@ -1,6 +1,9 @@
 # Production image: gunicorn for the web, the same image for the Celery worker and beat
 # (see docker-compose.yml). Configuration comes from the environment: DATABASE_URL,
 # CELERY_BROKER_URL, SECRET_KEY, ALLOWED_HOSTS, DEBUG.
+# gunicorn's threads must not face clients directly (a slow client holds a thread):
+# run it behind a buffering proxy, as docker-compose.yml does with nginx
+# (deploy/nginx.conf.template), and set BEHIND_PROXY=true.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

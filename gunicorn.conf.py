@@ -4,6 +4,10 @@ Threaded workers: a streamed download (a dataset export, a report of a long
 session) keeps one thread busy for as long as it takes, while the worker process
 keeps answering the arbiter's heartbeat; a sync worker would be killed at
 `timeout` in the middle of it.
+
+Threads are few, so in production they sit behind a buffering proxy (nginx in
+docker-compose.yml): a client that sends or reads slowly waits on the proxy, not on
+one of these threads.
 """
 
 import os

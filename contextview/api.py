@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import zlib
 from typing import Any
@@ -13,6 +14,7 @@ from ninja.security import HttpBearer
 
 from contextview.core.errors import InputError
 from contextview.core.importers import FORMATS
+from contextview.ingest.body import BodyError, batch_parse
 from contextview.ingest.imports import ImportFailed, transcript_import
 from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.schemas import Envelope
@@ -33,13 +35,81 @@ from contextview.sessions.services import (
 )
 from contextview.stats.selectors import agent_mode_table
 
+# The only methods a read-only key may use: they change no state.
+READ_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+class ReadOnlyKey(Exception):
+    """A key that may only read, used on a route that changes state."""
+
 
 class KeyAuth(HttpBearer):
+    """The project key of the request; a read-only key is refused on every route that
+    writes, here in one place, so a route added later cannot forget it."""
+
     def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
-        return apikey_authenticate(secret=token)
+        key = apikey_authenticate(secret=token)
+        if key is not None and not key.can_write and request.method not in READ_METHODS:
+            raise ReadOnlyKey
+        return key
 
 
-api = NinjaAPI(
+_ERROR_BODY = {
+    "content": {
+        "application/json": {
+            "schema": {"type": "object", "properties": {"error": {"type": "string"}}}
+        }
+    }
+}
+# Answers that come from the API's own machinery rather than from a route's body, and
+# which routes can give them; documented on every route they apply to (see below).
+_COMMON_ANSWERS = {
+    400: "A path or query parameter holds a NUL character (%00)",
+    401: "Missing or bad key",
+    403: "The key may read but not write (on every route that changes state)",
+    422: "A parameter is missing or not of its type (the answer names it)",
+}
+
+
+class DocumentedAPI(NinjaAPI):
+    """The OpenAPI document, made whole in one place for every route, old and new.
+
+    Schemas given by a route's ``openapi_extra`` keep their ``$defs`` beside them;
+    they move to ``components``, where their ``$ref``s point. Every operation lists
+    the answers it can give besides its own: 400 for a NUL in a parameter, 401 where
+    a key is required, 403 where a read-only key is refused, 422 where ninja checks a
+    parameter's presence or type.
+    """
+
+    def get_openapi_schema(self, **kwargs: Any) -> Any:
+        # A copy: the document shares dicts with the routes' openapi_extra.
+        schema = copy.deepcopy(super().get_openapi_schema(**kwargs))
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for methods in schema["paths"].values():
+            for method, operation in methods.items():
+                for content in operation.get("requestBody", {}).get("content", {}).values():
+                    components.update(content.get("schema", {}).pop("$defs", {}))
+                answers = operation["responses"]
+                due = {
+                    400: True,
+                    401: bool(operation.get("security")),
+                    403: bool(operation.get("security")) and method.upper() not in READ_METHODS,
+                    422: any(_checked(p) for p in operation.get("parameters", [])),
+                }
+                for status, applies in due.items():
+                    if applies and status not in answers:
+                        answers[status] = {"description": _COMMON_ANSWERS[status], **_ERROR_BODY}
+        return schema
+
+
+def _checked(parameter: dict[str, Any]) -> bool:
+    """Whether ninja may refuse this parameter: required in the query, or not text."""
+    kinds = [parameter["schema"]] + parameter["schema"].get("anyOf", [])
+    text = any(kind.get("type") == "string" for kind in kinds)
+    return not text or (parameter["in"] == "query" and parameter.get("required", False))
+
+
+api = DocumentedAPI(
     title="contextview",
     version="1",
     description="Ingest and read the working context of LLM agents.",
@@ -48,6 +118,11 @@ api = NinjaAPI(
     openapi_url="/openapi.json",
     docs_url="/docs",
 )
+
+
+@api.exception_handler(ReadOnlyKey)
+def _read_only(request: HttpRequest, exc: ReadOnlyKey) -> HttpResponse:
+    return _error(403, f"this key may read but not write; {request.method} changes state")
 
 
 def _error(status: int, message: str, **headers: str) -> JsonResponse:
@@ -75,9 +150,9 @@ def _writer_sending(
 
 def _read_body(request: HttpRequest, limit: int) -> bytes | JsonResponse:
     """The request body, inflated if gzip, refusing past ``limit`` without reading on."""
-    declared = request.META.get("CONTENT_LENGTH") or "0"
+    declared = request.META.get("CONTENT_LENGTH")
     try:
-        length = int(declared)
+        length = int(declared or "0")
     except ValueError:
         return _error(400, "Content-Length is not a number")
     encoding = (request.META.get("HTTP_CONTENT_ENCODING") or "identity").strip().lower()
@@ -85,7 +160,13 @@ def _read_body(request: HttpRequest, limit: int) -> bytes | JsonResponse:
         return _error(415, f"Content-Encoding {encoding!r} is not supported; use gzip or none")
     if length > limit:
         return _error(413, f"body of {length} bytes is over the limit of {limit} bytes")
-    raw = request.read(limit + 1)
+    chunked = "chunked" in (request.META.get("HTTP_TRANSFER_ENCODING") or "").lower()
+    if chunked and not declared:
+        # Django reads a body without Content-Length as empty; the server has
+        # de-chunked the stream, which ends where the body does.
+        raw = request.environ["wsgi.input"].read(limit + 1)
+    else:
+        raw = request.read(limit + 1)
     if len(raw) > limit:
         return _error(413, f"body is over the limit of {limit} bytes")
     if encoding == "identity":
@@ -132,26 +213,10 @@ def ingest(request: HttpRequest) -> HttpResponse:
     if isinstance(body, JsonResponse):
         return body
     try:
-        envelope = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return _error(400, f"body is not JSON: {exc}")
-    if not isinstance(envelope, dict):
-        return _error(
-            400, 'body must be an object {"batch": [events]}, not a JSON ' + _kind(envelope)
-        )
-    batch = envelope.get("batch")
-    if not isinstance(batch, list):
-        return _error(
-            400,
-            "batch: field required, a list of events"
-            if batch is None
-            else f"batch: must be a list of events, not {_kind(batch)}",
-        )
-    if len(batch) > settings.INGEST_MAX_EVENTS:
-        return _error(
-            413, f"batch has {len(batch)} events; the limit is {settings.INGEST_MAX_EVENTS}"
-        )
-    outcome = batch_ingest(project=key.project, batch=batch)
+        batch = batch_parse(body, max_events=settings.INGEST_MAX_EVENTS)
+    except BodyError as exc:
+        return _error(exc.status, exc.message)
+    outcome = batch_ingest(project=key.project, batch=batch.events, needs_escape=batch.needs_escape)
     return JsonResponse(outcome.as_dict(), status=207)
 
 
@@ -229,12 +294,6 @@ def transcript_upload(request: HttpRequest) -> HttpResponse:
     return JsonResponse(outcome.as_dict(), status=201 if outcome.created else 200)
 
 
-def _kind(value: Any) -> str:
-    return {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}.get(
-        type(value), "null" if value is None else type(value).__name__
-    )
-
-
 def _session_or_404(request: HttpRequest, session_id: str) -> Session | JsonResponse:
     session = selectors.session_get(project=_key(request).project, external_id=session_id)
     if session is None:
@@ -271,20 +330,8 @@ def sessions_list(
 
 
 @api.get(
-    "/sessions/{session_id}",
-    summary="One session with its aggregates",
-    response={200: dict, 404: dict},
-)
-def session_detail(request: HttpRequest, session_id: str) -> Any:
-    session = _session_or_404(request, session_id)
-    if isinstance(session, JsonResponse):
-        return session
-    return selectors.session_as_dict(session)
-
-
-@api.get(
-    "/sessions/{session_id}/steps/{index}",
-    summary="One step: contexts before and after, operations, folds, statistics",
+    "/sessions/{path:session_id}/steps/{index}",
+    summary="One step: contexts before and after, operations (own and inferred), folds, statistics",
     response={200: dict, 404: dict},
 )
 def step_detail(request: HttpRequest, session_id: str, index: int) -> Any:
@@ -298,7 +345,7 @@ def step_detail(request: HttpRequest, session_id: str, index: int) -> Any:
 
 
 @api.get(
-    "/sessions/{session_id}/diff",
+    "/sessions/{path:session_id}/diff",
     summary="How the context changed from step I's before to step J's after",
     response={200: dict, 404: dict},
 )
@@ -320,7 +367,7 @@ def step_diff(
 
 
 @api.get(
-    "/sessions/{session_id}/archive",
+    "/sessions/{path:session_id}/archive",
     summary="Folded and dropped originals of a session",
     response={200: dict, 404: dict},
 )
@@ -360,7 +407,7 @@ def export_steps(
 
 
 @api.get(
-    "/sessions/{session_id}/report.md",
+    "/sessions/{path:session_id}/report.md",
     summary="A Markdown report of the session for an incident review",
     response={200: str, 404: dict},
 )
@@ -376,7 +423,7 @@ def report_md(request: HttpRequest, session_id: str) -> HttpResponse:
 
 
 @api.get(
-    "/sessions/{session_id}/report.json",
+    "/sessions/{path:session_id}/report.json",
     summary="The session report and every step as the read API gives it, streamed",
     response={200: dict, 404: dict},
 )
@@ -390,7 +437,7 @@ def report_json(request: HttpRequest, session_id: str) -> HttpResponse:
 
 
 @api.get(
-    "/sessions/{session_id}/control",
+    "/sessions/{path:session_id}/control",
     summary="Pending directives for the agent",
     response={200: dict, 400: dict, 404: dict},
 )
@@ -418,10 +465,24 @@ def control_list(request: HttpRequest, session_id: str, after: str | None = None
     return {"directives": [directive_as_dict(d) for d in pending], "cursor": cursor}
 
 
+def _json_body_doc(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
 @api.post(
-    "/sessions/{session_id}/control/{directive_id}/ack",
+    "/sessions/{path:session_id}/control/{directive_id}/ack",
     summary="Acknowledge a directive as applied or rejected",
     response={200: dict, 400: dict, 404: dict, 409: dict},
+    openapi_extra=_json_body_doc(
+        {
+            "type": "object",
+            "required": ["status"],
+            "properties": {
+                "status": {"enum": ["applied", "rejected"]},
+                "detail": {"type": "string"},
+            },
+        }
+    ),
 )
 def control_ack(request: HttpRequest, session_id: str, directive_id: str) -> Any:
     session = _session_or_404(request, session_id)
@@ -451,14 +512,31 @@ def control_ack(request: HttpRequest, session_id: str, directive_id: str) -> Any
 
 
 @api.post(
-    "/sessions/{session_id}/directives",
+    "/sessions/{path:session_id}/directives",
     summary="Create a set_mode or restore directive",
     response={201: dict, 400: dict, 403: dict, 404: dict, 422: dict},
+    openapi_extra=_json_body_doc(
+        {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "required": ["type", "mode"],
+                    "properties": {"type": {"const": "set_mode"}, "mode": {"type": "string"}},
+                },
+                {
+                    "type": "object",
+                    "required": ["type", "targets"],
+                    "properties": {
+                        "type": {"const": "restore"},
+                        "targets": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                        "step": {"type": "integer", "minimum": 0},
+                    },
+                },
+            ]
+        }
+    ),
 )
 def directive_new(request: HttpRequest, session_id: str) -> Any:
-    key = _key(request)
-    if not key.can_write:
-        return _error(403, "this key may read but not write")
     session = _session_or_404(request, session_id)
     if isinstance(session, JsonResponse):
         return session
@@ -472,12 +550,27 @@ def directive_new(request: HttpRequest, session_id: str) -> Any:
             mode=payload.get("mode"),
             targets=payload.get("targets"),
             step=payload.get("step"),
-            key=key,
+            key=_key(request),
         )
     except InputError as exc:
         return _error(exc.status, str(exc))
     directive.session = session
     return JsonResponse(directive_as_dict(directive, full=True), status=201)
+
+
+# Session ids may hold slashes (`team/agent-7`, sent as `team%2Fagent-7`, which the
+# server decodes before routing): every route takes the id as a path, and this one,
+# which would otherwise swallow `<id>/steps/3` and the rest, is declared last.
+@api.get(
+    "/sessions/{path:session_id}",
+    summary="One session with its aggregates",
+    response={200: dict, 404: dict},
+)
+def session_detail(request: HttpRequest, session_id: str) -> Any:
+    session = _session_or_404(request, session_id)
+    if isinstance(session, JsonResponse):
+        return session
+    return selectors.session_as_dict(session)
 
 
 def _json_object(request: HttpRequest) -> dict[str, Any] | JsonResponse:

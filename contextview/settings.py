@@ -7,6 +7,7 @@ the process with a message naming the variable instead of limping on.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -28,12 +29,19 @@ def envbool(name: str, default: str) -> bool:
     raise ImproperlyConfigured(f"{name} must be true or false, not {value!r}")
 
 
-def envint(name: str, default: str) -> int:
+def envint(name: str, default: str, *, minimum: int | None = None) -> int:
     value = os.environ.get(name, default)
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name} must be {minimum} or more, not {number}")
+    return number
+
+
+def envlist(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
 def database_from_url(url: str) -> dict[str, object]:
@@ -59,7 +67,23 @@ def database_from_url(url: str) -> dict[str, object]:
 
 DEBUG = envbool("DEBUG", "false")
 SECRET_KEY = envstr("SECRET_KEY", "contextview-local-development-key-not-for-production")
-ALLOWED_HOSTS = [h.strip() for h in envstr("ALLOWED_HOSTS", "localhost,127.0.0.1").split(",")]
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "localhost,127.0.0.1")
+
+# HTTPS. The defaults suit plain HTTP on a developer's machine; behind HTTPS in
+# production set SECURE_COOKIES, SECURE_HSTS_SECONDS and, unless the proxy already
+# redirects, SECURE_SSL_REDIRECT (README, "Operating it").
+# BEHIND_PROXY: a reverse proxy that sets X-Forwarded-Proto and appends to
+# X-Forwarded-For stands in front (docker-compose.yml's nginx); trust those headers.
+# Without one, a client could claim HTTPS or another address by sending them itself.
+BEHIND_PROXY = envbool("BEHIND_PROXY", "false")
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_PROXY else None
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = envbool("SECURE_COOKIES", "false")
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", "0", minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", "false")
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "false")
+# Health checks probe the container over plain HTTP from inside.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
 
 DATABASES = {
     "default": database_from_url(
@@ -76,6 +100,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "axes",
     "contextview.projects",
     "contextview.sessions",
     "contextview.ingest",
@@ -89,12 +114,15 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "contextview.web.middleware.RefuseNulMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "contextview.web.middleware.ContentSecurityPolicyMiddleware",
+    # Last, as django-axes asks: it answers a locked-out sign-in.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "contextview.urls"
@@ -116,6 +144,21 @@ TEMPLATES = [
 ]
 
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+# Sign-in throttling (django-axes): after SIGNIN_FAILURE_LIMIT failed attempts for
+# one username from one address, that pair is refused (429) for
+# SIGNIN_LOCKOUT_MINUTES; other users, and the same user elsewhere, sign in as usual.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = envint("SIGNIN_FAILURE_LIMIT", "5", minimum=1)
+# At least a minute: no cool-off at all would make django-axes lock out for good.
+AXES_COOLOFF_TIME = timedelta(minutes=envint("SIGNIN_LOCKOUT_MINUTES", "15", minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True
+AXES_LOCKOUT_CALLABLE = "contextview.web.signin.lockout_page"
+AXES_CLIENT_IP_CALLABLE = "contextview.web.signin.client_address"
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 
@@ -139,6 +182,17 @@ INGEST_MAX_BYTES = envint("INGEST_MAX_BYTES", str(20 * 1024 * 1024))
 IMPORT_MAX_BYTES = envint("IMPORT_MAX_BYTES", str(256 * 1024 * 1024))
 # Requests per second per API key; 0 disables the limit.
 INGEST_RATE_LIMIT = envint("INGEST_RATE_LIMIT", "50")
+# POST /v1/traces: the body limit after decompression (the OTel exporters' own default
+# request limit is 64 MiB), and how long a request waits for another one holding the
+# same session before it is answered 503 (retried by the exporter).
+OTLP_MAX_BYTES = envint("OTLP_MAX_BYTES", str(64 * 1024 * 1024))
+OTLP_LOCK_TIMEOUT_MS = envint("OTLP_LOCK_TIMEOUT_MS", "2000")
+# How many exports all web processes store at once; more are answered 503 to be retried
+# (0: no bound). About the number of cores: past that they only slow each other down.
+OTLP_MAX_CONCURRENT = envint("OTLP_MAX_CONCURRENT", "4")
+# A late span is put in its place by storing the steps after it again, up to this many;
+# a span later than that is added at the end of its session.
+OTLP_REORDER_MAX_STEPS = envint("OTLP_REORDER_MAX_STEPS", "1000")
 
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 CELERY_RESULT_BACKEND = None
@@ -169,6 +223,8 @@ LOGGING = {
 STATS_SWEEP_AFTER_SECONDS = envint("STATS_SWEEP_AFTER_SECONDS", "60")
 # Per worker process: messages, token counts and entities kept between tasks.
 STATS_CACHE_MB = envint("STATS_CACHE_MB", "256")
+# Work a statistics worker commits at once: a killed worker loses at most about this.
+STATS_CHUNK_MS = envint("STATS_CHUNK_MS", "1000")
 CELERY_BEAT_SCHEDULE = {
     "sweep-pending-stats": {
         "task": "contextview.stats.tasks.sweep_pending_stats",

@@ -5,6 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from contextview.api import api
+from contextview.ingest.views import otlp_traces
 from contextview.web import views
 
 urlpatterns = [
@@ -13,6 +14,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", api.urls),
+    # OTLP/HTTP: an OpenTelemetry exporter pointed at the server's root sends here.
+    path("v1/traces", otlp_traces, name="otlp-traces"),
     path("admin/", admin.site.urls),
     # The dashboard (contextview.web).
     path("sessions/<int:pk>/", views.session_page, name="web-session"),

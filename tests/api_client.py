@@ -6,9 +6,16 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 
-from contextview.projects.services import IssuedKey, apikey_create, project_get_or_create
+from contextview.projects.models import Membership
+from contextview.projects.services import (
+    IssuedKey,
+    apikey_create,
+    membership_set,
+    project_get_or_create,
+)
 
 
 class Api:
@@ -39,6 +46,15 @@ class Api:
         return self.client.post(
             f"/api/v1{path}", json.dumps(payload), content_type="application/json", **self.auth
         )
+
+
+def signed_in(api: Api, username: str = "reader") -> Client:
+    """A test client signed in as a new viewer of the `api` project, for its pages."""
+    user = User.objects.create_user(username)  # signed in directly: no password to hash
+    membership_set(user=user, project=api.project, role=Membership.Role.VIEWER)
+    client = Client()
+    client.force_login(user)
+    return client
 
 
 @pytest.fixture

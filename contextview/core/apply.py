@@ -112,6 +112,8 @@ def _apply_one(
         return _reload(context, positions, op, origin, archive, folded_here)
     if name == "reorder":
         return _reorder(context, positions, op, origin)
+    if name == "insert":
+        return _insert(context, positions, op, origin)
 
     found = _locate(positions, op, origin)
     if name == "keep":
@@ -187,14 +189,33 @@ def _reload(
             raise InputError(_target_field(origin, op, k), f"'{target}' is not in the archive", 422)
         back.append(original)
 
+    at = _position(op, origin, len(context))
+    return _Outcome(context[:at] + back + context[at:], op, reloaded=op.targets)
+
+
+def _position(op: Operation, origin: str, length: int) -> int:
+    """Where `params.position` puts new messages in a context of `length`: the end by default."""
     where = op.params.get("position")
     if where is None:
-        at = len(context)
-    elif isinstance(where, int) and not isinstance(where, bool):
-        at = max(0, min(where, len(context)))
-    else:
-        raise InputError(f"{origin}.params.position", "must be an integer")
-    return _Outcome(context[:at] + back + context[at:], op, reloaded=op.targets)
+        return length
+    if isinstance(where, int) and not isinstance(where, bool):
+        return max(0, min(where, length))
+    raise InputError(f"{origin}.params.position", "must be an integer")
+
+
+def _insert(
+    context: list[Message], positions: Mapping[str, int], op: Operation, origin: str
+) -> _Outcome:
+    result = op.result
+    if result is None:
+        raise InputError(f"{origin}.result", "'insert' needs a result message", 422)
+    if result.id in positions:
+        raise InputError(f"{origin}.result.id", f"id '{result.id}' is already in the context", 422)
+    if not result.partition:
+        # Nothing it replaces to inherit from: its role decides, as for any message.
+        result = replace(result, partition=default_partition(result.role))
+    at = _position(op, origin, len(context))
+    return _Outcome(context[:at] + [result] + context[at:], replace(op, result=result))
 
 
 def _reorder(

@@ -15,6 +15,7 @@ from typing import Any
 
 from contextview.core.messages import same_message
 from contextview.core.model import Message
+from contextview.core.parts import call_fields
 
 # Chinese and Japanese have no spaces between words, so without splitting every
 # ideograph and kana apart, one changed character would mark a whole sentence.
@@ -110,7 +111,9 @@ class ContextDiff:
 
 
 def _message_dict(m: Message) -> dict[str, Any]:
-    return {"id": m.id, "role": m.role, "partition": m.partition, "content": m.content}
+    out = {"id": m.id, "role": m.role, "partition": m.partition, "content": m.content}
+    out.update(call_fields(m.extra))
+    return out
 
 
 def diff_contexts(a: Sequence[Message], b: Sequence[Message]) -> ContextDiff:

@@ -14,8 +14,13 @@ from typing import Any
 
 from contextview.core.errors import NEVER_RECORDED, InputError
 from contextview.core.model import Message, default_partition
+from contextview.core.parts import payload
 
 MAX_PARTITION_LENGTH = 64
+# What the store's columns hold (cv_message.msg_id, role, tool).
+MAX_ID_LENGTH = 200
+MAX_ROLE_LENGTH = 32
+MAX_TOOL_LENGTH = 200
 
 # Keys with a meaning of their own; anything else an agent sends rides along in
 # Message.extra so nothing it logged is lost.
@@ -31,15 +36,24 @@ def canonical_json(value: Any) -> str:
     return _CANONICAL.encode(value)
 
 
-def blob_hash(content: str | list[Any]) -> bytes:
-    """sha256 of a message's content; a leading tag byte keeps a str and a list apart.
+def blob_hash(value: Any) -> bytes:
+    """sha256 of what the model reads of a message (`message_payload`); a leading tag
+    byte keeps a str and anything else apart.
 
     Text is hashed as its UTF-8 bytes: JSON-escaping a large log first would cost
     more than the hash itself, on every message of every resent context.
     """
-    if isinstance(content, str):
-        return hashlib.sha256(b"s" + content.encode("utf-8")).digest()
-    return hashlib.sha256(b"l" + _CANONICAL.encode(content).encode("utf-8")).digest()
+    if isinstance(value, str):
+        return hashlib.sha256(b"s" + value.encode("utf-8")).digest()
+    return hashlib.sha256(b"l" + _CANONICAL.encode(value).encode("utf-8")).digest()
+
+
+def message_payload(m: Message) -> Any:
+    """What the store keeps once per distinct value: the content and the tool calls
+    sent beside it (see `contextview.core.parts.payload`)."""
+    if type(m.content) is str and m.extra is None:
+        return m.content
+    return payload(m.content, m.extra)
 
 
 def message_hash(m: Message, *, blob: bytes | None = None) -> bytes:
@@ -49,7 +63,7 @@ def message_hash(m: Message, *, blob: bytes | None = None) -> bytes:
     address the content), so a large content is hashed only once.
     """
     if blob is None:
-        blob = blob_hash(m.content)
+        blob = blob_hash(message_payload(m))
     # A list, not a dict: positions fix the meaning and it encodes faster.
     head = [m.id, m.role, m.partition, m.tool, m.pinned, m.expirable, m.extra, blob.hex()]
     return hashlib.sha256(_CANONICAL.encode(head).encode("utf-8")).digest()
@@ -94,9 +108,11 @@ class Overlay(Mapping[str, Message]):
 def parse_id(raw: Any, *, field: str) -> str:
     # Agents often number their messages; an int id means the same as its digits.
     if isinstance(raw, str):
-        if raw:
-            return raw
-        raise InputError(field, "must not be empty")
+        if not raw:
+            raise InputError(field, "must not be empty")
+        if len(raw) > MAX_ID_LENGTH:
+            raise InputError(field, f"must be at most {MAX_ID_LENGTH} characters")
+        return raw
     if isinstance(raw, int) and not isinstance(raw, bool):
         return str(raw)
     if raw is None:
@@ -104,11 +120,17 @@ def parse_id(raw: Any, *, field: str) -> str:
     raise InputError(field, "must be a string")
 
 
-def optional_str(raw: Mapping[str, Any], key: str, field: str) -> str | None:
+def optional_str(
+    raw: Mapping[str, Any], key: str, field: str, *, max_length: int | None = None
+) -> str | None:
     value = raw.get(key)
-    if value is None or isinstance(value, str):
+    if value is None:
         return value
-    raise InputError(f"{field}.{key}", "must be a string")
+    if not isinstance(value, str):
+        raise InputError(f"{field}.{key}", "must be a string")
+    if max_length is not None and len(value) > max_length:
+        raise InputError(f"{field}.{key}", f"must be at most {max_length} characters")
+    return value
 
 
 def _optional_bool(raw: Mapping[str, Any], key: str, field: str) -> bool | None:
@@ -164,9 +186,9 @@ def parse_message(
             f"{field}.{RUN_KEY}", "a run needs body.obs.$base, the step it is taken from"
         )
     mid = parse_id(raw.get("id"), field=f"{field}.id")
-    role = optional_str(raw, "role", field)
+    role = optional_str(raw, "role", field, max_length=MAX_ROLE_LENGTH)
     partition = _optional_partition(raw, field)
-    tool = optional_str(raw, "tool", field)
+    tool = optional_str(raw, "tool", field, max_length=MAX_TOOL_LENGTH)
     pinned = _optional_bool(raw, "pinned", field)
 
     if "content" not in raw:
@@ -190,10 +212,9 @@ def parse_message(
         )
 
     content = raw["content"]
-    # OpenAI-style assistant messages that only call tools carry `content: null`.
-    if content is None:
-        content = ""
-    if not isinstance(content, str | list):
+    # OpenAI-style assistant messages that only call tools carry `content: null`:
+    # kept as null, so the message reads back as it was sent.
+    if content is not None and not isinstance(content, str | list):
         raise InputError(f"{field}.content", "must be a string or a list of parts")
     if partition is None:
         partition = "" if inherit_partition else default_partition(role)

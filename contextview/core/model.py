@@ -9,10 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from contextview.core.parts import Reading, reading
+
 PARTITIONS = ("system", "task", "memory", "tool", "retrieval", "question", "other")
 
 ROLE_PARTITION = {
     "system": "system",
+    "developer": "system",
     "tool": "tool",
     "tool_result": "tool",
     "assistant": "memory",
@@ -34,12 +37,14 @@ OP_NAMES = (
     "drop",
     "reload",
     "reorder",
+    "insert",
 )
 # Operations whose result takes the targets' place and whose targets become
 # folded originals of that result.
 REPLACING_OPS = frozenset({"summarize", "fold", "merge", "rewrite", "truncate"})
-# Operations that need a result message.
-RESULT_OPS = REPLACING_OPS
+# Operations that need a result message: the replacing ones, and insert (a new
+# message put into the context, nothing folded).
+RESULT_OPS = REPLACING_OPS | {"insert"}
 
 
 def default_partition(role: str | None) -> str:
@@ -47,22 +52,8 @@ def default_partition(role: str | None) -> str:
 
 
 def content_text(content: Any) -> str:
-    """The text of a message: a string as is, the text parts of a list joined by newlines."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts: list[str] = []
-        for part in content:
-            if isinstance(part, str):
-                texts.append(part)
-            elif isinstance(part, dict):
-                text = part.get("text")
-                if isinstance(text, str):
-                    texts.append(text)
-        return "\n".join(texts)
-    return str(content)
+    """The text the model reads of a content as sent (a string, or a list of parts)."""
+    return reading(content).text
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +62,8 @@ class Message:
 
     id: str
     role: str | None
-    content: str | list[Any]
+    # None only when the agent sent `content: null` (a message that only calls tools)
+    content: str | list[Any] | None
     partition: str
     tool: str | None = None
     pinned: bool = False
@@ -81,7 +73,14 @@ class Message:
 
     @property
     def text(self) -> str:
-        return content_text(self.content)
+        """What the model reads of it (see `contextview.core.parts`)."""
+        if type(self.content) is str and self.extra is None:
+            return self.content
+        return reading(self.content, self.extra).text
+
+    @property
+    def reading(self) -> Reading:
+        return reading(self.content, self.extra)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from contextview.core.errors import InputError
-from contextview.core.messages import Overlay, optional_str, parse_id, parse_message
+from contextview.core.messages import (
+    MAX_ROLE_LENGTH,
+    Overlay,
+    optional_str,
+    parse_id,
+    parse_message,
+)
 from contextview.core.model import OP_NAMES, Message, Operation
 
 
@@ -109,7 +115,7 @@ def _edit(raw: dict[str, Any], field: str) -> Operation:
         if mid not in ids:
             ids.append(mid)
 
-    role = optional_str(raw, "role", field)
+    role = optional_str(raw, "role", field, max_length=MAX_ROLE_LENGTH)
     reason = optional_str(raw, "justification", field)
     content = raw.get("new_content")
     if content is not None and not isinstance(content, str | list):

@@ -96,6 +96,10 @@ class StepInput:
     folds: Sequence[Fold] = ()
     # ids brought back by reload operations in this step
     reloaded: Sequence[str] = ()
+    # What changed between the previous step's after and this before without the
+    # agent saying so (``contextview.core.infer``), and what those operations folded.
+    inferred_ops: Sequence[Operation] = ()
+    inferred_folds: Sequence[Fold] = ()
     # ids folded or dropped in earlier steps of the session
     folded_earlier: Set[str] = frozenset()
     # the tool of the previous step's new tool message
@@ -110,6 +114,13 @@ class StepInput:
     reported_after: int | None = None
     after_mismatch: bool = False
     encoding: str = "cl100k_base"
+    # contract v1.1: the model's window (occupancy is measured against it without
+    # a budget), the tokens of the tool definitions sent with the call (partition
+    # "tools", in both contexts), and whether `reported_before` is the provider's
+    # usage rather than the agent's own estimate
+    context_window: int | None = None
+    tools_tokens: int = 0
+    reported_by_usage: bool = False
 
 
 class TextCache:
@@ -209,10 +220,12 @@ def _count(value: Any) -> int | None:
     return int(value)
 
 
-def _budget(raw: Mapping[str, Any] | None) -> _Budget:
+def _budget(raw: Mapping[str, Any] | None, context_window: int | None = None) -> _Budget:
     if not raw:
-        return _Budget()
+        return _Budget(max_tokens=context_window if context_window else None)
     max_tokens = _count(raw.get("max_tokens"))
+    if max_tokens is None or max_tokens <= 0:
+        max_tokens = context_window
     partitions: dict[str, int] = {}
     raw_partitions = raw.get("partitions")
     if isinstance(raw_partitions, Mapping):
@@ -327,6 +340,32 @@ def _partition_order(name: str) -> tuple[int, str]:
     return (PARTITIONS.index(name), "") if name in PARTITIONS else (len(PARTITIONS), name)
 
 
+# Cache counts in the contract's names, then in Anthropic's own.
+_USAGE_CACHE = (
+    ("cache_read_tokens", "cache_read_input_tokens"),
+    ("cache_write_tokens", "cache_creation_input_tokens"),
+)
+
+
+def usage_before(usage: Mapping[str, Any] | None) -> int | None:
+    """The tokens a call's context came to, as its provider reported them: input
+    plus cache reads and writes (contract v1.1), or OpenAI's ``prompt_tokens``,
+    which already include cached ones. None without usage."""
+    if not usage:
+        return None
+    total = _count(usage.get("input_tokens"))
+    if total is None:
+        return _count(usage.get("prompt_tokens"))
+    for names in _USAGE_CACHE:
+        total += next((n for n in map(_count, map(usage.get, names)) if n is not None), 0)
+    return total
+
+
+def reported_before(before_tokens: int | None, usage: Mapping[str, Any] | None) -> int | None:
+    """The reported before count: the agent's own, else the provider's usage."""
+    return before_tokens if before_tokens is not None else usage_before(usage)
+
+
 def _relative_error(reported: int | None, measured: int) -> float | None:
     if reported is None or measured == 0:
         return None
@@ -420,6 +459,8 @@ def _op_stats(
         lost = list(entities)
     elif name == "reload":
         tokens_out = sum(tokens_of(m) for m in originals)
+    elif name == "insert":
+        tokens_out = tokens_of(result) if result is not None else 0
     else:
         # keep, pin, unpin, expire, reorder: the content stays as it was.
         tokens_in = tokens_out = sum(tokens_of(m) for m in originals)
@@ -479,11 +520,13 @@ def _missing_pinned(
                 wanted -= hits
         missing.extend(pinned[k] for k in sorted(wanted))
 
-    if not any(map(_is_pinned, step.before)):  # at C speed: most contexts mark none
+    # Pinned messages that left before this step, without the agent saying so.
+    left_unsaid = [m for f in step.inferred_folds for m in f.originals if m.pinned]
+    if not left_unsaid and not any(map(_is_pinned, step.before)):  # at C speed: most mark none
         return missing
     # A message unpinned in this step may leave: that is what unpinning is for.
     unpinned = {t for op in step.ops if op.op == "unpin" for t in op.targets}
-    marked = [m for m in step.before if m.pinned and m.id not in unpinned]
+    marked = [m for m in step.before if m.pinned and m.id not in unpinned] + left_unsaid
     if marked:
         after_by_id = lookup.after_by_id()
         for m in marked:
@@ -503,22 +546,36 @@ def step_stats(
     tokens_of: TokensOf,
     cache: TextCache | None = None,
     meter: ContextMeter | None = None,
+    estimate_meter: ContextMeter | None = None,
 ) -> dict[str, Any]:
     """The contract's step `stats` object for one step.
 
     A caller computing a session's steps in order passes one `meter` (built on
     the same `tokens_of`) for all of them, so each context costs its changes.
+    `estimate_meter`, when some message of the session has parts counted by rule
+    (images, files: `contextview.core.parts`), measures those estimated tokens.
     """
     if cache is None:
         cache = TextCache()
     pinned = tuple(step.pinned)
-    budget = _budget(step.budget)
+    budget = _budget(step.budget, step.context_window)
     flags: set[str] = set()
 
     if meter is None:
         meter = ContextMeter(tokens_of)
     before_tokens, before_parts = meter.measure(step.before)
     after_tokens, after_parts = meter.measure(step.after)
+    if step.tools_tokens:
+        before_tokens += step.tools_tokens
+        after_tokens += step.tools_tokens
+        before_parts = {**before_parts, "tools": step.tools_tokens}
+        after_parts = {**after_parts, "tools": step.tools_tokens}
+    estimated: dict[str, int] | None = None
+    if estimate_meter is not None:
+        estimated = {
+            "before": estimate_meter.measure(step.before)[0],
+            "after": estimate_meter.measure(step.after)[0],
+        }
 
     names = set(before_parts) | set(after_parts) | set(budget.partitions)
     partitions = {
@@ -547,7 +604,12 @@ def step_stats(
         "before": _relative_error(step.reported_before, before_tokens),
         "after": _relative_error(step.reported_after, after_tokens),
     }
-    if any(e is not None and abs(e) > ESTIMATE_OFF for e in reported_error.values()):
+    # The flag concerns the agent's own estimates; provider usage also counts what
+    # the log does not hold (system prompt, tool schemas), so it is left out.
+    own_errors = [reported_error["after"]]
+    if not step.reported_by_usage:
+        own_errors.append(reported_error["before"])
+    if any(e is not None and abs(e) > ESTIMATE_OFF for e in own_errors):
         flags.add("token_estimate_off")
     if step.after_mismatch:
         flags.add("after_mismatch")
@@ -558,6 +620,13 @@ def step_stats(
         _op_stats(op, folds.get(i), lookup, tokens_of, cache, pinned)
         for i, op in enumerate(step.ops)
     ]
+    # After the step's own, so that stats.ops[i] stays the stats of ops[i].
+    if step.inferred_ops:
+        inferred_folds = {f.op_index: f for f in step.inferred_folds}
+        for i, op in enumerate(step.inferred_ops):
+            entry = _op_stats(op, inferred_folds.get(i), lookup, tokens_of, cache, pinned)
+            entry["inferred"] = True
+            ops.append(entry)
 
     reward = 0.0
     for entry in ops:
@@ -596,7 +665,7 @@ def step_stats(
     if missing:
         flags.add("pinned_missing")
 
-    return {
+    out = {
         "tokens": {"before": before_tokens, "after": after_tokens},
         "partitions": partitions,
         "occupancy": occupancy,
@@ -610,6 +679,11 @@ def step_stats(
         "regretted_reloads": regretted,
         "new_tool": new_tool,
     }
+    if estimated is not None and (estimated["before"] or estimated["after"]):
+        # Images and files are counted by rule, not measured (contract v1.1).
+        out["estimated"] = True
+        out["estimated_tokens"] = estimated
+    return out
 
 
 def _mean(values: Sequence[float]) -> float | None:

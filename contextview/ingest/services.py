@@ -19,21 +19,29 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from contextview.core.apply import StepResult, derive_step
 from contextview.core.errors import NEVER_RECORDED, InputError
-from contextview.core.messages import blob_hash, canonical_json, expand_runs, message_hash
+from contextview.core.messages import (
+    blob_hash,
+    canonical_json,
+    expand_runs,
+    message_hash,
+    message_payload,
+)
 from contextview.core.model import Message as CoreMessage
+from contextview.core.parts import tools_text
 from contextview.core.refs import decode_refs, encode_refs
 from contextview.db import binary_cursor
+from contextview.ingest.body import Refused
 from contextview.ingest.schemas import (
     BODY_MODELS,
     EventHead,
@@ -42,9 +50,15 @@ from contextview.ingest.schemas import (
     StepBody,
     describe_error,
 )
+from contextview.ingest.textrules import event_make_safe
 from contextview.projects.models import Project
 from contextview.sessions.models import Session
-from contextview.sessions.selectors import MESSAGE_COLUMNS, message_from_row
+from contextview.sessions.selectors import (
+    MESSAGE_COLUMNS,
+    blob_parts,
+    message_from_row,
+    stored_extra,
+)
 from contextview.sessions.services import directives_pending_for, directives_settle_from_steps
 from contextview.stats.scheduling import stats_schedule
 
@@ -86,6 +100,8 @@ class _StepRow:
     obs_extra: dict[str, Any] | None
     # messages whose recording changed what their id stands for
     recorded: dict[str, CoreMessage]
+    # the blob hash of the tool definitions sent with the call
+    tools_hash: bytes | None = None
 
 
 @dataclass
@@ -94,8 +110,6 @@ class _SessionState:
     latest: dict[str, CoreMessage] = field(default_factory=dict)
     archive: dict[str, CoreMessage] = field(default_factory=dict)
     step_hashes: dict[int, bytes] = field(default_factory=dict)
-    # ids whose content was last sent in an event this batch refused
-    refused: set[str] = field(default_factory=set)
     # after contexts by step index: bases named by this batch's steps ($base),
     # loaded from the database, and those of the steps this batch took
     after_of: dict[int, list[CoreMessage]] = field(default_factory=dict)
@@ -107,17 +121,18 @@ def _sha(text: str) -> bytes:
     return hashlib.sha256(text.encode()).digest()
 
 
-def _aware(ts: datetime | None, default: datetime) -> datetime:
-    if ts is None:
-        return default
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
-
-
-def _validate(position: int, raw: Any, now: datetime) -> _Event | EventResult:
+def _validate(position: int, raw: Any, now: datetime, needs_escape: bool) -> _Event | EventResult:
+    if isinstance(raw, Refused):
+        return EventResult(raw.event_id, 400, raw.error)
     if not isinstance(raw, dict):
         return EventResult(None, 400, f"batch[{position}]: an event must be a JSON object")
     raw_id = raw.get("id")
     event_id = raw_id if isinstance(raw_id, str) else None
+    if needs_escape:
+        try:
+            raw = event_make_safe(raw)
+        except InputError as exc:
+            return EventResult(event_id, exc.status, str(exc))
     try:
         head = EventHead.model_validate(raw)
     except ValidationError as exc:
@@ -137,32 +152,29 @@ def _validate(position: int, raw: Any, now: datetime) -> _Event | EventResult:
             canonical_json({k: v for k, v in raw.items() if k not in ("id", "body")})
             + body_hash.hex()
         ),
-        timestamp=_aware(head.timestamp, now),
+        timestamp=head.timestamp or now,
     )
 
 
-def _sent_ids(body: StepBody, *, with_content: bool) -> Iterator[str]:
-    """The ids (a number as its text) of a step's messages and operation results sent
-    with their content, or without it."""
+def _id_alone_refs(body: StepBody) -> set[str]:
+    """Ids (a number as its text) a step sends without content: those must be looked
+    up in the session."""
     results = [
         op["result"] for op in _raw_ops(body) if type(op) is dict and type(op.get("result")) is dict
     ]
     after = body.after.messages if body.after is not None else ()
+    found: set[str] = set()
     for messages in (body.obs.messages, after, results):
         # Runs over every message of every step: kept to type checks and a
         # membership test; anything malformed is left for the core to report.
         for m in messages:
-            if type(m) is dict and ("content" in m) is with_content:
+            if type(m) is dict and "content" not in m:
                 mid = m.get("id")
                 if type(mid) is str:
-                    yield mid
+                    found.add(mid)
                 elif type(mid) is int:
-                    yield str(mid)
-
-
-def _id_alone_refs(body: StepBody) -> set[str]:
-    """Ids a step sends without content: those must be looked up in the session."""
-    return set(_sent_ids(body, with_content=False))
+                    found.add(str(mid))
+    return found
 
 
 def _raw_ops(body: StepBody) -> list[Any]:
@@ -195,6 +207,10 @@ class _Store:
         self.new_messages: dict[bytes, tuple[CoreMessage, bytes]] = {}
         self.new_blobs: dict[bytes, CoreMessage] = {}
         self._alive: list[CoreMessage] = []
+        # Tool definitions sent with calls, by blob hash: a list resent with every
+        # call is one blob, which each step names.
+        self.tools: dict[bytes, list[dict[str, Any]]] = {}
+        self.tools_pk: dict[bytes, int] = {}
 
     def known(self, message: CoreMessage, msg_hash: bytes, pk: int) -> None:
         self.hash_of[id(message)] = msg_hash
@@ -205,7 +221,7 @@ class _Store:
         h = self.hash_of.get(id(message))
         if h is not None:
             return h
-        bh = blob_hash(message.content)
+        bh = blob_hash(message_payload(message))
         h = message_hash(message, blob=bh)
         self.hash_of[id(message)] = h
         self._alive.append(message)
@@ -214,33 +230,40 @@ class _Store:
             self.new_blobs.setdefault(bh, message)
         return h
 
+    def tools_hash(self, tools: list[dict[str, Any]]) -> bytes:
+        h = blob_hash(tools)
+        self.tools.setdefault(h, tools)
+        return h
+
     def flush(self, cursor: Any) -> None:
         """Insert the new blobs and messages, then learn every pk the batch needs."""
-        if not self.new_messages:
+        if not self.new_messages and not self.tools:
             return
         now = timezone.now()
         pid = self.project_id
         blob_hashes = list(self.new_blobs)
+        texts = [m.text for m in self.new_blobs.values()]
+        parts = [blob_parts(m) for m in self.new_blobs.values()]
+        for h, tools in self.tools.items():
+            if h not in self.new_blobs:
+                blob_hashes.append(h)
+                texts.append(tools_text(tools))
+                parts.append(json.dumps(tools))
         cursor.execute(
             "INSERT INTO cv_blob (project_id, hash, text, parts, created_at) "
             "SELECT %s, h, t, p::jsonb, %s FROM unnest(%b::bytea[], %b::text[], %b::text[]) "
             "AS x(h, t, p) ON CONFLICT (project_id, hash) DO NOTHING",
-            [
-                pid,
-                now,
-                blob_hashes,
-                [m.text for m in self.new_blobs.values()],
-                [
-                    None if isinstance(m.content, str) else json.dumps(m.content)
-                    for m in self.new_blobs.values()
-                ],
-            ],
+            [pid, now, blob_hashes, texts, parts],
         )
         cursor.execute(
             "SELECT hash, id FROM cv_blob WHERE project_id = %s AND hash = ANY(%b::bytea[])",
             [pid, blob_hashes],
         )
         blob_pk = {bytes(h): pk for h, pk in cursor.fetchall()}
+        self.tools_pk.update((h, blob_pk[h]) for h in self.tools)
+        self.tools.clear()
+        if not self.new_messages:
+            return
         msg_hashes = list(self.new_messages)
         rows = [self.new_messages[h] for h in msg_hashes]
         cursor.execute(
@@ -261,7 +284,7 @@ class _Store:
                 [m.tool for m, _ in rows],
                 [m.pinned for m, _ in rows],
                 [m.expirable for m, _ in rows],
-                [None if m.extra is None else json.dumps(m.extra) for m, _ in rows],
+                [stored_extra(m) for m, _ in rows],
             ],
         )
         cursor.execute(
@@ -349,12 +372,18 @@ class IngestOutcome:
         }
 
 
-def batch_ingest(*, project: Project, batch: list[Any]) -> IngestOutcome:
+def batch_ingest(*, project: Project, batch: list[Any], needs_escape: bool = True) -> IngestOutcome:
+    """Store a batch of events (each a decoded event, or ``body.Refused``).
+
+    `needs_escape` False says that no string of the batch holds what
+    ``core.textsafe`` escapes (the body parser tells from the raw bytes), so the
+    events need not be walked for it.
+    """
     now = timezone.now()
     results: list[EventResult | None] = [None] * len(batch)
     events: list[_Event] = []
     for position, raw in enumerate(batch):
-        checked = _validate(position, raw, now)
+        checked = _validate(position, raw, now, needs_escape)
         if isinstance(checked, EventResult):
             results[position] = checked
         else:
@@ -363,7 +392,6 @@ def batch_ingest(*, project: Project, batch: list[Any]) -> IngestOutcome:
     step_ids: list[int] = []
     directives: list[dict[str, Any]] = []
     with transaction.atomic():
-        todo = _dedupe(project, events, results)
         # Duplicates count too: their sessions' directives go back in the response.
         session_ids = {e.body.session_id for e in events}
         states: dict[str, _SessionState] = {}
@@ -371,6 +399,9 @@ def batch_ingest(*, project: Project, batch: list[Any]) -> IngestOutcome:
         if session_ids:
             sessions, created = _lock_sessions(project, session_ids, now)
             states = {ext: _SessionState(session=s) for ext, s in sessions.items()}
+        # After the locks: a sender of the same batch at the same moment has
+        # committed by now, and its events are answered as duplicates, not stored twice.
+        todo = _dedupe(project, events, results)
         store = _Store(project.pk)
         if todo:
             step_rows = _process(project, todo, states, store, results, now)
@@ -393,7 +424,11 @@ def batch_ingest(*, project: Project, batch: list[Any]) -> IngestOutcome:
 
 
 def _dedupe(project: Project, events: list[_Event], results: list[EventResult | None]) -> list:
-    """Answer event ids already stored (200 duplicate or 409) and repeats within the batch."""
+    """Answer event ids already stored (200 duplicate or 409).
+
+    Repeats within the batch are answered as they come (``_repeat``): a copy of
+    an event the batch refused is judged again.
+    """
     ids = [e.head.id for e in events]
     with binary_cursor() as cursor:
         cursor.execute(
@@ -403,19 +438,21 @@ def _dedupe(project: Project, events: list[_Event], results: list[EventResult | 
         )
         stored = {eid: bytes(h) for eid, h in cursor.fetchall()}
     todo: list[_Event] = []
-    seen: dict[str, bytes] = {}
     for e in events:
-        previous = stored.get(e.head.id) or seen.get(e.head.id)
+        previous = stored.get(e.head.id)
         if previous is not None:
-            if previous == e.event_hash:
-                results[e.position] = EventResult(e.head.id, 200, duplicate=True)
-            else:
-                message = f"id: event id {e.head.id!r} was already used for different content"
-                results[e.position] = EventResult(e.head.id, 409, message)
+            results[e.position] = _repeat(e, previous)
             continue
-        seen[e.head.id] = e.event_hash
         todo.append(e)
     return todo
+
+
+def _repeat(e: _Event, stored_hash: bytes) -> EventResult:
+    """The answer to an event whose id was stored (by an earlier batch or event)."""
+    if stored_hash == e.event_hash:
+        return EventResult(e.head.id, 200, duplicate=True)
+    message = f"id: event id {e.head.id!r} was already used for different content"
+    return EventResult(e.head.id, 409, message)
 
 
 def _load_bases(
@@ -486,27 +523,40 @@ def _process(
                 by_pk[pk].after_of[index] = context
 
     rows: list[_StepRow] = []
+    # Event ids this batch stored so far, and their hashes.
+    stored: dict[str, bytes] = {}
     for e in todo:
-        state = states[e.body.session_id]
-        body = e.body
-        if isinstance(body, SessionBody):
-            _apply_session_event(state, body, e)
-            results[e.position] = EventResult(e.head.id, 201)
-        elif isinstance(body, SessionEndBody):
-            s = state.session
-            s.status, s.score, s.ended_at = body.status, body.score, e.timestamp
-            state.fields |= {"status", "score", "ended_at"}
-            _note_event(state, e)
-            results[e.position] = EventResult(e.head.id, 201)
-        else:
-            row = _process_step(state, e, body, store)
-            if isinstance(row, EventResult):
-                results[e.position] = row
-            else:
-                rows.append(row)
-                _note_event(state, e)
-                results[e.position] = EventResult(e.head.id, 201)
+        previous = stored.get(e.head.id)
+        if previous is not None:
+            results[e.position] = _repeat(e, previous)
+            continue
+        result = _process_one(e, states[e.body.session_id], store, rows)
+        results[e.position] = result
+        # A refused event recorded nothing: a copy of it is judged again.
+        if result.status == 201 or result.duplicate:
+            stored[e.head.id] = e.event_hash
     return rows
+
+
+def _process_one(
+    e: _Event, state: _SessionState, store: _Store, rows: list[_StepRow]
+) -> EventResult:
+    body = e.body
+    if isinstance(body, SessionBody):
+        _apply_session_event(state, body, e)
+        return EventResult(e.head.id, 201)
+    if isinstance(body, SessionEndBody):
+        s = state.session
+        s.status, s.score, s.ended_at = body.status, body.score, e.timestamp
+        state.fields |= {"status", "score", "ended_at"}
+        _note_event(state, e)
+        return EventResult(e.head.id, 201)
+    row = _derive_or_refuse(state, e, body, store)
+    if isinstance(row, EventResult):
+        return row
+    rows.append(row)
+    _note_event(state, e)
+    return EventResult(e.head.id, 201)
 
 
 def _note_event(state: _SessionState, e: _Event) -> None:
@@ -527,6 +577,9 @@ def _apply_session_event(state: _SessionState, body: SessionBody, e: _Event) -> 
         if name in sent:
             setattr(s, name, getattr(body, name) or "")
             state.fields.add(name)
+    if "context_window" in sent:
+        s.context_window = body.context_window
+        state.fields.add("context_window")
     if "budget" in sent:
         s.budget = body.budget.model_dump(exclude_none=True) if body.budget else None
         state.fields.add("budget")
@@ -543,26 +596,6 @@ def _apply_session_event(state: _SessionState, body: SessionBody, e: _Event) -> 
     _note_event(state, e)
 
 
-def _process_step(
-    state: _SessionState, e: _Event, body: StepBody, store: _Store
-) -> _StepRow | EventResult:
-    answer = _derive_or_refuse(state, e, body, store)
-    if isinstance(answer, EventResult):
-        if answer.status >= 400:
-            # A later event of the batch that sends one of these ids alone means the
-            # content just refused, not an older one the session recorded.
-            state.refused |= _sent_with_content(body)
-        return answer
-    if state.refused:
-        state.refused -= answer.result.recorded.keys()
-    return answer
-
-
-def _sent_with_content(body: StepBody) -> set[str]:
-    """Ids a step sends with their content."""
-    return set(_sent_ids(body, with_content=True))
-
-
 def _derive_or_refuse(
     state: _SessionState, e: _Event, body: StepBody, store: _Store
 ) -> _StepRow | EventResult:
@@ -576,14 +609,6 @@ def _derive_or_refuse(
             409,
             f"body.index: step {body.index} of session {body.session_id!r} "
             "was already stored with different content",
-        )
-    stale = sorted(_id_alone_refs(body) & state.refused)
-    if stale:
-        return EventResult(
-            e.head.id,
-            422,
-            f"body.obs.messages: id {stale[0]!r} {NEVER_RECORDED} as last sent: its "
-            "content came in an event this batch refused; send the content again",
         )
     obs: Any = body.obs.messages
     if body.obs.base is not None:
@@ -642,6 +667,7 @@ def _derive_or_refuse(
         body_hash=body_hash,
         obs_extra=obs_extra,
         recorded=changed,
+        tools_hash=None if body.tools is None else store.tools_hash(body.tools),
     )
 
 
@@ -720,18 +746,26 @@ def _record_session_messages(
     )
 
 
+def _sent_json(value: BaseModel | None) -> str | None:
+    """A part of the body as the agent sent it (the fields it set, and any others)."""
+    return None if value is None else json.dumps(value.model_dump(exclude_unset=True))
+
+
 def _insert_steps(
     cursor: Any, project: Project, store: _Store, rows: list[_StepRow], now: datetime
 ) -> list[int]:
     cursor.execute(
         "INSERT INTO cv_step (project_id, session_id, index, timestamp, received_at, mode, "
         "reason, reported_before, reported_after, obs_extra, outcome, before_refs, after_refs, "
-        "after_given, after_mismatch, body_hash, stats_status) "
+        "after_given, after_mismatch, body_hash, stats_status, model, tools_blob_id, output, "
+        "usage, context_window) "
         "SELECT %s, s, i, ts, %s, md, rs, rb, ra, oe::jsonb, oc::jsonb, br, ar, ag, am, bh, "
-        "'pending' FROM unnest(%b::bigint[], %b::int[], %b::timestamptz[], %b::text[], "
-        "%b::text[], %b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::bytea[], "
-        "%b::bytea[], %b::bool[], %b::bool[], %b::bytea[]) "
-        "AS x(s, i, ts, md, rs, rb, ra, oe, oc, br, ar, ag, am, bh) RETURNING id",
+        "'pending', mo, tb, op::jsonb, us::jsonb, cw FROM unnest(%b::bigint[], %b::int[], "
+        "%b::timestamptz[], %b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::text[], "
+        "%b::text[], %b::bytea[], %b::bytea[], %b::bool[], %b::bool[], %b::bytea[], %b::text[], "
+        "%b::bigint[], %b::text[], %b::text[], %b::int[]) "
+        "AS x(s, i, ts, md, rs, rb, ra, oe, oc, br, ar, ag, am, bh, mo, tb, op, us, cw) "
+        "RETURNING id",
         [
             project.pk,
             now,
@@ -749,6 +783,11 @@ def _insert_steps(
             [r.result.after_given for r in rows],
             [r.result.after_mismatch for r in rows],
             [r.body_hash for r in rows],
+            [r.body.model or "" for r in rows],
+            [None if r.tools_hash is None else store.tools_pk[r.tools_hash] for r in rows],
+            [_sent_json(r.body.output) for r in rows],
+            [_sent_json(r.body.usage) for r in rows],
+            [r.body.context_window for r in rows],
         ],
     )
     # RETURNING of an INSERT ... SELECT comes back in the order rows were inserted.

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from contextview.core.parts import call_fields
 from contextview.projects.models import Project
 from contextview.sessions.models import Operation, Session, Step
 from contextview.sessions.selectors import StoredMessage, sessions_filtered, step_contexts
@@ -27,6 +28,7 @@ def _message(stored: StoredMessage) -> dict[str, Any]:
     if m.tool:
         out["tool"] = m.tool
     out["content"] = m.content
+    out.update(call_fields(m.extra))
     return out
 
 

@@ -14,7 +14,7 @@ from contextview.projects.services import KEY_PREFIX, secret_digest
 def apikey_authenticate(*, secret: str) -> ApiKey | None:
     """The live key a bearer secret belongs to, or None."""
     parts = secret.split("_", 2)
-    if len(parts) != 3 or parts[0] != KEY_PREFIX:
+    if len(parts) != 3 or parts[0] != KEY_PREFIX or "\x00" in secret:
         return None
     key = (
         ApiKey.objects.select_related("project")

@@ -243,7 +243,7 @@ class Session:
             self.client._internal(exc, self.id)
 
     def end(self, status: str = "succeeded", score: float | None = None) -> None:
-        """Close the session (``succeeded``, ``failed`` or ``abandoned``)."""
+        """Close the session (``succeeded``, ``failed``, ``abandoned`` or ``unknown``)."""
         try:
             self.ended = True
             self.client._enqueue(("end", self, time.time(), status, score))

@@ -35,6 +35,7 @@ class Session(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         ABANDONED = "abandoned"
+        UNKNOWN = "unknown"  # ended with no verdict (an interactive session)
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
     external_id = models.CharField(max_length=200)
@@ -43,6 +44,8 @@ class Session(models.Model):
     encoding = models.CharField(max_length=64, blank=True, default="")
     mode = models.CharField(max_length=64, blank=True, default="")
     budget = models.JSONField(null=True, blank=True)
+    # The model's window in tokens: occupancy is measured against it without a budget.
+    context_window = models.IntegerField(null=True, blank=True)
     pinned = models.JSONField(default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
@@ -60,6 +63,9 @@ class Session(models.Model):
     stats_status = models.CharField(
         max_length=8, choices=StatsStatus.choices, default=StatsStatus.PENDING
     )
+    # Steps whose statistics are computed, as of the workers' last commit: how far
+    # a long computation has got (of step_count).
+    stats_steps_done = models.IntegerField(default=0, db_default=0)
 
     class Meta:
         db_table = "cv_session"
@@ -156,6 +162,15 @@ class Step(models.Model):
     # obs fields other than messages (summary_index, used_tokens, ...), kept as given.
     obs_extra = models.JSONField(null=True, blank=True)
     outcome = models.JSONField(null=True, blank=True)
+    # The call's model when it is not the session's, as sent ("" for the session's).
+    model = models.CharField(max_length=200, blank=True, default="")
+    # The tool definitions sent with the call: a blob (once per distinct list).
+    tools_blob = models.ForeignKey(
+        Blob, null=True, blank=True, on_delete=models.SET_NULL, db_index=False, db_constraint=False
+    )
+    output = models.JSONField(null=True, blank=True)
+    usage = models.JSONField(null=True, blank=True)
+    context_window = models.IntegerField(null=True, blank=True)
     before_refs = models.BinaryField()
     after_refs = models.BinaryField()
     after_given = models.BooleanField(default=False)
@@ -232,6 +247,9 @@ class Fold(models.Model):
     original_msg_id = models.CharField(max_length=200)
     # The step index that brought it back, if a reload did.
     reloaded_at = models.IntegerField(null=True, blank=True)
+    # Folded by an operation the server inferred (``op_position`` then counts the
+    # step's inferred operations), written by the statistics worker.
+    inferred = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

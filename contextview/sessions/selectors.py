@@ -14,11 +14,17 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 
 from contextview.core.diff import diff_contexts
+from contextview.core.infer import COMPACTED, Inferred, infer_step
+from contextview.core.messages import message_payload
 from contextview.core.model import Message as CoreMessage
+from contextview.core.model import Operation as CoreOperation
+from contextview.core.parts import READ_FIELDS, split_payload
 from contextview.core.refs import decode_many
+from contextview.core.stats import reported_before
+from contextview.core.textsafe import restore, restore_json
 from contextview.db import binary_cursor
 from contextview.projects.models import Project
-from contextview.sessions.models import Fold, Operation, Session, Step
+from contextview.sessions.models import Blob, Fold, Operation, Session, Step
 
 # The columns a core message is made from (cv_message m joined with cv_blob b),
 # in the order message_from_row reads them.
@@ -47,16 +53,39 @@ def message_from_row(row: Sequence[Any]) -> CoreMessage:
     """A core message from the values of ``MESSAGE_COLUMNS``."""
     msg_id, role, partition, tool, pinned, expirable, extra, text, parts = row
     parts = json_value(parts)
+    extra = json_value(extra)
+    content: Any = text
+    if parts is not None:
+        content, carried = split_payload(parts)
+        if carried:
+            extra = {**(extra or {}), **carried}
     return CoreMessage(
         id=msg_id,
         role=role,
-        content=parts if parts is not None else text,
+        content=content,
         partition=partition,
         tool=tool,
         pinned=pinned,
         expirable=expirable,
-        extra=json_value(extra),
+        extra=extra,
     )
+
+
+# How ingest writes what message_from_row reads: a blob keeps the message's text
+# and, unless it is a plain string, what the model reads of it as JSON (content
+# and tool calls); the message row keeps its other fields.
+
+
+def blob_parts(m: CoreMessage) -> str | None:
+    value = message_payload(m)
+    return None if isinstance(value, str) else json.dumps(value)
+
+
+def stored_extra(m: CoreMessage) -> str | None:
+    if m.extra is None:
+        return None
+    rest = {k: v for k, v in m.extra.items() if k not in READ_FIELDS}
+    return json.dumps(rest) if rest else None
 
 
 def messages_by_pk(pks: Iterable[int]) -> dict[int, StoredMessage]:
@@ -94,6 +123,85 @@ def contexts_by_refs(refs: Iterable[bytes]) -> dict[bytes, list[StoredMessage]]:
         wanted.update(ids)
     of = messages_by_pk(wanted).__getitem__
     return {data: list(map(of, ids)) for data, ids in decoded.items()}
+
+
+@dataclass(frozen=True)
+class StepChange:
+    """What changed between the previous step's after and a step's before, unsaid."""
+
+    # the previous step's after; None when that step is missing (no inference then)
+    previous: list[StoredMessage] | None
+    inferred: Inferred
+
+
+def step_changes(
+    *, session: Session, steps: Sequence[Step], befores: dict[int, list[StoredMessage]]
+) -> dict[int, StepChange]:
+    """The inferred operations of each step (by pk), from its predecessor's stored after.
+
+    The statistics worker infers the same from the same stored contexts
+    (``contextview.core.infer.infer_step``), so what a step shows and what its
+    stats measure agree, whatever order the steps arrived in.
+    """
+    wanted = {st.index - 1 for st in steps if st.index > 0}
+    previous = {
+        index: bytes(refs)
+        for index, refs in Step.objects.filter(session=session, index__in=wanted).values_list(
+            "index", "after_refs"
+        )
+    }
+    contexts = contexts_by_refs(previous.values())
+    out: dict[int, StepChange] = {}
+    for st in steps:
+        refs = previous.get(st.index - 1)
+        if refs is None:
+            out[st.pk] = StepChange(previous=None, inferred=Inferred())
+            continue
+        before_stored = befores[st.pk]
+        compacted = (st.obs_extra or {}).get(COMPACTED) is True
+        inferred = infer_step(
+            [s.message for s in contexts[refs]],
+            [s.message for s in before_stored],
+            compacted=compacted,
+        )
+        out[st.pk] = StepChange(previous=contexts[refs], inferred=inferred)
+    return out
+
+
+def op_as_dict(
+    *,
+    op: str,
+    form: str,
+    targets: Sequence[str],
+    result_id: str | None,
+    reason: str | None,
+    params: dict[str, Any] | None,
+    inferred: bool = False,
+) -> dict[str, Any]:
+    """An operation in the read API's normalized form."""
+    out: dict[str, Any] = {
+        "op": op,
+        "form": form,
+        "targets": list(targets),
+        "result_id": result_id,
+        "reason": reason or None,
+        "params": params or {},
+    }
+    if inferred:
+        out["inferred"] = True
+    return out
+
+
+def inferred_op_as_dict(op: CoreOperation) -> dict[str, Any]:
+    return op_as_dict(
+        op=op.op,
+        form=op.form,
+        targets=op.targets,
+        result_id=op.result.id if op.result is not None else None,
+        reason=op.reason,
+        params=op.params,
+        inferred=True,
+    )
 
 
 def session_get(*, project: Project, external_id: str) -> Session | None:
@@ -175,8 +283,9 @@ def session_as_dict(session: Session) -> dict[str, Any]:
         "encoding": session.encoding or None,
         "mode": session.mode or None,
         "budget": session.budget,
-        "pinned": session.pinned,
-        "metadata": session.metadata,
+        "context_window": session.context_window,
+        "pinned": restore_json(session.pinned),
+        "metadata": restore_json(session.metadata),
         "status": session.status,
         "score": session.score,
         "started_at": session.started_at.isoformat(),
@@ -185,6 +294,7 @@ def session_as_dict(session: Session) -> dict[str, Any]:
         "steps": session.step_count,
         "aggregates": session.aggregates,
         "stats_status": session.stats_status,
+        "stats_steps_done": session.stats_steps_done,
     }
 
 
@@ -192,12 +302,13 @@ def session_as_dict(session: Session) -> dict[str, Any]:
 
 
 def message_as_dict(stored: StoredMessage, tokens: dict[int, int] | None = None) -> dict[str, Any]:
+    """A message as the read API gives it: free text as it was sent (core.textsafe)."""
     m = stored.message
     out: dict[str, Any] = {
         "id": m.id,
         "role": m.role,
         "partition": m.partition,
-        "content": m.content,
+        "content": restore_json(m.content),
         "tokens": tokens.get(stored.blob_pk) if tokens is not None else None,
     }
     if m.tool:
@@ -207,7 +318,7 @@ def message_as_dict(stored: StoredMessage, tokens: dict[int, int] | None = None)
     if m.expirable:
         out["expirable"] = True
     if m.extra:
-        out.update({k: v for k, v in m.extra.items() if k not in out})
+        out.update({k: v for k, v in restore_json(m.extra).items() if k not in out})
     return out
 
 
@@ -245,47 +356,80 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
     grouped: dict[int, dict[tuple[int, str | None], list[str]]] = defaultdict(
         lambda: defaultdict(list)
     )
-    for fold in Fold.objects.filter(step__in=steps).order_by("op_position", "id"):
+    for fold in Fold.objects.filter(step__in=steps, inferred=False).order_by("op_position", "id"):
         grouped[fold.step_id][(fold.op_position, fold.result_msg_id)].append(fold.original_msg_id)
+    changes = step_changes(
+        session=session, steps=steps, befores={pk: before for pk, (before, _) in contexts.items()}
+    )
+    tools = step_tools(steps)
     out = []
     for step in steps:
         before, after = contexts[step.pk]
+        inferred = changes[step.pk].inferred
         out.append(
             {
                 "session_id": session.external_id,
                 "index": step.index,
                 "timestamp": step.timestamp.isoformat(),
                 "mode": step.mode or None,
-                "reason": step.reason or None,
-                "obs_extra": step.obs_extra,
-                "outcome": step.outcome,
+                "reason": restore(step.reason) or None,
+                "obs_extra": restore_json(step.obs_extra),
+                "outcome": restore_json(step.outcome),
                 "before": [message_as_dict(s, tokens) for s in before],
                 "after": [message_as_dict(s, tokens) for s in after],
                 "after_given": step.after_given,
                 "ops": [
-                    {
-                        "op": op.op,
-                        "form": op.form,
-                        "targets": op.targets,
-                        "result_id": op.result.msg_id if op.result else None,
-                        "reason": op.reason or None,
-                        "params": op.params or {},
-                    }
+                    op_as_dict(
+                        op=op.op,
+                        form=op.form,
+                        targets=op.targets,
+                        result_id=op.result.msg_id if op.result else None,
+                        reason=restore(op.reason),
+                        params=restore_json(op.params),
+                    )
                     for op in ops[step.pk]
                 ],
+                "inferred_ops": [inferred_op_as_dict(op) for op in inferred.ops],
                 "folds": [
                     {"op_index": position, "result_id": result_id, "originals": originals}
                     for (position, result_id), originals in grouped[step.pk].items()
+                ]
+                + [
+                    {
+                        "op_index": fold.op_index,
+                        "result_id": fold.result_id,
+                        "originals": [m.id for m in fold.originals],
+                        "inferred": True,
+                    }
+                    for fold in inferred.folds
                 ],
                 "reported": {
-                    "before_tokens": step.reported_before,
+                    "before_tokens": reported_before(step.reported_before, step.usage),
                     "after_tokens": step.reported_after,
                 },
+                # contract v1.1: the call the context was sent with, as sent
+                "model": step.model or session.model or None,
+                "tools": tools.get(step.pk),
+                "output": step.output,
+                "usage": step.usage,
+                "context_window": step.context_window or session.context_window,
                 "stats": step.stats,
                 "stats_status": step.stats_status,
             }
         )
     return out
+
+
+def step_tools(steps: Sequence[Step]) -> dict[int, Any]:
+    """The tool definitions sent with each step's call (stored once per distinct list),
+    by step pk; steps sent without tools are left out."""
+    wanted = {s.tools_blob_id for s in steps if s.tools_blob_id is not None}
+    if not wanted:
+        return {}
+    parts = dict(Blob.objects.filter(pk__in=wanted).values_list("pk", "parts"))
+    return {
+        s.pk: json_value(parts.get(s.tools_blob_id)) for s in steps if s.tools_blob_id is not None
+    }
 
 
 # --- diff and archive ------------------------------------------------------------------
@@ -296,6 +440,13 @@ def steps_diff(*, session: Session, start: Step, end: Step) -> dict[str, Any]:
     before = [s.message for s in contexts[start.pk][0]]
     after = [s.message for s in contexts[end.pk][1]]
     out = diff_contexts(before, after).as_dict()
+    # Contents as they were sent (core.textsafe); ids are never escaped.
+    for m in (*out["added"], *out["removed"]):
+        m["content"] = restore_json(m["content"])
+    for c in out["changed"]:
+        c["before"]["content"] = restore_json(c["before"]["content"])
+        c["after"]["content"] = restore_json(c["after"]["content"])
+        c["words"] = [[tag, restore(text)] for tag, text in c["words"]]
     out.update({"session_id": session.external_id, "from": start.index, "to": end.index})
     return out
 
@@ -312,6 +463,7 @@ def session_archive(*, session: Session) -> list[dict[str, Any]]:
             "step": f.step.index,
             "op_index": f.op_position,
             "op": f.op,
+            "inferred": f.inferred,
             "result_id": f.result_msg_id,
             "reloaded": f.reloaded_at is not None,
             "reloaded_at": f.reloaded_at,

@@ -9,28 +9,32 @@ worker has counted yet (once per distinct content and encoding, kept in
 from __future__ import annotations
 
 import gc
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import orjson
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from contextview.core.entities import entity_forms, entity_key, extract_entities_keyed
+from contextview.core.infer import COMPACTED, Inferred, infer_step
 from contextview.core.lru import SizedLRU
 from contextview.core.model import Fold as CoreFold
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
+from contextview.core.parts import Reading
 from contextview.core.refs import decode_many
 from contextview.core.stats import (
     ContextMeter,
     StepInput,
     TextCache,
     context_delta,
+    reported_before,
     session_aggregates,
     step_stats,
 )
@@ -41,7 +45,11 @@ from contextview.sessions.selectors import StoredMessage, json_value, messages_b
 
 # Namespace of the advisory locks that keep one worker per session.
 _LOCK_NAMESPACE = 7301
-# Steps read and computed in one transaction, and written per statement.
+# Steps read, computed and committed in one transaction: the first chunk of a run
+# has FIRST_CHUNK steps, later ones as many as take about STATS_CHUNK_MS, within
+# CHUNK_MIN and CHUNK. Results are written WRITE_BATCH steps per statement.
+FIRST_CHUNK = 200
+CHUNK_MIN = 50
 CHUNK = 2000
 WRITE_BATCH = 100
 
@@ -86,8 +94,11 @@ def messages_cached(pks: Iterable[int]) -> dict[int, StoredMessage]:
     return found
 
 
-def tokens_for_blobs(*, blobs: dict[int, str], encoding: str) -> dict[int, int]:
-    """Tokens per blob pk: read the counted ones, count and store the rest."""
+def tokens_for_blobs(*, blobs: dict[int, Reading | str], encoding: str) -> dict[int, int]:
+    """Tokens per blob pk: read the counted ones, count and store the rest.
+
+    A blob is given as its text, or as a `Reading` when it has parts counted by rule.
+    """
     if not blobs:
         return {}
     known, pks = _cached(f"tokens:{encoding}", blobs)
@@ -96,7 +107,9 @@ def tokens_for_blobs(*, blobs: dict[int, str], encoding: str) -> dict[int, int]:
     return known
 
 
-def _tokens_stored(blobs: dict[int, str], pks: list[int], encoding: str) -> dict[int, int]:
+def _tokens_stored(
+    blobs: dict[int, Reading | str], pks: list[int], encoding: str
+) -> dict[int, int]:
     with binary_cursor() as cursor:
         cursor.execute(
             "SELECT blob_id, tokens FROM cv_token_count WHERE encoding = %s AND blob_id = ANY(%b)",
@@ -105,7 +118,7 @@ def _tokens_stored(blobs: dict[int, str], pks: list[int], encoding: str) -> dict
         known: dict[int, int] = dict(cursor.fetchall())
         missing = [pk for pk in pks if pk not in known]
         if missing:
-            counts = _counter(encoding).count_many([blobs[pk] for pk in missing])
+            counts = _counter(encoding).count_readings([blobs[pk] for pk in missing])
             cursor.execute(
                 "INSERT INTO cv_token_count (blob_id, encoding, tokens) "
                 "SELECT b, %s, t FROM unnest(%b::bigint[], %b::int[]) AS x(b, t) "
@@ -164,21 +177,57 @@ def _entities_stored(
 
 
 def session_stats_compute(*, session_id: int) -> int:
-    """Compute every pending step of a session, in index order; returns how many."""
+    """Compute every pending step of a session, in index order; returns how many.
+
+    The run holds the session's lock throughout and commits chunk by chunk, each
+    marking its steps ready: a worker killed mid-session loses only the chunk it
+    was in, and the next run starts from the first step still pending.
+    """
     total = 0
-    while True:
-        done, more = _compute_chunk(session_id)
-        total += done
-        if not more:
-            return total
+    # Every step this run stored, by index: the session's sums need not read them back.
+    computed: dict[int, dict[str, Any]] = {}
+    size = min(FIRST_CHUNK, CHUNK)
+    with _session_lock(session_id), _cyclic_gc_paused():
+        while True:
+            started = time.perf_counter()
+            done, more = _compute_chunk(session_id, size, computed)
+            total += done
+            if not more:
+                return total
+            size = _chunk_size(done, time.perf_counter() - started)
+            if len(computed) > CHUNK:
+                computed.clear()  # a long session's sums read its stats back instead
+
+
+def _chunk_size(done: int, seconds: float) -> int:
+    """Steps for the next chunk, so that it takes about STATS_CHUNK_MS."""
+    wanted = done * settings.STATS_CHUNK_MS / 1000 / max(seconds, 1e-3)
+    return min(CHUNK, max(CHUNK_MIN, round(wanted)))
+
+
+@contextmanager
+def _session_lock(session_id: int) -> Iterator[None]:
+    """One worker per session for a whole run; a killed worker's lock ends with its connection."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_NAMESPACE, session_id])
+        if not cursor.fetchone()[0]:
+            raise SessionBusy(f"session {session_id} is being computed by another worker")
+    try:
+        yield
+    finally:
+        # A connection that broke took the lock with it.
+        with suppress(DatabaseError), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_NAMESPACE, session_id])
 
 
 _STEPS_SQL = (
-    "SELECT id, index, before_refs, after_refs, reported_before, reported_after, after_mismatch "
+    "SELECT id, index, before_refs, after_refs, reported_before, reported_after, after_mismatch, "
+    f"coalesce(obs_extra -> '{COMPACTED}' = 'true'::jsonb, false), "
+    "tools_blob_id, usage, context_window "
     "FROM cv_step WHERE session_id = %s AND index >= %s ORDER BY index LIMIT %s"
 )
 _PREVIOUS_SQL = (
-    "SELECT before_refs, stats ->> 'new_tool' FROM cv_step "
+    "SELECT before_refs, stats ->> 'new_tool', after_refs, index FROM cv_step "
     "WHERE session_id = %s AND index < %s ORDER BY index DESC LIMIT 1"
 )
 _OPS_SQL = (
@@ -188,7 +237,7 @@ _OPS_SQL = (
 # Folds of the steps up to the chunk's end: later ones say nothing about it.
 _FOLDS_SQL = (
     "SELECT s.index, f.step_id, f.op_position, f.op, f.kind, f.result_msg_id, f.original_id, "
-    "f.original_msg_id FROM cv_fold f JOIN cv_step s ON s.id = f.step_id "
+    "f.original_msg_id, f.inferred FROM cv_fold f JOIN cv_step s ON s.id = f.step_id "
     "WHERE f.session_id = %s AND s.index <= %s ORDER BY s.index, f.op_position, f.id"
 )
 
@@ -199,12 +248,21 @@ _WRITE_SQL = (
 )
 
 
+_STALE_SQL = (
+    "UPDATE cv_step SET stats_status = 'pending' "
+    "WHERE session_id = %s AND index > %s AND stats_status = 'ready'"
+)
+_PROGRESS_SQL = (
+    "UPDATE cv_session SET stats_steps_done = (SELECT count(*) FROM cv_step "
+    "WHERE session_id = %s AND stats_status = 'ready') WHERE id = %s"
+)
+
+
 @transaction.atomic
-def _compute_chunk(session_id: int) -> tuple[int, bool]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, session_id])
-        if not cursor.fetchone()[0]:
-            raise SessionBusy(f"session {session_id} is being computed by another worker")
+def _compute_chunk(
+    session_id: int, size: int, computed: dict[int, dict[str, Any]]
+) -> tuple[int, bool]:
+    """Compute and commit up to `size` steps from the first pending one; (how many, more?)."""
     session = Session.objects.filter(pk=session_id).first()
     if session is None:
         return 0, False
@@ -216,27 +274,33 @@ def _compute_chunk(session_id: int) -> tuple[int, bool]:
     )
     if first is None:
         if session.stats_status != "ready":
-            _aggregate(session)
+            _aggregate(session, computed or None)
         return 0, False
     # A late step changes what later steps' statistics say (reload regret, repeated
     # tool calls), so everything after the first pending step is computed again.
     with binary_cursor() as cursor:
-        cursor.execute(_STEPS_SQL, [session_id, first, CHUNK + 1])
+        cursor.execute(_STEPS_SQL, [session_id, first, size + 1])
         steps = cursor.fetchall()
         cursor.execute(_PREVIOUS_SQL, [session_id, first])
         previous = cursor.fetchone()
-    more = len(steps) > CHUNK
-    del steps[CHUNK:]
-    with _cyclic_gc_paused():
-        computed = _compute_steps(session, steps, previous)
-    if not more:
-        _aggregate(session, computed if previous is None else None)
+        more = len(steps) > size
+        del steps[size:]
+        if more:
+            # Steps after this chunk wait for a later one: pending, they are where
+            # the next run starts if this one is killed.
+            cursor.execute(_STALE_SQL, [session_id, steps[-1][1]])
+    computed.update(_compute_steps(session, steps, previous))
+    if more:
+        with connection.cursor() as cursor:
+            cursor.execute(_PROGRESS_SQL, [session_id, session_id])
+    else:
+        _aggregate(session, computed)
     return len(steps), more
 
 
 @contextmanager
 def _cyclic_gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a chunk is computed.
+    """No cyclic garbage collection while a session is computed.
 
     A chunk builds some hundred thousand short-lived objects (rows, messages,
     stats) that hold no reference cycles, so reference counting frees them
@@ -265,6 +329,12 @@ class _Chunk:
     folded_before: set[str]
     # primed with the entities of every folded original
     texts: TextCache
+    # the stored pk of each message object of the chunk, by id()
+    pk_of: dict[int, int]
+    # tokens of the tool definitions sent with the chunk's calls, by blob pk
+    tools_tokens: dict[int, int]
+    # tokens counted by rule (images, files) by id() of the message, where any
+    estimated: dict[int, int]
 
 
 def _compute_steps(
@@ -278,12 +348,18 @@ def _compute_steps(
     prev_ids: set[str] | None = None
     prev_before: list[CoreMessage] | None = None
     prev_new_tool = None
+    prev_after: list[CoreMessage] | None = None
+    prev_index = -2
     if previous is not None:
         prev_before = chunk.contexts[bytes(previous[0])]
         prev_ids = {m.id for m in prev_before}
         prev_new_tool = previous[1]
+        prev_after, prev_index = chunk.contexts[bytes(previous[2])], previous[3]
+    unsaid: dict[int, Inferred] = {}  # inferred operations, by step pk
 
     meter = ContextMeter(chunk.tokens_of)
+    estimates = chunk.estimated
+    estimate_meter = ContextMeter(lambda m: estimates.get(id(m), 0)) if estimates else None
     no_ops: list[CoreOperation] = []
     no_folds: list[CoreFold] = []
     computed: dict[int, dict[str, Any]] = {}
@@ -291,30 +367,49 @@ def _compute_steps(
     results: list[str] = []
     # Pipelined: the database stores one batch of results while the next is computed.
     with binary_cursor() as cursor, cursor.connection.pipeline():
-        for pk, index, before_refs, after_refs, reported_before, reported_after, mismatch in steps:
+        for row in steps:
+            pk, index, before_refs, after_refs, own_before, reported_after, mismatch = row[:7]
+            compacted = row[7]
+            tools_pk, usage, window = row[8:]
+            usage = json_value(usage)
             before = chunk.contexts[bytes(before_refs)]
+            after = chunk.contexts[bytes(after_refs)]
             folds = chunk.folds.get(pk, no_folds)
             ops = chunk.ops.get(pk, no_ops)
+            # No inference across a gap: what the missing steps did is not known.
+            inferred = (
+                infer_step(prev_after, before, compacted=compacted)
+                if prev_after is not None and index == prev_index + 1
+                else NOTHING_INFERRED
+            )
+            if inferred.ops:
+                unsaid[pk] = inferred
             stats = step_stats(
                 StepInput(
                     before=before,
-                    after=chunk.contexts[bytes(after_refs)],
+                    after=after,
                     ops=ops,
                     folds=folds,
                     reloaded=[t for op in ops if op.op == "reload" for t in op.targets],
+                    inferred_ops=inferred.ops,
+                    inferred_folds=inferred.folds,
                     folded_earlier=folded_earlier,
                     prev_new_tool=prev_new_tool,
                     prev_ids=prev_ids,
                     budget=session.budget,
                     pinned=session.pinned or (),
-                    reported_before=reported_before,
+                    reported_before=reported_before(own_before, usage),
                     reported_after=reported_after,
                     after_mismatch=mismatch,
                     encoding=choice.name,
+                    context_window=window or session.context_window,
+                    tools_tokens=chunk.tools_tokens.get(tools_pk, 0),
+                    reported_by_usage=own_before is None and usage is not None,
                 ),
                 tokens_of=chunk.tokens_of,
                 cache=chunk.texts,
                 meter=meter,
+                estimate_meter=estimate_meter,
             )
             if choice.note:
                 stats["encoding_note"] = choice.note
@@ -324,14 +419,75 @@ def _compute_steps(
             if len(written) == WRITE_BATCH:
                 cursor.execute(_WRITE_SQL, [written, results])
                 written, results = [], []
-            for f in folds:
+            for f in (*folds, *inferred.folds):
                 folded_earlier.update(m.id for m in f.originals)
             prev_ids = _ids_of(before, prev_before, prev_ids)
             prev_before = before
+            prev_after, prev_index = after, index
             prev_new_tool = stats.get("new_tool")
         if written:
             cursor.execute(_WRITE_SQL, [written, results])
+        _write_inferred_folds(cursor, session, [row[0] for row in steps], unsaid, chunk.pk_of)
     return computed
+
+
+NOTHING_INFERRED = Inferred()
+
+
+def _write_inferred_folds(
+    cursor: Any,
+    session: Session,
+    step_pks: list[int],
+    unsaid: dict[int, Inferred],
+    pk_of: dict[int, int],
+) -> None:
+    """Store the originals of the chunk's inferred operations, in place of earlier ones.
+
+    They join the archive (opened, restored and reloaded like any other), so a
+    step that arrives late, which changes what its successor's inference says,
+    replaces them as the steps from it on are computed again.
+    """
+    cursor.execute("DELETE FROM cv_fold WHERE step_id = ANY(%b) AND inferred", [step_pks])
+    cols: dict[str, list[Any]] = defaultdict(list)
+    for step_pk, inferred in unsaid.items():
+        for fold in inferred.folds:
+            for original in fold.originals:
+                cols["step"].append(step_pk)
+                cols["position"].append(fold.op_index)
+                cols["op"].append(fold.op)
+                cols["kind"].append(fold.kind)
+                cols["result"].append(fold.result_id)
+                cols["original"].append(pk_of[id(original)])
+                cols["original_msg_id"].append(original.id)
+    if not cols:
+        return
+    cursor.execute(
+        "INSERT INTO cv_fold (project_id, session_id, step_id, op_position, op, kind, "
+        "result_msg_id, original_id, original_msg_id, inferred, created_at) "
+        "SELECT %b, %b, st, p, o, k, r, og, oi, true, now() FROM unnest(%b::bigint[], "
+        "%b::int[], %b::text[], %b::text[], %b::text[], %b::bigint[], %b::text[]) "
+        "AS x(st, p, o, k, r, og, oi)",
+        [
+            session.project_id,
+            session.pk,
+            cols["step"],
+            cols["position"],
+            cols["op"],
+            cols["kind"],
+            cols["result"],
+            cols["original"],
+            cols["original_msg_id"],
+        ],
+    )
+    # What a later step reloaded was brought back from here (as ingest marks its folds).
+    cursor.execute(
+        "UPDATE cv_fold f SET reloaded_at = ("
+        "SELECT min(s.index) FROM cv_operation o JOIN cv_step s ON s.id = o.step_id "
+        "WHERE s.session_id = f.session_id AND s.index >= st.index AND o.op = 'reload' "
+        "AND o.targets ? f.original_msg_id) FROM cv_step st "
+        "WHERE st.id = f.step_id AND f.step_id = ANY(%b) AND f.inferred",
+        [list(unsaid)],
+    )
 
 
 def _chunk_read(
@@ -348,21 +504,31 @@ def _chunk_read(
         # Pipelined: the database reads operations and folds while this decodes.
         refs = [bytes(r) for row in steps for r in (row[2], row[3])]
         if previous is not None:
-            refs.append(bytes(previous[0]))
+            refs += (bytes(previous[0]), bytes(previous[2]))
         decoded = decode_many(refs)
         op_rows = ops.fetchall()
         fold_rows = folds.fetchall()
 
-    chunk_folds = [f for f in fold_rows if f[0] >= first_index]
+    # The inferred folds of the chunk's steps are worked out again.
+    chunk_folds = [f for f in fold_rows if f[0] >= first_index and not f[8]]
     wanted = {op[4] for op in op_rows if op[4]} | {f[6] for f in chunk_folds}
     for pks, _, shared in decoded.values():
         wanted.update(pks[shared:])  # a shared head was added with its base
     stored = messages_cached(wanted)
 
     # Tokens of every content this chunk shows, keyed by the message object.
-    counts = tokens_for_blobs(
-        blobs={s.blob_pk: s.message.text for s in stored.values()}, encoding=encoding
-    )
+    estimated: dict[int, int] = {}
+    blobs: dict[int, Reading | str] = {}
+    for s in stored.values():
+        m = s.message
+        if type(m.content) is list:
+            # Only parts can hold images and files.
+            seen = blobs[s.blob_pk] = m.reading
+            if seen.estimated_tokens:
+                estimated[id(m)] = seen.estimated_tokens
+        else:
+            blobs[s.blob_pk] = m.text
+    counts = tokens_for_blobs(blobs=blobs, encoding=encoding)
     tokens = {id(s.message): counts[s.blob_pk] for s in stored.values()}
 
     def tokens_of(message: CoreMessage) -> int:
@@ -390,7 +556,7 @@ def _chunk_read(
     grouped: dict[int, dict[tuple[int, str, str, str | None], list[CoreMessage]]] = defaultdict(
         lambda: defaultdict(list)
     )
-    for _, step_pk, position, op_name, kind, result_id, original_pk, _ in chunk_folds:
+    for _, step_pk, position, op_name, kind, result_id, original_pk, *_ in chunk_folds:
         grouped[step_pk][(position, op_name, kind, result_id)].append(message_of(original_pk))
     folds_by_step = {
         step_pk: [
@@ -412,7 +578,23 @@ def _chunk_read(
         folds=folds_by_step,
         folded_before={f[7] for f in fold_rows if f[0] < first_index},
         texts=texts,
+        pk_of={id(s.message): pk for pk, s in stored.items()},
+        tools_tokens=_tools_tokens({row[8] for row in steps if row[8]}, encoding),
+        estimated=estimated,
     )
+
+
+def _tools_tokens(pks: set[int], encoding: str) -> dict[int, int]:
+    """Tokens of tool-definition blobs; their text is read only when not yet counted."""
+    if not pks:
+        return {}
+    known, missing = _cached(f"tokens:{encoding}", pks)
+    if missing:
+        with binary_cursor() as cursor:
+            cursor.execute("SELECT id, text FROM cv_blob WHERE id = ANY(%b)", [sorted(missing)])
+            texts: dict[int, Reading | str] = dict(cursor.fetchall())
+        known.update(tokens_for_blobs(blobs=texts, encoding=encoding))
+    return known
 
 
 def _ids_of(
@@ -435,7 +617,7 @@ def _ids_of(
 
 
 def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = None) -> None:
-    """Sum the session's step stats; `computed` holds those this transaction just stored."""
+    """Sum the session's step stats; `computed` holds those this run just stored."""
     stats: list[dict[str, Any]] | None = None
     pending = False
     if computed is not None:
@@ -466,14 +648,16 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
     if choice.note:
         aggregates["encoding_note"] = choice.note
     Session.objects.filter(pk=session.pk).update(
-        aggregates=aggregates, stats_status="pending" if pending else "ready"
+        aggregates=aggregates,
+        stats_status="pending" if pending else "ready",
+        stats_steps_done=len(stats),
     )
 
 
 def stats_recompute(*, session_ids: Sequence[int]) -> int:
     """Mark sessions' steps pending again and compute them now (management command)."""
     Step.objects.filter(session_id__in=session_ids).update(stats_status="pending")
-    Session.objects.filter(pk__in=session_ids).update(stats_status="pending")
+    Session.objects.filter(pk__in=session_ids).update(stats_status="pending", stats_steps_done=0)
     return sum(session_stats_compute(session_id=sid) for sid in session_ids)
 
 

@@ -2,9 +2,10 @@
 
 Tasks take ids and are idempotent: computing a session's pending steps twice writes
 the same statistics. A session is computed by one worker at a time (an advisory
-lock in PostgreSQL); a task that finds the lock taken retries shortly, and the
-periodic sweep re-queues anything left pending, so a lost broker message or a
-killed worker delays statistics and loses nothing.
+lock in PostgreSQL), committed chunk by chunk; a task that finds the lock taken
+retries shortly, and the periodic sweep re-queues anything left pending, so a lost
+broker message or a killed worker delays statistics and loses nothing (a killed
+worker's successor resumes after its last committed chunk).
 """
 
 from __future__ import annotations

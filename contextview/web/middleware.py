@@ -2,7 +2,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    JsonResponse,
+    QueryDict,
+)
 
 # Agent content is untrusted: no inline script or style may run, whatever it carries.
 POLICY = (
@@ -20,3 +26,46 @@ class ContentSecurityPolicyMiddleware:
         response.setdefault("Content-Security-Policy", POLICY)
         response.setdefault("X-Content-Type-Options", "nosniff")
         return response
+
+
+NUL = "\x00"
+
+
+class RefuseNulMiddleware:
+    """Answers 400, naming the parameter, when a path or query parameter (or a field of
+    a page's form) holds a NUL.
+
+    PostgreSQL text cannot hold the character, so such a value would otherwise fail
+    deep inside a query (a 500). No session id, filter or cursor has one legitimately.
+    Runs once the URL is resolved, so a path parameter is named as the route names it.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(
+        self,
+        request: HttpRequest,
+        view_func: Callable[..., HttpResponse],
+        view_args: tuple[object, ...],
+        view_kwargs: dict[str, object],
+    ) -> HttpResponse | None:
+        api = request.path_info.startswith("/api/")
+        named = [name for name, value in view_kwargs.items() if NUL in str(value)]
+        named += _named(request.GET)
+        if not api and request.method == "POST":
+            named += _named(request.POST)  # the pages' forms; the API reads its own bodies
+        if not named:
+            return None
+        name = named[0] if NUL not in named[0] else repr(named[0])
+        message = f"{name}: must not contain a NUL character (%00)"
+        if api:
+            return JsonResponse({"error": message}, status=400)
+        return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+
+
+def _named(params: QueryDict) -> list[str]:
+    return [name for name, values in params.lists() if NUL in name or NUL in "".join(values)]

@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from contextview.core.diff import diff_contexts
 from contextview.core.model import Message
+from contextview.core.stats import reported_before
 from contextview.core.tokens import EncodingUnavailable, TokenCounter
 from contextview.postmortems.markdown import render_markdown
 from contextview.postmortems.models import Annotation, Incident
@@ -36,6 +37,7 @@ from contextview.sessions.selectors import (
     messages_by_pk,
     sessions_filtered,
     sessions_page,
+    step_changes,
     step_contexts,
     token_counts,
 )
@@ -481,6 +483,39 @@ class Row:
 
 
 @dataclass
+class RowGroup:
+    """Rows shown together: a run of unchanged messages folds into one line with a count."""
+
+    rows: list[Row]
+    unchanged: bool = False
+
+
+# A run of unchanged messages at least this long is shown as one collapsed line.
+COLLAPSE_RUN = 3
+
+
+def row_groups(rows: Sequence[Row]) -> list[RowGroup]:
+    groups: list[RowGroup] = []
+    run: list[Row] = []
+
+    def flush() -> None:
+        if len(run) >= COLLAPSE_RUN:
+            groups.append(RowGroup(list(run), unchanged=True))
+        else:
+            groups.extend(RowGroup([r]) for r in run)
+        run.clear()
+
+    for row in rows:
+        if row.kind == "same":
+            run.append(row)
+            continue
+        flush()
+        groups.append(RowGroup([row]))
+    flush()
+    return groups
+
+
+@dataclass
 class FoldInfo:
     kind: str
     op: str
@@ -622,6 +657,11 @@ class StepView:
     step: Step
     rows: list[Row]
     ops: list[OpView]
+    # What changed since the previous step's after without the agent saying so.
+    inferred: list[OpView]
+    # True when the rows compare the previous step's after with this step's before
+    # (a step with no operations of its own), else this step's before and after.
+    since_previous: bool
     flags: list[tuple[str, str]]
     before_tokens: int | None
     after_tokens: int | None
@@ -633,9 +673,23 @@ class StepView:
     message_ids: list[str] = field(default_factory=list)
 
     @property
+    def groups(self) -> list[RowGroup]:
+        return row_groups(self.rows)
+
+    @property
     def reported_error(self) -> dict[str, Any]:
         value = (self.stats or {}).get("reported_error")
         return value if isinstance(value, dict) else {}
+
+    @property
+    def reported_before(self) -> int | None:
+        """The agent's own before count, else its provider's usage."""
+        return reported_before(self.step.reported_before, self.step.usage)
+
+    @property
+    def tools_tokens(self) -> int | None:
+        parts = (self.stats or {}).get("partitions") or {}
+        return (parts.get("tools") or {}).get("before")
 
 
 def _context_tokens(cells: Sequence[int | None]) -> int | None:
@@ -671,39 +725,60 @@ def step_neighbors(*, session: Session, index: int) -> dict[str, int | None]:
 
 
 def step_view(*, session: Session, step: Step) -> StepView:
-    """Everything the step fragment shows, in a fixed number of queries."""
+    """Everything the step fragment shows, in a fixed number of queries.
+
+    A step with operations of its own shows how its before became its after. One
+    without (a plain loop, a silent compaction) would show two equal columns, so
+    it shows instead what changed since the previous step's after: the messages
+    that came, and what the server inferred had happened to the others.
+    """
     before, after = step_contexts([step])[step.pk]
-    tokens = token_counts(
-        blob_pks=(s.blob_pk for s in (*before, *after)), encoding=_encoding(session, step)
-    )
+    change = step_changes(session=session, steps=[step], befores={step.pk: before})[step.pk]
     ops = list(Operation.objects.filter(step=step).select_related("result").order_by("position"))
-    fold_rows = list(Fold.objects.filter(step=step).order_by("op_position", "id"))
+    since_previous = not ops and change.previous is not None
+    left = change.previous if since_previous and change.previous is not None else before
+    right = before if since_previous else after
+    tokens = token_counts(
+        blob_pks=(s.blob_pk for s in (*left, *before, *after)), encoding=_encoding(session, step)
+    )
     stats = step.stats if isinstance(step.stats, dict) else None
     stat_ops = (stats or {}).get("ops") or []
+    # The step's own operations come first in stats.ops, the inferred ones after.
+    own_stats = [e for e in stat_ops if isinstance(e, dict) and not e.get("inferred")]
+    inferred_stats = [e for e in stat_ops if isinstance(e, dict) and e.get("inferred")]
 
-    folds = {
-        f.original_msg_id: FoldInfo(kind=f.kind, op=f.op, result_id=f.result_msg_id)
-        for f in fold_rows
-    }
+    folds: dict[str, FoldInfo] = {}
     results: dict[str, tuple[str, list[str]]] = {}
     reloaded: set[str] = set()
-    for op in ops:
-        if op.op == "reload":
-            reloaded.update(str(t) for t in op.targets)
-        elif op.result is not None:
-            results[op.result.msg_id] = (op.op, [str(t) for t in op.targets])
+    if since_previous:
+        for fold in change.inferred.folds:
+            info = FoldInfo(kind=fold.kind, op=fold.op, result_id=fold.result_id)
+            folds.update((m.id, info) for m in fold.originals)
+        for core_op in change.inferred.ops:
+            if core_op.result is not None and core_op.op != "insert":
+                results[core_op.result.id] = (core_op.op, list(core_op.targets))
+    else:
+        for f in Fold.objects.filter(step=step, inferred=False).order_by("op_position", "id"):
+            folds[f.original_msg_id] = FoldInfo(kind=f.kind, op=f.op, result_id=f.result_msg_id)
+        for op in ops:
+            if op.op == "reload":
+                reloaded.update(str(t) for t in op.targets)
+            elif op.result is not None:
+                results[op.result.msg_id] = (op.op, [str(t) for t in op.targets])
 
-    tb = [tokens.get(s.blob_pk) for s in before]
-    ta = [tokens.get(s.blob_pk) for s in after]
+    tl = [tokens.get(s.blob_pk) for s in left]
+    tr = [tokens.get(s.blob_pk) for s in right]
     rows = diff_rows(
-        [s.message for s in before],
-        [s.message for s in after],
-        tokens_before=tb,
-        tokens_after=ta,
+        [s.message for s in left],
+        [s.message for s in right],
+        tokens_before=tl,
+        tokens_after=tr,
         folds=folds,
         results=results,
         reloaded=reloaded,
     )
+    tb = tl if not since_previous else tr
+    ta = tr if not since_previous else [tokens.get(s.blob_pk) for s in after]
     _set_anchors(rows)
     measured = (stats or {}).get("tokens") or {}
     flags = [(f, FLAG_HELP.get(f, "")) for f in (stats or {}).get("flags") or []]
@@ -720,10 +795,24 @@ def step_view(*, session: Session, step: Step) -> StepView:
                 result_id=op.result.msg_id if op.result else None,
                 reason=op.reason,
                 params=op.params or {},
-                stats=stat_ops[op.position] if op.position < len(stat_ops) else None,
+                stats=own_stats[op.position] if op.position < len(own_stats) else None,
             )
             for op in ops
         ],
+        inferred=[
+            OpView(
+                position=k,
+                op=core_op.op,
+                form=core_op.form,
+                targets=list(core_op.targets),
+                result_id=core_op.result.id if core_op.result is not None else None,
+                reason=core_op.reason or "",
+                params=core_op.params,
+                stats=inferred_stats[k] if k < len(inferred_stats) else None,
+            )
+            for k, core_op in enumerate(change.inferred.ops)
+        ],
+        since_previous=since_previous,
         flags=flags,
         before_tokens=measured.get("before", _context_tokens(tb)),
         after_tokens=measured.get("after", _context_tokens(ta)),
@@ -743,6 +832,10 @@ class CompareView:
     rows: list[Row]
     partitions: list[tuple[str, int | None, int | None, int | None]]  # name, from, to, delta
     total: tuple[int | None, int | None, int | None]
+
+    @property
+    def groups(self) -> list[RowGroup]:
+        return row_groups(self.rows)
 
 
 def steps_compare(*, session: Session, start: Step, end: Step) -> CompareView:
@@ -862,7 +955,10 @@ def session_budget(session: Session) -> tuple[int | None, int | None]:
     max_tokens = budget.get("max_tokens")
     reserved = budget.get("reserved_tokens") or 0
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
-        return None, None
+        # Without a budget, the model's window (contract v1.1).
+        if not session.context_window:
+            return None, None
+        max_tokens = session.context_window
     return max_tokens, max_tokens - (reserved if isinstance(reserved, int) else 0)
 
 
@@ -919,11 +1015,12 @@ def restore_preview(*, session: Session, step: Step, ids: Sequence[str]) -> Rest
 
     encoding = _encoding(session, step)
     counted = token_counts(blob_pks=(s.blob_pk for s, _ in sequence), encoding=encoding)
-    missing = {s.blob_pk: s.message.text for s, _ in sequence if s.blob_pk not in counted}
+    missing = {s.blob_pk: s.message.reading for s, _ in sequence if s.blob_pk not in counted}
     if missing:
         try:
             counter = TokenCounter(encoding)
-            counted.update(zip(missing, counter.count_many(list(missing.values())), strict=True))
+            counts = counter.count_readings(list(missing.values()))
+            counted.update(zip(missing, counts, strict=True))
         except EncodingUnavailable:
             pass
     cells = [

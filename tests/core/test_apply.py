@@ -259,6 +259,30 @@ def test_it_reloads_a_message_dropped_two_steps_earlier() -> None:
 # --- reorder --------------------------------------------------------------------------
 
 
+def test_it_inserts_a_new_message_at_the_position_given_folding_nothing() -> None:
+    before = seed_context()
+    note = {"id": "note", "role": "user", "content": "Check the inventory lock."}
+    out = apply(before, [{"action": "insert", "result": note, "params": {"position": 2}}])
+    assert ids(out.after) == ["sys", "u1", "note", "tool_result_32", "a1"]
+    assert out.after[2].partition == "question"
+    assert out.folds == []
+
+
+def test_it_inserts_at_the_end_without_a_position() -> None:
+    out = apply(seed_context(), [{"action": "insert", "result": {"id": "n", "content": "x"}}])
+    assert ids(out.after)[-1] == "n"
+
+
+def test_it_rejects_an_insert_without_result_or_of_an_id_in_the_context() -> None:
+    with pytest.raises(InputError, match=r"body.actions\[0\].result: 'insert' needs a result"):
+        apply(seed_context(), [{"action": "insert"}])
+    with pytest.raises(InputError, match=r"result.id: id 'u1' is already in the context"):
+        apply(seed_context(), [{"action": "insert", "result": {"id": "u1", "content": "x"}}])
+    bad = {"action": "insert", "result": {"id": "n", "content": "x"}, "params": {"position": "1"}}
+    with pytest.raises(InputError, match=r"params.position: must be an integer"):
+        apply(seed_context(), [bad])
+
+
 def test_it_reorders_by_params_order() -> None:
     out = apply(
         seed_context(),

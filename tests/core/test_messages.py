@@ -5,6 +5,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,7 +41,8 @@ def test_it_parses_a_full_message_and_infers_partition_from_role() -> None:
         ("tool", "tool"),
         ("assistant", "memory"),
         ("user", "question"),
-        ("developer", "other"),
+        ("developer", "system"),
+        ("critic", "other"),
         (None, "other"),
     ],
 )
@@ -208,12 +210,34 @@ def test_it_compares_messages_by_every_field() -> None:
     assert not same_message(a, replace(a, id="u2"))
 
 
-def test_it_reads_null_content_as_empty_text() -> None:
+def test_it_keeps_null_content_as_sent_and_reads_the_tool_calls() -> None:
     # An OpenAI-style assistant turn that only calls a tool has `content: null`.
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
     message = parse_message(
-        {"id": "a1", "role": "assistant", "content": None, "tool_calls": [{"id": "c1"}]},
+        {"id": "a1", "role": "assistant", "content": None, "tool_calls": [call]},
         field=F,
         latest={},
     )
-    assert message.content == ""
-    assert message.extra == {"tool_calls": [{"id": "c1"}]}
+    assert message.content is None
+    assert message.extra == {"tool_calls": [call]}
+    assert message.text == "ls\n{}"
+
+
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        ({"id": "a", "role": "r" * 33, "content": "x"}, "role"),
+        ({"id": "a" * 201, "content": "x"}, "id"),
+        ({"id": "a", "role": "tool", "tool": "t" * 201, "content": "x"}, "tool"),
+    ],
+)
+def test_it_refuses_values_longer_than_the_store_keeps(raw: dict[str, Any], where: str) -> None:
+    with pytest.raises(InputError) as e:
+        parse_message(raw, field=F, latest={})
+    assert e.value.field == f"{F}.{where}"
+    assert "at most" in str(e.value)
+
+
+def test_it_keeps_an_unknown_role_as_sent() -> None:
+    m = parse_message({"id": "c", "role": "critic", "content": "Too long."}, field=F, latest={})
+    assert (m.role, m.partition) == ("critic", "other")

@@ -425,3 +425,114 @@ def test_it_aggregates_an_empty_session() -> None:
     assert agg["peak_occupancy"] is None
     assert agg["mean_ratio"] is None
     assert agg["flag_counts"] == {}
+
+
+# --- inferred operations -----------------------------------------------------------------
+
+
+def test_it_measures_inferred_operations_after_the_steps_own_marked_inferred() -> None:
+    from contextview.core.infer import infer_step
+
+    previous = [
+        *seed_context(),
+        msg("pin", "reply before Friday", "user", pinned=True),
+    ]
+    obs = [previous[0], msg("sum", "The user asks about an order.", "user")]
+    inferred = infer_step(previous, obs)
+    own = Operation(op="keep", targets=("sys",))
+    out = stats(
+        StepInput(
+            before=obs,
+            after=obs,
+            ops=[own],
+            inferred_ops=inferred.ops,
+            inferred_folds=inferred.folds,
+        )
+    )
+    keep, summary = out["ops"]
+    assert keep["op"] == "keep" and "inferred" not in keep
+    assert (summary["op"], summary["inferred"], summary["result_id"]) == ("summarize", True, "sum")
+    assert summary["targets"] == ["u1", "tool_result_32", "a1", "pin"]
+    assert summary["ratio"] == summary["tokens_out"] / summary["tokens_in"] < 0.5
+    assert "SO20260101007" in summary["entities"]["lost"]
+    # The pinned message left with the compaction and its text is nowhere in the context.
+    assert {"entity_loss", "pinned_missing"} <= set(out["flags"])
+    assert out["missing_pinned"] == ["reply before Friday"]
+    assert session_aggregates([out])["ops_by_type"] == {"keep": 1, "summarize": 1}
+
+
+def test_it_counts_what_an_insert_brings_in() -> None:
+    note = msg("note", text_of(7), "user")
+    before = seed_context()
+    out = stats(
+        StepInput(
+            before=before,
+            after=[*before, note],
+            ops=[Operation(op="insert", targets=(), result=note)],
+        )
+    )
+    [entry] = out["ops"]
+    assert (entry["tokens_in"], entry["tokens_out"], entry["ratio"]) == (0, 7, None)
+
+
+# --- contract v1.1: tools, context window, provider usage, estimated parts -------------
+
+
+def test_it_counts_tool_definitions_in_a_tools_partition_of_both_contexts() -> None:
+    context = [msg("u1", text_of(10))]
+    got = stats(StepInput(before=context, after=context, tools_tokens=7))
+    assert got["tokens"] == {"before": 17, "after": 17}
+    assert got["partitions"]["tools"] == {"before": 7, "after": 7}
+
+
+def test_it_measures_occupancy_against_the_context_window_without_a_budget() -> None:
+    context = [msg("u1", text_of(95))]
+    got = stats(StepInput(before=context, after=context, context_window=100))
+    assert got["occupancy"] == {"before": 0.95, "after": 0.95}
+    assert {"over_70", "over_90"} <= set(got["flags"])
+    # A budget's max_tokens wins over the window.
+    budgeted = StepInput(
+        before=context, after=context, context_window=100, budget={"max_tokens": 1000}
+    )
+    assert stats(budgeted)["occupancy"]["after"] == 0.095
+
+
+def test_it_takes_the_reported_before_count_from_provider_usage() -> None:
+    from contextview.core.stats import reported_before
+
+    usage = {"input_tokens": 40, "cache_read_tokens": 50, "cache_write_tokens": 10}
+    assert reported_before(None, usage) == 100
+    assert reported_before(90, usage) == 90
+    anthropic = {"input_tokens": 5, "cache_read_input_tokens": 7, "cache_creation_input_tokens": 1}
+    assert reported_before(None, anthropic) == 13
+    assert reported_before(None, {"prompt_tokens": 12, "completion_tokens": 3}) == 12
+    assert reported_before(None, {"output_tokens": 3}) is None
+    assert reported_before(None, None) is None
+
+
+def test_it_does_not_flag_provider_usage_as_an_agent_estimate_off() -> None:
+    context = [msg("u1", text_of(10))]
+    by_usage = StepInput(before=context, after=context, reported_before=30, reported_by_usage=True)
+    got = stats(by_usage)
+    assert got["reported_error"]["before"] == 2.0
+    assert "token_estimate_off" not in got["flags"]
+    assert "token_estimate_off" in stats(replace(by_usage, reported_by_usage=False))["flags"]
+
+
+def test_it_marks_tokens_counted_by_rule_as_estimated() -> None:
+    from contextview.core.stats import ContextMeter
+
+    image = msg("u1", [{"type": "text", "text": "see"}, {"type": "image", "media_type": "x"}])
+    plain = msg("u2", "nothing to estimate")
+
+    def estimated_of(m: Message) -> int:
+        return m.reading.estimated_tokens
+
+    got = step_stats(
+        StepInput(before=[image, plain], after=[plain]),
+        tokens_of=words,
+        estimate_meter=ContextMeter(estimated_of),
+    )
+    assert got["estimated"] is True
+    assert got["estimated_tokens"] == {"before": 1000, "after": 0}
+    assert "estimated" not in stats(StepInput(before=[plain], after=[plain]))

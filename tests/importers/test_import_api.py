@@ -96,25 +96,12 @@ def test_it_imports_each_format(
     assert found == ops
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ingest on this branch cannot store NUL bytes or unpaired surrogates yet; "
-    "the ingest hardening makes it pass (then drop this mark)",
-)
 def test_it_stores_and_shows_nul_bytes_and_cut_emoji_of_tool_output(api: Api) -> None:
     response = upload(api, fixture("claude_code_binary.jsonl"))
     assert response.status_code == 201, response.content
     step = api.get("/sessions/cc-binary/steps/1").json()
     shown = step["before"][2]["content"][0]["content"]
     assert "PK" in shown and "broken" in shown and "tail" in shown
-
-
-def test_it_answers_422_never_500_for_content_storage_refuses(api: Api) -> None:
-    response = upload(api, fixture("claude_code_binary.jsonl"))
-    assert response.status_code in (201, 422)
-    if response.status_code == 422:
-        assert response.json()["error"].startswith("claude_code_binary.jsonl: ")
-        assert not Session.objects.exists()
 
 
 def test_it_refuses_a_file_that_is_no_transcript(api: Api) -> None:

@@ -356,16 +356,3 @@ def test_it_keeps_a_folded_original_when_an_edit_merges(api: Api) -> None:
     assert [m["id"] for m in got["after"]] == ["sys", "n1"]
     assert got["folds"] == [{"op_index": 0, "result_id": "n1", "originals": ["n1", "n2"]}]
     assert Fold.objects.count() == 2
-
-
-def test_it_refuses_an_id_whose_new_content_came_in_a_refused_event(api: Api) -> None:
-    results(api.ingest({"batch": [step("s", 0, [SYSTEM, QUESTION])]}))
-    rewritten = {"id": "u1", "role": "user", "content": "Why does SO20260101042 fail?"}
-    bad = step("s", 1, [{"id": "sys"}, rewritten], action={"action": "drop", "target": "ghost"})
-    later = step("s", 2, [{"id": "sys"}, {"id": "u1"}])
-    got = results(api.ingest({"batch": [bad, later]}))
-    assert got[0]["status"] == 422
-    # Not silently the old question: the agent is told to resend the new one.
-    assert got[1]["status"] == 422 and "'u1'" in got[1]["error"]
-    resent = step("s", 2, [{"id": "sys"}, rewritten])
-    assert results(api.ingest({"batch": [resent]}))[0]["status"] == 201

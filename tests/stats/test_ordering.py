@@ -66,3 +66,30 @@ def test_what_a_worker_keeps_between_chunks_changes_no_statistic(
     hot = computed(2)  # every message, count and entity now comes from the cache
     assert hot == fresh
     assert any(s["ops"] for s in fresh) and all(s["tokens"]["after"] > 0 for s in fresh)
+
+
+@pytest.mark.django_db
+def test_it_recomputes_every_later_chunk_when_an_early_step_arrives_late(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextview.stats import services
+
+    monkeypatch.setattr(services, "CHUNK", 2)
+    grep_1 = {"id": "g1", "role": "tool", "tool": "grep", "content": "no match in access.log"}
+    grep_2 = {"id": "g2", "role": "tool", "tool": "grep", "content": "no match in error.log"}
+    late = step("s", 0, [SYSTEM, grep_1])
+    # Alone, step 1 brings grep_1 in, so step 2's grep repeats its tool call.
+    later = [step("s", 1, [SYSTEM, grep_1]), step("s", 2, [SYSTEM, grep_1, grep_2])]
+    later += [step("s", i, [SYSTEM, grep_1, grep_2]) for i in (3, 4)]
+    assert api.ingest({"batch": later}).status_code == 207
+    session = Session.objects.get(external_id="s")
+    assert services.session_stats_compute(session_id=session.pk) == 4
+    assert "repeated_tool_call" in Step.objects.get(index=2).stats["flags"]
+
+    assert api.ingest({"batch": [late]}).status_code == 207
+    # Chunks of two: step 2, in the chunk after the late step's, is computed again.
+    assert services.session_stats_compute(session_id=session.pk) == 5
+    assert "repeated_tool_call" not in Step.objects.get(index=2).stats["flags"]
+    session.refresh_from_db()
+    assert session.aggregates["flag_counts"].get("repeated_tool_call", 0) == 0
+    assert session.stats_status == "ready" and session.stats_steps_done == 5

@@ -103,7 +103,7 @@ def _own_queue(name: str) -> Iterator[str]:
         switch(previous)
 
 
-def _worker(name: str) -> subprocess.Popen[bytes]:
+def _worker(name: str, **env: str) -> subprocess.Popen[bytes]:
     from django.conf import settings
 
     from contextview.celery import app
@@ -117,6 +117,7 @@ def _worker(name: str) -> subprocess.Popen[bytes]:
         env=_process_env(
             DATABASE_URL=database_url(connection.settings_dict),
             CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
+            **env,
         ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -171,6 +172,88 @@ def _kill_mid_batch(api: Api) -> None:
     for session in Session.objects.all():
         assert session.aggregates["steps"] == 60
         assert session.step_count == 60
+
+
+def test_it_resumes_a_killed_worker_from_its_last_committed_chunk(api: Api) -> None:
+    with _own_queue(f"resume-{os.getpid()}"):
+        _kill_mid_session(api)
+
+
+def _ready_rows(session: Session) -> dict[int, tuple[str, Any]]:
+    """Per ready step: the transaction that wrote it (xmin) and its stats."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT index, xmin::text, stats FROM cv_step "
+            "WHERE session_id = %s AND stats_status = 'ready'",
+            [session.pk],
+        )
+        return {index: (xmin, stats) for index, xmin, stats in cursor.fetchall()}
+
+
+def _commits(session: Session) -> int:
+    return len({xmin for xmin, _ in _ready_rows(session).values()})
+
+
+def _kill_mid_session(api: Api) -> None:
+    from bench.ingest_gen import long_session, session_event
+    from contextview.stats.services import caches_clear, stats_recompute
+
+    *events, step_2000 = [
+        session_event("long"),
+        *long_session("long", 2001, 200, seed=5, by_id=True),
+    ]
+    for start in range(0, len(events), 250):
+        assert api.ingest({"batch": events[start : start + 250]}).status_code == 207
+    session = Session.objects.get(external_id="long")
+
+    # Chunks of about 0.1 s: a few dozen commits in a 2,000-step session.
+    doomed = _worker("doomed", STATS_CHUNK_MS="100")
+    try:
+        wait_for(lambda: _commits(session) >= 3, seconds=60, what="three chunks committed")
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(10)
+    finally:
+        _stop(doomed)
+    kept = _ready_rows(session)
+    assert 0 < len(kept) < 2000, "the worker was killed mid-session"
+    commits = _commits(session)
+    shown = api.get("/sessions/long").json()
+    assert shown["stats_status"] == "pending"
+    assert shown["stats_steps_done"] <= len(kept) and shown["steps"] == 2000
+
+    survivor = _worker("survivor")
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr("django.conf.settings.STATS_SWEEP_AFTER_SECONDS", -1)
+            sweep_pending_stats()
+        # A step that arrives while the survivor computes is computed too.
+        wait_for(lambda: _commits(session) > commits, seconds=60, what="the survivor's chunk")
+        assert api.ingest({"batch": [step_2000]}).status_code == 207
+        wait_for(
+            lambda: (
+                len(_ready_rows(session)) == 2001
+                and Session.objects.get(pk=session.pk).stats_status == "ready"
+            ),
+            seconds=120,
+            what="the survivor to finish the session",
+        )
+    finally:
+        _stop(survivor)
+    resumed = _ready_rows(session)
+    # What the killed worker committed was kept, not computed again.
+    assert {index: resumed[index] for index in kept} == kept
+    shown = api.get("/sessions/long").json()
+    assert (shown["stats_steps_done"], shown["aggregates"]["steps"]) == (2001, 2001)
+
+    # The same statistics as one uninterrupted run, by a process with nothing cached.
+    aggregates = Session.objects.get(pk=session.pk).aggregates
+    caches_clear()
+    assert stats_recompute(session_ids=[session.pk]) == 2001
+    uninterrupted = _ready_rows(session)
+    assert {i: stats for i, (_, stats) in resumed.items()} == {
+        i: stats for i, (_, stats) in uninterrupted.items()
+    }
+    assert Session.objects.get(pk=session.pk).aggregates == aggregates
 
 
 def test_it_can_send_every_periodic_task_beat_schedules() -> None:

@@ -181,6 +181,6 @@ def test_it_keeps_users_of_one_project_out_of_another(db: None) -> None:
     project, _ = project_get_or_create(slug="acme")
     User.objects.create_user("nobody", password="pw")
     client = Client()
-    client.login(username="nobody", password="pw")
+    client.force_login(User.objects.get(username="nobody"))
     page = client.get("/").content.decode()
     assert "not a member of any project" in page and project.name not in page

@@ -53,6 +53,21 @@ def test_it_renders_a_session_before_its_statistics(
     assert "Statistics pending" in fragment and "tool_result_32" in fragment
 
 
+def test_it_shows_how_far_the_statistics_have_got(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    from tests.web.conftest import order_session_events
+
+    session = seed(order_session_events("halfway"), stats=False)
+    # As a worker leaves it between two chunks of a long session.
+    Session.objects.filter(pk=session.pk).update(stats_steps_done=2)
+    client = login("viewer")
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert "(statistics for 2 so far)" in page
+    listing = client.get("/").content.decode()
+    assert "pending (2 of 3 steps)" in listing
+
+
 def test_it_shows_a_step_as_a_fragment_or_a_page(
     login: Callable[..., Client], order_session: Session
 ) -> None:
@@ -300,3 +315,37 @@ def test_it_uses_the_users_own_role_in_a_shared_project(
     viewer = login("viewer")
     assert viewer.post(f"/sessions/{order_session.pk}/mode/", {"mode": "rag"}).status_code == 403
     assert "Switch mode" not in viewer.get(f"/sessions/{order_session.pk}/").content.decode()
+
+
+def test_it_shows_what_changed_since_the_previous_step_for_a_step_without_operations(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    sys_msg = {"id": "sys", "role": "system", "content": "You debug orders."}
+    turns = [
+        {"id": f"u{k}", "role": "user", "content": f"Question {k} about SO2026010100{k}"}
+        for k in range(6)
+    ]
+    summary = {"id": "summary", "role": "user", "content": "Six questions about orders."}
+    u6 = {"id": "u6", "role": "user", "content": "One more question."}
+    session = seed(
+        [
+            step("plain", 0, [sys_msg, *turns[:5]]),
+            step("plain", 1, [sys_msg, *turns]),
+            step("plain", 2, [sys_msg, summary, u6]),
+        ]
+    )
+    client = login("viewer")
+    loop = client.get(f"/sessions/{session.pk}/steps/1/", **HTMX).content.decode()
+    # Six messages unchanged since step 0, collapsed with their count; one new message.
+    assert "6 unchanged messages" in loop
+    assert loop.count('data-kind="added"') == 1 and "Question 5" in loop
+    assert "After step 0" in loop and "Inferred operations" not in loop
+
+    compacted = client.get(f"/sessions/{session.pk}/steps/2/", **HTMX).content.decode()
+    assert "Inferred operations" in compacted
+    assert "summarized from u0, u1, u2, u3, u4, u5 (summarize)" in compacted
+    assert 'data-kind="summary"' in compacted and "Open fold" in compacted
+    assert compacted.count('data-kind="folded"') == 5  # the sixth stands beside the summary
+    fold = client.get(f"/sessions/{session.pk}/steps/2/fold/?result=summary", **HTMX)
+    text = fold.content.decode()
+    assert "Question 3 about SO20260101003" in text and "folded at step 2 by summarize" in text

@@ -11,6 +11,8 @@ from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 
 from contextview.core.model import content_text
+from contextview.core.parts import Block
+from contextview.core.parts import blocks as parts_blocks
 from contextview.web.selectors import message_anchor
 from contextview.web.views import permalink_path, plotly_version
 
@@ -87,6 +89,17 @@ def anchor(message_id: str) -> str:
 def text_of(content: Any) -> str:
     """A message's text from its content as sent (a string, or a list of parts)."""
     return content_text(content)
+
+
+@register.filter
+def blocks(message: Any) -> list[Block]:
+    """A message's parts for display, or [] when it is plain text (shown as it is).
+
+    Takes a stored message, or a message dict as sent (a step's ``output.messages``).
+    """
+    if isinstance(message, dict):
+        return parts_blocks(message.get("content"), message)
+    return parts_blocks(getattr(message, "content", None), getattr(message, "extra", None))
 
 
 @register.filter

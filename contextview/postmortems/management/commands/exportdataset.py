@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from contextview.postmortems.export import dataset_jsonl
 from contextview.projects.models import Project
+from contextview.sessions.models import Session
 
 
 class Command(BaseCommand):
@@ -19,7 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("project", help="project slug")
         parser.add_argument("--agent")
         parser.add_argument("--mode")
-        parser.add_argument("--status", choices=["running", "succeeded", "failed", "abandoned"])
+        parser.add_argument("--status", choices=Session.Status.values)
         parser.add_argument("--output", "-o", help="file to write (default: standard output)")
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -1,0 +1,293 @@
+"""OTLP benchmark: an agent that resends its growing context on every call, traced with
+the GenAI semantic conventions and sent by the official OTLP/HTTP exporter.
+
+    python -m bench.otlp --url http://127.0.0.1:8000 --key cv_... \\
+        --database-url postgres://... [--sessions 4] [--calls 300] [--batch 100]
+
+Each session starts with a context of --context messages (a system prompt, then
+user, assistant and tool messages of 100 B to 3 KB) and every call adds the
+previous reply and a tool result; every --compact-every calls the agent compacts:
+the oldest half of its history becomes one summary message (and the call reports
+``gen_ai.conversation.compacted``). The spans are made with the OpenTelemetry SDK
+before the clock starts, then every session's calls are exported in order, in
+exports of --batch spans, one thread per session, through ``OTLPSpanExporter``.
+
+Reports spans accepted per second (the exports alone), spans per second end to end
+(until every step's statistics are ready: run a worker), the p50/p99 latency of an
+export, and how much the database grew (sum of pg_total_relation_size of the public
+tables) per byte of distinct message content. Prints a table and one JSON line.
+
+Only talks to the --url and --database-url given, and refuses hosts that are not
+loopback. Every loop is bounded by --sessions x --calls and by --time-limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlsplit
+
+import psycopg
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from bench.ingest import database_host, database_size, is_loopback_host, percentile
+
+_WORDS = (
+    "order inventory reservation timeout upstream gateway checkout retry latency pool "
+    "connection index query customer parcel carrier tracking warehouse refund voucher "
+    "schema migration deploy rollback replica shard cache eviction budget summary context"
+).split()
+
+
+def _text(rng: random.Random, low: int, high: int) -> str:
+    target = rng.randint(low, high)
+    words: list[str] = []
+    size = 0
+    while size < target:
+        word = rng.choice(_WORDS)
+        if rng.random() < 0.05:
+            word = f"SO2026{rng.randint(10**6, 10**7 - 1)}"
+        words.append(word)
+        size += len(word) + 1
+    return " ".join(words)
+
+
+def _message(role: str, content: str) -> dict[str, Any]:
+    return {"role": role, "parts": [{"type": "text", "content": content}]}
+
+
+def _tool_result(rng: random.Random, call: str) -> dict[str, Any]:
+    return {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": call, "response": _text(rng, 800, 3000)}],
+    }
+
+
+class Session:
+    """One agent's calls: its context before each, as GenAI span attributes."""
+
+    def __init__(self, name: str, args: argparse.Namespace, seed: int) -> None:
+        self.name = name
+        self.rng = random.Random(seed)
+        self.args = args
+        rng = self.rng
+        self.system = _text(rng, 1500, 2500)
+        self.history: list[dict[str, Any]] = [_message("user", _text(rng, 100, 400))]
+        roles = ("assistant", "tool", "user")
+        while len(self.history) < args.context - 1:
+            role = roles[len(self.history) % 3]
+            if role == "tool":
+                self.history.append(_tool_result(rng, f"call-{len(self.history)}"))
+            else:
+                self.history.append(_message(role, _text(rng, 100, 400)))
+        self.distinct: dict[str, int] = {}
+        self._count(_message("system", self.system))
+        for m in self.history:
+            self._count(m)
+
+    def _count(self, message: dict[str, Any]) -> None:
+        key = json.dumps(message, sort_keys=True)
+        self.distinct.setdefault(key, len(key.encode()))
+
+    def attributes(self, n: int) -> dict[str, Any]:
+        rng, args = self.rng, self.args
+        compacted = n > 0 and n % args.compact_every == 0
+        if compacted:
+            half = len(self.history) // 2
+            summary = _message("user", "Summary of the earlier work: " + _text(rng, 600, 1200))
+            self.history = [summary, *self.history[half:]]
+            self._count(summary)
+        reply = _text(rng, 100, 400)
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "gpt-4o",
+            "gen_ai.conversation.id": self.name,
+            "gen_ai.system_instructions": json.dumps([{"type": "text", "content": self.system}]),
+            "gen_ai.input.messages": json.dumps(self.history),
+            "gen_ai.output.messages": json.dumps([_message("assistant", reply)]),
+            "gen_ai.usage.input_tokens": 30 * len(self.history),
+            "gen_ai.usage.output_tokens": 80,
+        }
+        if compacted:
+            attrs["gen_ai.conversation.compacted"] = True
+        for message in (_message("assistant", reply), _tool_result(rng, f"call-{self.name}-{n}")):
+            self.history.append(message)
+            self._count(message)
+        return attrs
+
+
+def make_spans(args: argparse.Namespace) -> tuple[list[list[ReadableSpan]], int, list[str]]:
+    """Every session's spans, in call order; the distinct content bytes; session ids."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "bench-agent"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("bench.otlp")
+    run = uuid.uuid4().hex[:8]
+    sessions = [Session(f"bench-otlp-{run}-{i}", args, args.seed + i) for i in range(args.sessions)]
+    start = time.time_ns()
+    out: list[list[ReadableSpan]] = []
+    for s in sessions:
+        memory.clear()
+        for n in range(args.calls):
+            at = start + n * 1_000_000_000
+            tracer.start_span("chat gpt-4o", attributes=s.attributes(n), start_time=at).end(
+                end_time=at + 500_000_000
+            )
+        out.append(list(memory.get_finished_spans()))
+    provider.shutdown()
+    distinct = sum(sum(s.distinct.values()) for s in sessions)
+    return out, distinct, [s.name for s in sessions]
+
+
+def export_session(
+    exporter: OTLPSpanExporter, spans: list[ReadableSpan], batch: int, deadline: float
+) -> tuple[int, int, list[float]]:
+    sent = failed = 0
+    latencies: list[float] = []
+    for i in range(0, len(spans), batch):
+        if time.monotonic() > deadline:
+            break
+        group = spans[i : i + batch]
+        started = time.perf_counter()
+        result = exporter.export(group)
+        latencies.append((time.perf_counter() - started) * 1000)
+        if result is SpanExportResult.SUCCESS:
+            sent += len(group)
+        else:
+            failed += len(group)
+    return sent, failed, latencies
+
+
+def steps_ready(database_url: str, session_ids: list[str]) -> tuple[int, int]:
+    with psycopg.connect(database_url, connect_timeout=10) as connection:
+        row = connection.execute(
+            "SELECT count(*) FILTER (WHERE st.stats_status = 'ready'), count(*) FROM cv_step st "
+            "JOIN cv_session s ON s.id = st.session_id WHERE s.external_id = ANY(%s)",
+            [session_ids],
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+class _Retries(logging.Handler):
+    """Counts the exporter's retries (after a 429, a 503 or a lost connection)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "retrying" in record.getMessage():
+            self.count += 1
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    retries = _Retries()
+    logging.getLogger("opentelemetry").addHandler(retries)
+    by_session, distinct, session_ids = make_spans(args)
+    size_before = database_size(args.database_url)
+    exporter = OTLPSpanExporter(
+        endpoint=f"{args.url.rstrip('/')}/v1/traces",
+        headers={"Authorization": f"Bearer {args.key}"},
+        timeout=args.export_timeout,
+    )
+    deadline = time.monotonic() + args.time_limit
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=len(by_session)) as pool:
+        done = list(
+            pool.map(lambda s: export_session(exporter, s, args.batch, deadline), by_session)
+        )
+    exported_s = time.monotonic() - started
+    sent = sum(d[0] for d in done)
+    failed = sum(d[1] for d in done)
+    latencies = [ms for d in done for ms in d[2]]
+    ready = total = 0
+    while time.monotonic() < deadline:
+        ready, total = steps_ready(args.database_url, session_ids)
+        if total and ready >= total:
+            break
+        time.sleep(0.2)
+    ready_s = time.monotonic() - started
+    exporter.shutdown()
+    growth = database_size(args.database_url) - size_before
+    return {
+        "sessions": args.sessions,
+        "calls": args.calls,
+        "batch": args.batch,
+        "spans_sent": sent,
+        "spans_failed": failed,
+        "export_retries": retries.count,
+        "steps_stored": total,
+        "steps_ready": ready,
+        "export_s": round(exported_s, 2),
+        "spans_per_s": round(sent / exported_s, 1) if exported_s else None,
+        "end_to_end_s": round(ready_s, 2),
+        "end_to_end_spans_per_s": round(ready / ready_s, 1) if ready_s and ready else None,
+        "export_p50_ms": _round(percentile(latencies, 50)),
+        "export_p99_ms": _round(percentile(latencies, 99)),
+        "distinct_content_bytes": distinct,
+        "db_growth_bytes": growth,
+        "db_growth_per_distinct_byte": round(growth / distinct, 2) if distinct else None,
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.otlp", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--url", required=True, help="contextview base URL (loopback only)")
+    parser.add_argument("--key", required=True, help="a project key allowed to write")
+    parser.add_argument("--database-url", required=True, help="the server's database (loopback)")
+    parser.add_argument("--sessions", type=int, default=4, help="agents (2 to 8)")
+    parser.add_argument("--calls", type=int, default=300, help="calls per session (200 to 500)")
+    parser.add_argument("--context", type=int, default=100, help="messages a session starts with")
+    parser.add_argument("--compact-every", type=int, default=25, help="calls between compactions")
+    parser.add_argument("--batch", type=int, default=100, help="spans per export")
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument(
+        "--export-timeout", type=float, default=10.0, help="seconds per export (the SDK's)"
+    )
+    parser.add_argument("--time-limit", type=float, default=900.0, help="seconds in all")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not 1 <= args.sessions <= 64 or not 1 <= args.calls <= 10_000:
+        parser.error("--sessions must be 1..64 and --calls 1..10000")
+    if not 2 <= args.context <= 1000 or not 1 <= args.batch <= 10_000:
+        parser.error("--context must be 2..1000 and --batch 1..10000")
+    if args.compact_every < 2:
+        parser.error("--compact-every must be at least 2")
+    if not is_loopback_host(urlsplit(args.url).hostname) or not is_loopback_host(
+        database_host(args.database_url)
+    ):
+        parser.error("--url and --database-url must be on this machine")
+    record = run(args)
+    width = max(len(k) for k in record)
+    for name, value in record.items():
+        print(f"{name:<{width}}  {value}")
+    print(json.dumps(record))
+    return 0 if record["spans_failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,723 @@
+"""OTLP spans of LLM calls as contextview ingest events (contract v1.1, "OTLP/HTTP ingest").
+
+Everything an instrumentation writes about one model call is read here, whatever
+convention it follows:
+
+- OpenTelemetry GenAI: ``gen_ai.system_instructions``, ``gen_ai.input.messages``,
+  ``gen_ai.output.messages`` and ``gen_ai.tool.definitions`` as JSON strings (span
+  attributes) or structured values (the ``gen_ai.client.inference.operation.details``
+  event); the older per-message events ``gen_ai.{system,user,assistant,tool}.message``
+  and ``gen_ai.choice``; ``gen_ai.usage.*``, ``gen_ai.request.model`` /
+  ``gen_ai.response.model``, ``gen_ai.conversation.id``, ``gen_ai.agent.name`` and
+  ``gen_ai.conversation.compacted``;
+- OpenInference: ``llm.input_messages.{i}.message.*`` (``content``, ``contents``,
+  ``tool_calls``, ``tool_call_id``, ``name``), ``llm.output_messages.*``,
+  ``llm.tools.{i}.tool.*``, ``llm.token_count.*``, ``llm.model_name``, ``session.id``.
+
+Messages come out in the contract's v1.1 form: ``content`` a string when the message
+is one text, else a list of parts (``text``, ``tool_call``, ``tool_result``,
+``thinking``, ``image``, ``file``, ``compaction``; other parts as they came), so the
+same message reads the same whichever convention carried it.
+
+Message ids. A span carries no ids for its messages, and an agent resends its whole
+context on every call. Each message's id is a digest of what it is (role, content,
+other fields), with ``.N`` added to the N-th repeat of identical messages in one
+context: the id stays the same while the message does, whatever moved around it, so
+a resent context is one stored copy and the server's inference matches messages
+across calls by id. Only messages new since the previous call of the session (in the
+same request) are converted and hashed; the rest are recognised by comparing the
+decoded values with that call's.
+
+Usage: both conventions report prompt tokens including those read from or written
+to the provider's cache; the contract's ``input_tokens`` excludes them, so they are
+subtracted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+# Kept in the step's obs under its own name, where the server's inference reads it.
+COMPACTED = "gen_ai.conversation.compacted"
+_MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+_OI_INPUT = "llm.input_messages."
+_OI_OUTPUT = "llm.output_messages."
+_OI_TOOLS = "llm.tools."
+# Limits of the ingest schema that a span's values must fit.
+MAX_NAME = 200
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class SpanError(Exception):
+    """A span that claims to be an LLM call but cannot be read; names the attribute."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+@dataclass(slots=True)
+class LlmCall:
+    """One model call: a step of its session once it has an index."""
+
+    trace_id: str
+    span_id: str
+    session_id: str
+    agent: str | None
+    start_ns: int
+    model: str | None
+    messages: list[dict[str, Any]]
+    tools: list[Any] | None = None
+    usage: dict[str, int] | None = None
+    output: list[dict[str, Any]] | None = None
+    compacted: bool = False
+    # other obs fields of a step stored before (kept when the step moves to a new index)
+    extra: dict[str, Any] | None = None
+
+    @property
+    def event_id(self) -> str:
+        return span_event_id(self.trace_id, self.span_id)
+
+    @property
+    def order(self) -> tuple[int, str]:
+        """Where the call sits in its session: start time (to the microsecond the
+        database keeps), then span id so that equal start times order the same
+        way every time."""
+        return (self.start_ns // 1000, self.span_id)
+
+
+def span_event_id(trace_id: str, span_id: str) -> str:
+    """The ingest event id of a span: a span sent again is the same event."""
+    return f"otlp-{trace_id}-{span_id}"
+
+
+@dataclass(slots=True)
+class Refused:
+    trace_id: str
+    span_id: str
+    error: str
+
+
+@dataclass(slots=True)
+class Decoded:
+    calls: list[LlmCall] = field(default_factory=list)
+    refused: list[Refused] = field(default_factory=list)
+    spans: int = 0
+
+
+# --- values ---------------------------------------------------------------------------
+
+
+def any_value(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "int_value":
+        return value.int_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "double_value":
+        return value.double_value
+    if kind == "array_value":
+        return [any_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
+    if kind == "bytes_value":
+        return value.bytes_value.hex()
+    return None
+
+
+def attributes(kvs: Iterable[KeyValue]) -> dict[str, Any]:
+    return {kv.key: any_value(kv.value) for kv in kvs}
+
+
+def _structured(value: Any, name: str) -> Any:
+    """A value an instrumentation may send as JSON text or as a structured value."""
+    if isinstance(value, str):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise SpanError(name, f"is not valid JSON ({exc})") from None
+    return value
+
+
+def _list(value: Any, name: str) -> list[Any]:
+    value = _structured(value, name)
+    if not isinstance(value, list):
+        raise SpanError(name, "must be a list")
+    return value
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and value >= 0 and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def _text(value: Any) -> str | None:
+    return value[:MAX_NAME] if isinstance(value, str) and value else None
+
+
+# --- message parts --------------------------------------------------------------------
+
+
+def _media(part: Mapping[str, Any]) -> dict[str, Any]:
+    modality = part.get("modality")
+    mime = part.get("mime_type")
+    image = modality == "image" or (isinstance(mime, str) and mime.startswith("image/"))
+    out: dict[str, Any] = {"type": "image" if image else "file"}
+    if mime:
+        out["media_type"] = mime
+    for source, target in (("content", "data"), ("uri", "url"), ("file_id", "file_id")):
+        if source in part:
+            out[target] = part[source]
+    if modality and modality not in ("image", "document"):
+        out["modality"] = modality
+    return out
+
+
+def genai_part(part: Any) -> Any:
+    """An OTel GenAI message part in the contract's spelling."""
+    if not isinstance(part, Mapping):
+        return {"type": "text", "text": part} if isinstance(part, str) else part
+    kind = part.get("type")
+    if kind == "text":
+        return {"type": "text", "text": part.get("content", part.get("text", ""))}
+    if kind == "tool_call":
+        return {
+            "type": "tool_call",
+            "id": part.get("id"),
+            "name": part.get("name"),
+            "arguments": part.get("arguments"),
+        }
+    if kind == "tool_call_response":
+        return {
+            "type": "tool_result",
+            "tool_call_id": part.get("id"),
+            "content": part.get("response"),
+        }
+    if kind == "reasoning":
+        return {"type": "thinking", "text": part.get("content", "")}
+    if kind in ("blob", "uri", "file"):
+        return _media(part)
+    return dict(part)
+
+
+def content_of(parts: Sequence[Any]) -> str | list[Any]:
+    """A list of converted parts as message content: one text is just a string."""
+    if len(parts) == 1:
+        only = parts[0]
+        if isinstance(only, dict) and only.get("type") == "text" and len(only) == 2:
+            text = only.get("text")
+            if isinstance(text, str):
+                return text
+    return list(parts)
+
+
+def genai_message(raw: Any, name: str) -> dict[str, Any]:
+    """A ``gen_ai.input.messages`` / ``gen_ai.output.messages`` element."""
+    if not isinstance(raw, Mapping):
+        raise SpanError(name, "each message must be an object")
+    out: dict[str, Any] = {"role": raw.get("role")}
+    parts = raw.get("parts")
+    if isinstance(parts, list):
+        out["content"] = content_of([genai_part(p) for p in parts])
+    elif isinstance(raw.get("content"), str | list):
+        content = raw["content"]
+        out["content"] = (
+            content if isinstance(content, str) else content_of([genai_part(p) for p in content])
+        )
+    else:
+        out["content"] = ""
+    for key, value in raw.items():
+        if key not in ("role", "parts", "content") and value is not None:
+            out[key] = value
+    return out
+
+
+def _system_message(instructions: Any) -> dict[str, Any]:
+    parts = instructions if isinstance(instructions, list) else [instructions]
+    return {"role": "system", "content": content_of([genai_part(p) for p in parts])}
+
+
+def _call_parts(calls: Any) -> list[dict[str, Any]]:
+    """OpenAI-style ``tool_calls`` (``{id, function: {name, arguments}}``) as parts."""
+    out: list[dict[str, Any]] = []
+    for call in calls if isinstance(calls, list) else []:
+        if not isinstance(call, Mapping):
+            continue
+        function = call.get("function")
+        fn = function if isinstance(function, Mapping) else call
+        out.append(
+            {
+                "type": "tool_call",
+                "id": call.get("id"),
+                "name": fn.get("name"),
+                "arguments": fn.get("arguments"),
+            }
+        )
+    return out
+
+
+def event_message(role: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """One of the older per-message events (its body fields as event attributes)."""
+    body = attrs
+    if "content" not in attrs and isinstance(attrs.get("gen_ai.event.content"), str):
+        decoded = _structured(attrs["gen_ai.event.content"], "gen_ai.event.content")
+        body = decoded if isinstance(decoded, Mapping) else {"content": decoded}
+    content = body.get("content")
+    parts: list[Any] = []
+    if isinstance(content, str):
+        if content:
+            parts.append({"type": "text", "text": content})
+    elif isinstance(content, list):
+        parts.extend(genai_part(p) for p in content)
+    elif content is not None:
+        parts.append({"type": "text", "text": json.dumps(content, ensure_ascii=False)})
+    sent_role = body.get("role")
+    if isinstance(sent_role, str) and sent_role:
+        role = sent_role
+    if role == "tool" and body.get("id") is not None:
+        result: Any = content_of(parts) if parts else ""
+        parts = [{"type": "tool_result", "tool_call_id": body.get("id"), "content": result}]
+    parts.extend(_call_parts(_structured(body.get("tool_calls"), "tool_calls")))
+    return {"role": role, "content": content_of(parts) if parts else ""}
+
+
+# --- OpenInference flattened attributes -----------------------------------------------
+
+
+def _indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """``prefix{i}.rest`` attributes grouped by i, in index order: [{rest: value}]."""
+    groups: dict[int, dict[str, Any]] = {}
+    n = len(prefix)
+    for key, value in attrs.items():
+        if not key.startswith(prefix):
+            continue
+        index, _, rest = key[n:].partition(".")
+        if index.isdigit() and rest:
+            groups.setdefault(int(index), {})[rest] = value
+    return [groups[i] for i in sorted(groups)]
+
+
+def oi_message(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """An OpenInference message from its ``message.*`` attributes."""
+    role = flat.get("message.role")
+    parts: list[Any] = []
+    content = flat.get("message.content")
+    if isinstance(content, str) and content:
+        parts.append({"type": "text", "text": content})
+    for item in _indexed(flat, "message.contents."):
+        kind = item.get("message_content.type")
+        if kind == "text" or "message_content.text" in item:
+            parts.append({"type": "text", "text": item.get("message_content.text", "")})
+        elif kind == "image":
+            url = item.get("message_content.image.image.url")
+            parts.append({"type": "image", "url": url} if url else {"type": "image"})
+        else:
+            parts.append({k.removeprefix("message_content."): v for k, v in item.items()})
+    call_id = flat.get("message.tool_call_id")
+    if role == "tool" and call_id:
+        result: Any = content_of(parts) if parts else ""
+        parts = [{"type": "tool_result", "tool_call_id": call_id, "content": result}]
+    for call in _indexed(flat, "message.tool_calls."):
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": call.get("tool_call.id"),
+                "name": call.get("tool_call.function.name"),
+                "arguments": call.get("tool_call.function.arguments"),
+            }
+        )
+    if "message.function_call_name" in flat:
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": None,
+                "name": flat["message.function_call_name"],
+                "arguments": flat.get("message.function_call_arguments_json"),
+            }
+        )
+    out: dict[str, Any] = {"role": role, "content": content_of(parts) if parts else ""}
+    if isinstance(flat.get("message.name"), str):
+        out["name"] = flat["message.name"]
+    return out
+
+
+def _oi_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
+    tools: list[Any] = []
+    for item in _indexed(attrs, _OI_TOOLS):
+        schema = item.get("tool.json_schema")
+        if schema is not None:
+            tools.append(_structured(schema, "llm.tools.tool.json_schema"))
+            continue
+        tool = {k.removeprefix("tool."): v for k, v in item.items()}
+        if "parameters" in tool:
+            tool["parameters"] = _structured(tool["parameters"], "llm.tools.tool.parameters")
+        tools.append(tool)
+    return tools or None
+
+
+# --- ids --------------------------------------------------------------------------------
+
+
+def _digest(message: Mapping[str, Any]) -> str:
+    # Sorted keys: the same message gives the same bytes in every process.
+    try:
+        data = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+    except TypeError as exc:  # text that is not valid Unicode (a lone surrogate)
+        raise SpanError("messages", f"a message cannot be read: {exc}") from None
+    return hashlib.sha256(data).hexdigest()[:20]
+
+
+@dataclass(slots=True)
+class _Context:
+    """A call's context as decoded (to compare with the next call's) and as sent."""
+
+    raw: list[Any]
+    messages: list[dict[str, Any]]
+    digests: list[str]
+    out: list[dict[str, Any]]
+    # the JSON texts it was decoded from (system instructions, input messages), if any
+    texts: tuple[Any, Any] = (None, None)
+
+
+def _context(raw: list[Any], previous: _Context | None) -> _Context:
+    """Messages with ids for the decoded context `raw`, reusing what `previous` shares
+    at its head: those are neither converted nor hashed again."""
+    same = 0
+    if previous is not None:
+        old = previous.raw
+        limit = min(len(raw), len(old))
+        while same < limit and (raw[same] is old[same] or raw[same] == old[same]):
+            same += 1
+        messages = previous.messages[:same]
+        digests = previous.digests[:same]
+        out = previous.out[:same]
+    else:
+        messages, digests, out = [], [], []
+    # The n-th repeat of a message in a context gets ".n": ids stay unique in a list.
+    seen: dict[str, int] = {}
+    for item in raw[same:]:
+        message = _convert(item)
+        digest = _digest(message)
+        n = seen.get(digest)
+        if n is None:
+            n = digests.count(digest)
+        seen[digest] = n + 1
+        messages.append(message)
+        digests.append(digest)
+        out.append({**message, "id": digest if n == 0 else f"{digest}.{n}"})
+    return _Context(raw, messages, digests, out)
+
+
+# --- spans ------------------------------------------------------------------------------
+
+
+def is_llm_call(attrs: Mapping[str, Any]) -> bool:
+    return (
+        attrs.get("gen_ai.operation.name") in LLM_OPERATIONS
+        or attrs.get("openinference.span.kind") == "LLM"
+    )
+
+
+@dataclass(slots=True)
+class _Pending:
+    span: Span
+    attrs: dict[str, Any]
+    trace_id: str
+    span_id: str
+    session_id: str
+    agent: str | None
+
+
+def _with_events(span: Span, attrs: dict[str, Any]) -> dict[str, Any]:
+    """The span's attributes, completed by its inference details event (which carries
+    the messages as structured values when the instrumentation writes them there)."""
+    for event in span.events:
+        if event.name == DETAILS_EVENT:
+            for key, value in attributes(event.attributes).items():
+                attrs.setdefault(key, value)
+    return attrs
+
+
+def _genai_input(attrs: Mapping[str, Any], previous: _Context | None) -> _Context:
+    """The context of a GenAI call. The official instrumentations write the messages as
+    one JSON text per call, which mostly starts with the previous call's text (less its
+    closing bracket): then only what follows is decoded."""
+    system_text = attrs.get("gen_ai.system_instructions")
+    input_text = attrs.get("gen_ai.input.messages", "[]")
+    old = previous.texts if previous is not None else (None, None)
+    raw: list[Any] = []
+    if system_text is not None:
+        if previous is not None and system_text == old[0] and previous.raw[:1]:
+            raw.append(previous.raw[0])
+        else:
+            raw.append(("system", _structured(system_text, "gen_ai.system_instructions")))
+    shared: list[Any] | None = None
+    if previous is not None and isinstance(input_text, str) and isinstance(old[1], str):
+        old_items = previous.raw[1:] if old[0] is not None else previous.raw
+        head = old[1].rstrip()[:-1].rstrip()
+        if input_text == old[1]:
+            shared, rest = old_items, None
+        elif old_items and input_text.startswith(head):
+            tail = input_text[len(head) :].lstrip()
+            if tail.startswith(","):
+                shared, rest = old_items, "[" + tail[1:]
+    if shared is None:
+        items = [("genai", m) for m in _list(input_text, "gen_ai.input.messages")]
+    else:
+        items = list(shared)
+        if rest is not None:
+            items.extend(("genai", m) for m in _list(rest, "gen_ai.input.messages"))
+    raw.extend(items)
+    context = _context(raw, previous)
+    context.texts = (system_text, input_text)
+    return context
+
+
+def _input(p: _Pending, previous: _Context | None) -> _Context:
+    """The call's context, as decoded values and as messages with ids."""
+    attrs = p.attrs
+    if "gen_ai.input.messages" in attrs or "gen_ai.system_instructions" in attrs:
+        return _genai_input(attrs, previous)
+    raw: list[Any] = []
+    flat = _indexed(attrs, _OI_INPUT)
+    if flat:
+        return _context([("oi", item) for item in flat], previous)
+    for event in p.span.events:
+        role = _MESSAGE_EVENTS.get(event.name)
+        if role is not None:
+            raw.append(("event", (role, attributes(event.attributes))))
+    if not raw and isinstance(attrs.get("events"), str):
+        # Pydantic AI before its version 2 wrote the message events as one attribute.
+        for item in _list(attrs["events"], "events"):
+            if isinstance(item, Mapping) and item.get("event.name") in _MESSAGE_EVENTS:
+                raw.append(("event", (_MESSAGE_EVENTS[item["event.name"]], item)))
+    return _context(raw, previous)
+
+
+def _convert(item: tuple[str, Any]) -> dict[str, Any]:
+    form, value = item
+    if form == "genai":
+        return genai_message(value, "gen_ai.input.messages")
+    if form == "system":
+        return _system_message(value)
+    if form == "oi":
+        return oi_message(value)
+    role, attrs = value
+    return event_message(role, attrs)
+
+
+def _output(p: _Pending) -> list[dict[str, Any]] | None:
+    attrs = p.attrs
+    if "gen_ai.output.messages" in attrs:
+        items = _list(attrs["gen_ai.output.messages"], "gen_ai.output.messages")
+        return [genai_message(m, "gen_ai.output.messages") for m in items]
+    flat = _indexed(attrs, _OI_OUTPUT)
+    if flat:
+        return [oi_message(m) for m in flat]
+    out = []
+    for event in p.span.events:
+        if event.name == "gen_ai.choice":
+            body = attributes(event.attributes)
+            message = _structured(body.get("message", {}), "gen_ai.choice.message")
+            if isinstance(message, Mapping):
+                reply = event_message("assistant", message)
+                if body.get("finish_reason"):
+                    reply["finish_reason"] = body["finish_reason"]
+                out.append(reply)
+    return out or None
+
+
+def _tools(attrs: Mapping[str, Any]) -> list[Any] | None:
+    if "gen_ai.tool.definitions" in attrs:
+        return _list(attrs["gen_ai.tool.definitions"], "gen_ai.tool.definitions") or None
+    return _oi_tools(attrs)
+
+
+def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
+    def first(*names: str) -> int | None:
+        for name in names:
+            value = _int(attrs.get(name))
+            if value is not None:
+                return value
+        return None
+
+    prompt = first(
+        "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"
+    )
+    output = first(
+        "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion"
+    )
+    read = first(
+        "gen_ai.usage.cache_read.input_tokens",
+        "gen_ai.usage.cache_read_input_tokens",
+        "llm.token_count.prompt_details.cache_read",
+    )
+    write = first(
+        "gen_ai.usage.cache_creation.input_tokens",
+        "gen_ai.usage.cache_creation_input_tokens",
+        "llm.token_count.prompt_details.cache_write",
+    )
+    usage: dict[str, int] = {}
+    if prompt is not None:
+        usage["input_tokens"] = max(0, prompt - (read or 0) - (write or 0))
+    if output is not None:
+        usage["output_tokens"] = output
+    if read is not None:
+        usage["cache_read_tokens"] = read
+    if write is not None:
+        usage["cache_write_tokens"] = write
+    return usage or None
+
+
+def _model(attrs: Mapping[str, Any]) -> str | None:
+    for name in ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name"):
+        found = _text(attrs.get(name))
+        if found:
+            return found
+    return None
+
+
+def _compacted(attrs: Mapping[str, Any]) -> bool:
+    value = attrs.get(COMPACTED)
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+def decode_request(request: ExportTraceServiceRequest) -> Decoded:
+    """The LLM calls of an export, the spans that could not be read, and the span count.
+
+    Spans that are not LLM calls are counted and left out.
+    """
+    decoded = Decoded()
+    pending: list[_Pending] = []
+    for resource_spans in request.resource_spans:
+        service = None
+        for kv in resource_spans.resource.attributes:
+            if kv.key == "service.name":
+                service = _text(any_value(kv.value))
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                decoded.spans += 1
+                trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
+                attrs = attributes(span.attributes)
+                if not is_llm_call(attrs):
+                    continue
+                if len(span.trace_id) != 16 or len(span.span_id) != 8:
+                    decoded.refused.append(
+                        Refused(trace_id, span_id, "trace_id and span_id must be 16 and 8 bytes")
+                    )
+                    continue
+                attrs = _with_events(span, attrs)
+                session = attrs.get("gen_ai.conversation.id") or attrs.get("session.id")
+                pending.append(
+                    _Pending(
+                        span=span,
+                        attrs=attrs,
+                        trace_id=trace_id,
+                        span_id=span_id,
+                        session_id=str(session) if session else trace_id,
+                        agent=_text(attrs.get("gen_ai.agent.name")) or service,
+                    )
+                )
+    # A session's calls in start order: each one's context is compared with the one
+    # before, so only what is new gets converted and hashed.
+    pending.sort(key=lambda p: (p.session_id, p.span.start_time_unix_nano, p.span_id))
+    previous: dict[str, _Context] = {}
+    for p in pending:
+        try:
+            context = _input(p, previous.get(p.session_id))
+            call = LlmCall(
+                trace_id=p.trace_id,
+                span_id=p.span_id,
+                session_id=p.session_id,
+                agent=p.agent,
+                start_ns=p.span.start_time_unix_nano,
+                model=_model(p.attrs),
+                messages=context.out,
+                tools=_tools(p.attrs),
+                usage=usage_of(p.attrs),
+                output=_output(p),
+                compacted=_compacted(p.attrs),
+            )
+        except SpanError as exc:
+            decoded.refused.append(Refused(p.trace_id, p.span_id, str(exc)))
+            continue
+        previous[p.session_id] = context
+        decoded.calls.append(call)
+    return decoded
+
+
+# --- events -----------------------------------------------------------------------------
+
+
+def timestamp(start_ns: int) -> str:
+    return (_EPOCH + timedelta(microseconds=start_ns // 1000)).isoformat()
+
+
+# A shared head shorter than this is sent in full: a run costs a lookup of the base.
+MIN_RUN = 4
+
+
+def step_event(
+    call: LlmCall, index: int, *, base: tuple[int, Sequence[str]] | None = None
+) -> dict[str, Any]:
+    """The ingest step event of `call` at `index`.
+
+    `base` is the index and message ids of the session's step just before, stored
+    by the same batch: the messages this context shares with it at its head are sent
+    as one ``$run`` of that step's context (what the server already holds).
+    """
+    messages: list[Any] = call.messages
+    obs: dict[str, Any] = {**(call.extra or {}), "trace_id": call.trace_id, "span_id": call.span_id}
+    if call.compacted:
+        obs[COMPACTED] = True
+    if base is not None:
+        base_index, base_ids = base
+        shared = 0
+        limit = min(len(base_ids), len(messages))
+        while shared < limit and base_ids[shared] == messages[shared]["id"]:
+            shared += 1
+        if shared >= MIN_RUN:
+            obs["$base"] = base_index
+            messages = [{"$run": [0, shared]}, *messages[shared:]]
+    obs["messages"] = messages
+    body: dict[str, Any] = {"session_id": call.session_id, "index": index, "obs": obs}
+    if call.model:
+        body["model"] = call.model
+    if call.tools is not None:
+        body["tools"] = call.tools
+    if call.usage is not None:
+        body["usage"] = call.usage
+    if call.output is not None:
+        body["output"] = {"messages": call.output}
+    return {
+        "id": call.event_id,
+        "type": "step",
+        "timestamp": timestamp(call.start_ns),
+        "body": body,
+    }

@@ -1,0 +1,183 @@
+"""POST /v1/traces: OTLP/HTTP (contract v1.1, "OTLP/HTTP ingest").
+
+Answers as the OTLP/HTTP specification says: 200 with an ExportTraceServiceResponse
+in the request's encoding (protobuf or the OTLP JSON mapping), its partial_success
+counting the refused spans; errors with a google.rpc.Status in that encoding; 429
+and 503, the only answers an exporter retries, with Retry-After.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from typing import Any
+
+import psycopg
+from django.conf import settings
+from django.db import OperationalError
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from google.rpc import code_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from contextview.api import _read_body
+from contextview.ingest.ratelimit import rate_limit_check
+from contextview.ingest.traces import ServerBusy, traces_ingest
+from contextview.projects.selectors import apikey_authenticate
+
+log = logging.getLogger(__name__)
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+# Seconds an exporter is asked to wait when the server cannot take more now.
+RETRY_AFTER = 1
+
+
+def _answer(status: int, message: Any, *, as_json: bool, **headers: str) -> HttpResponse:
+    if as_json:
+        body = json_format.MessageToJson(message, indent=None).encode()
+    else:
+        body = message.SerializeToString()
+    response = HttpResponse(body, status=status, content_type=JSON if as_json else PROTOBUF)
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+def _error(status: int, code: int, text: str, *, as_json: bool, **headers: str) -> HttpResponse:
+    return _answer(status, status_pb2.Status(code=code, message=text), as_json=as_json, **headers)
+
+
+@csrf_exempt
+@require_POST
+def otlp_traces(request: HttpRequest) -> HttpResponse:
+    content_type = (request.META.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
+    as_json = content_type == JSON
+    scheme, _, secret = (request.META.get("HTTP_AUTHORIZATION") or "").partition(" ")
+    key = apikey_authenticate(secret=secret.strip()) if scheme.lower() == "bearer" else None
+    if key is None:
+        return _error(
+            401,
+            code_pb2.UNAUTHENTICATED,
+            "missing or bad project key: send the header Authorization: Bearer <key>",
+            as_json=as_json,
+        )
+    if not key.can_write:
+        return _error(
+            403, code_pb2.PERMISSION_DENIED, "this key may read but not ingest", as_json=as_json
+        )
+    if content_type not in (PROTOBUF, JSON):
+        return _error(
+            415,
+            code_pb2.INVALID_ARGUMENT,
+            f"Content-Type must be {PROTOBUF} or {JSON}, not {content_type!r}",
+            as_json=True,
+        )
+    wait = rate_limit_check(key_id=key.pk)
+    if wait is not None:
+        return _error(
+            429,
+            code_pb2.RESOURCE_EXHAUSTED,
+            "rate limit exceeded; retry later",
+            as_json=as_json,
+            **{"Retry-After": str(wait)},
+        )
+    body = _read_body(request, settings.OTLP_MAX_BYTES)
+    if isinstance(body, HttpResponse):
+        text = json.loads(body.content).get("error", "")
+        return _error(body.status_code, code_pb2.INVALID_ARGUMENT, text, as_json=as_json)
+    try:
+        export = _decode_json(body) if as_json else _decode_protobuf(body)
+    except ValueError as exc:
+        return _error(400, code_pb2.INVALID_ARGUMENT, str(exc), as_json=as_json)
+    try:
+        outcome = traces_ingest(project=key.project, request=export)
+    except ServerBusy:
+        return _error(
+            503,
+            code_pb2.UNAVAILABLE,
+            f"the server is storing {settings.OTLP_MAX_CONCURRENT} exports already; retry later",
+            as_json=as_json,
+            **{"Retry-After": str(RETRY_AFTER)},
+        )
+    except (OperationalError, psycopg.OperationalError) as exc:
+        # A session held by another request past the lock timeout, or the database
+        # unreachable: nothing was stored, and the exporter tries again.
+        log.warning("OTLP export answered 503: %s", exc)
+        return _error(
+            503,
+            code_pb2.UNAVAILABLE,
+            "the server cannot take this export now; retry later",
+            as_json=as_json,
+            **{"Retry-After": str(RETRY_AFTER)},
+        )
+    answer = ExportTraceServiceResponse()
+    if outcome.rejected or outcome.errors:
+        answer.partial_success.rejected_spans = outcome.rejected
+        answer.partial_success.error_message = outcome.error_message
+    return _answer(200, answer, as_json=as_json)
+
+
+def _decode_protobuf(body: bytes) -> ExportTraceServiceRequest:
+    export = ExportTraceServiceRequest()
+    try:
+        export.ParseFromString(body)
+    except DecodeError as exc:
+        raise ValueError(f"body is not an ExportTraceServiceRequest in protobuf: {exc}") from None
+    return export
+
+
+# OTLP JSON writes trace and span ids as hex, where protobuf's JSON mapping has base64.
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+
+
+def _ids_to_base64(node: dict[str, Any], where: str) -> None:
+    for name in _ID_FIELDS:
+        value = node.get(name)
+        if isinstance(value, str) and value:
+            try:
+                node[name] = base64.b64encode(bytes.fromhex(value)).decode()
+            except ValueError:
+                raise ValueError(f"{where}.{name}: {value!r} is not hex") from None
+
+
+def _items(node: dict[str, Any], camel: str, snake: str) -> list[Any]:
+    found = node.get(camel, node.get(snake))
+    return found if isinstance(found, list) else []
+
+
+def _decode_json(body: bytes) -> ExportTraceServiceRequest:
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError("body must be a JSON object with resourceSpans")
+    for r, resource in enumerate(_items(data, "resourceSpans", "resource_spans")):
+        if not isinstance(resource, dict):
+            continue
+        for s, scope in enumerate(_items(resource, "scopeSpans", "scope_spans")):
+            if not isinstance(scope, dict):
+                continue
+            for i, span in enumerate(_items(scope, "spans", "spans")):
+                if not isinstance(span, dict):
+                    continue
+                where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
+                _ids_to_base64(span, where)
+                for k, link in enumerate(_items(span, "links", "links")):
+                    if isinstance(link, dict):
+                        _ids_to_base64(link, f"{where}.links[{k}]")
+    export = ExportTraceServiceRequest()
+    try:
+        json_format.ParseDict(data, export, ignore_unknown_fields=True)
+    except (json_format.ParseError, binascii.Error, RecursionError) as exc:
+        raise ValueError(f"body is not an ExportTraceServiceRequest in OTLP JSON: {exc}") from None
+    return export

@@ -1,0 +1,279 @@
+"""Spans of every convention the contract lists, read into the same steps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from contextview.core.otlp import LlmCall, decode_request, step_event
+from tests.otlp.conftest import Agent, request_of, text
+
+
+@pytest.fixture
+def agent() -> Iterator[Agent]:
+    exporter = InMemorySpanExporter()
+    made = Agent(exporter)
+    made.exporter = exporter  # type: ignore[attr-defined]
+    yield made
+    made.shutdown()
+
+
+def calls(agent: Agent) -> list[LlmCall]:
+    decoded = decode_request(request_of(agent.exporter.get_finished_spans()))  # type: ignore[attr-defined]
+    assert decoded.refused == []
+    return decoded.calls
+
+
+def span(agent: Agent, attributes: dict[str, Any], events: list[tuple[str, dict[str, Any]]] = ()):  # type: ignore[assignment]
+    s = agent.tracer.start_span("llm", attributes=attributes)
+    for name, attrs in events:
+        s.add_event(name, attrs)
+    s.end()
+
+
+def contents(call: LlmCall) -> list[tuple[str | None, Any]]:
+    return [(m["role"], m["content"]) for m in call.messages]
+
+
+TOOL_CALL = {"type": "tool_call", "id": "c1", "name": "read_file", "arguments": {"path": "a.log"}}
+GENAI_CONTEXT = [
+    text("user", "Why does SO20260101007 time out?"),
+    {"role": "assistant", "parts": [TOOL_CALL]},
+    {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "504"}]},
+]
+EXPECTED = [
+    ("system", "You debug orders."),
+    ("user", "Why does SO20260101007 time out?"),
+    ("assistant", [TOOL_CALL]),
+    ("tool", [{"type": "tool_result", "tool_call_id": "c1", "content": "504"}]),
+]
+
+
+def test_it_reads_genai_attributes_as_json_strings(agent: Agent) -> None:
+    tools = [{"type": "function", "name": "read_file", "parameters": {"type": "object"}}]
+    agent.call(
+        GENAI_CONTEXT,
+        attributes={
+            "gen_ai.tool.definitions": json.dumps(tools),
+            "gen_ai.usage.input_tokens": 1500,
+            "gen_ai.usage.cache_read.input_tokens": 1000,
+            "gen_ai.agent.name": "triage",
+        },
+    )
+    (call,) = calls(agent)
+    assert contents(call) == EXPECTED
+    assert call.session_id == "conv-1"
+    assert call.agent == "triage"
+    assert call.model == "gpt-4o-2024-08-06"
+    assert call.tools == tools
+    # The provider's prompt count includes cached tokens; the contract's does not.
+    assert call.usage == {"input_tokens": 500, "output_tokens": 8, "cache_read_tokens": 1000}
+    assert call.output == [{"role": "assistant", "content": "Looking.", "finish_reason": "stop"}]
+
+
+def structured(value: Any) -> AnyValue:
+    """A value as a structured OTLP AnyValue (what the SDK's span API cannot make)."""
+    if isinstance(value, str):
+        return AnyValue(string_value=value)
+    if isinstance(value, list):
+        return AnyValue(array_value=ArrayValue(values=[structured(v) for v in value]))
+    return AnyValue(
+        kvlist_value=KeyValueList(
+            values=[KeyValue(key=k, value=structured(v)) for k, v in value.items()]
+        )
+    )
+
+
+def test_it_reads_the_inference_details_event_with_structured_values(agent: Agent) -> None:
+    details = "gen_ai.client.inference.operation.details"
+    span(agent, {"gen_ai.operation.name": "chat", "gen_ai.request.model": "claude-sonnet-4"})
+    request = request_of(agent.exporter.get_finished_spans())  # type: ignore[attr-defined]
+    event = request.resource_spans[0].scope_spans[0].spans[0].events.add(name=details)
+    event.attributes.add(key="gen_ai.input.messages", value=structured(GENAI_CONTEXT))
+    event.attributes.add(
+        key="gen_ai.system_instructions",
+        value=structured([{"type": "text", "content": "You debug orders."}]),
+    )
+    (call,) = decode_request(request).calls
+    assert contents(call) == EXPECTED
+    assert call.model == "claude-sonnet-4"
+
+
+def test_it_reads_the_older_per_message_events(agent: Agent) -> None:
+    call_json = json.dumps(
+        [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]
+    )
+    span(
+        agent,
+        {"gen_ai.operation.name": "chat", "session.id": "events-1"},
+        [
+            ("gen_ai.system.message", {"content": "You debug orders."}),
+            ("gen_ai.user.message", {"content": "Why?"}),
+            ("gen_ai.assistant.message", {"tool_calls": call_json}),
+            ("gen_ai.tool.message", {"content": "504", "id": "c1"}),
+            (
+                "gen_ai.choice",
+                {"message": json.dumps({"content": "A 504."}), "finish_reason": "stop"},
+            ),
+        ],
+    )
+    (call,) = calls(agent)
+    assert call.session_id == "events-1"
+    assert contents(call) == [
+        ("system", "You debug orders."),
+        ("user", "Why?"),
+        ("assistant", [{"type": "tool_call", "id": "c1", "name": "read_file", "arguments": "{}"}]),
+        ("tool", [{"type": "tool_result", "tool_call_id": "c1", "content": "504"}]),
+    ]
+    assert call.output == [{"role": "assistant", "content": "A 504.", "finish_reason": "stop"}]
+
+
+def test_it_reads_openinference_flattened_attributes(agent: Agent) -> None:
+    m = "llm.input_messages"
+    span(
+        agent,
+        {
+            "openinference.span.kind": "LLM",
+            "llm.model_name": "gpt-4o-mini",
+            "session.id": "oi-1",
+            f"{m}.0.message.role": "system",
+            f"{m}.0.message.content": "You debug orders.",
+            f"{m}.1.message.role": "user",
+            f"{m}.1.message.contents.0.message_content.type": "text",
+            f"{m}.1.message.contents.0.message_content.text": "Why does SO20260101007 time out?",
+            f"{m}.2.message.role": "assistant",
+            f"{m}.2.message.tool_calls.0.tool_call.id": "c1",
+            f"{m}.2.message.tool_calls.0.tool_call.function.name": "read_file",
+            f"{m}.2.message.tool_calls.0.tool_call.function.arguments": '{"path": "a.log"}',
+            f"{m}.3.message.role": "tool",
+            f"{m}.3.message.tool_call_id": "c1",
+            f"{m}.3.message.content": "504",
+            # Index 10 after 3: ordered by number, not as text.
+            f"{m}.10.message.role": "user",
+            f"{m}.10.message.content": "late",
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": "A 504.",
+            "llm.tools.0.tool.json_schema": json.dumps(
+                {"type": "function", "function": {"name": "read_file"}}
+            ),
+            "llm.token_count.prompt": 300,
+            "llm.token_count.completion": 20,
+            "llm.token_count.prompt_details.cache_read": 100,
+        },
+    )
+    (call,) = calls(agent)
+    assert call.session_id == "oi-1"
+    assert call.model == "gpt-4o-mini"
+    assert contents(call) == [
+        ("system", "You debug orders."),
+        ("user", "Why does SO20260101007 time out?"),
+        (
+            "assistant",
+            [
+                {
+                    "type": "tool_call",
+                    "id": "c1",
+                    "name": "read_file",
+                    "arguments": '{"path": "a.log"}',
+                }
+            ],
+        ),
+        ("tool", [{"type": "tool_result", "tool_call_id": "c1", "content": "504"}]),
+        ("user", "late"),
+    ]
+    assert call.output == [{"role": "assistant", "content": "A 504."}]
+    assert call.tools == [{"type": "function", "function": {"name": "read_file"}}]
+    assert call.usage == {"input_tokens": 200, "output_tokens": 20, "cache_read_tokens": 100}
+
+
+def test_it_gives_a_message_the_same_id_while_it_stays_the_same(agent: Agent) -> None:
+    first = [text("user", "a"), text("user", "ok"), text("assistant", "b")]
+    agent.call(first)
+    agent.call([*first, text("user", "ok")])  # the same text again: its own id
+    agent.call([text("user", "summary of a and ok"), *first[2:], text("user", "ok")])
+    one, two, three = calls(agent)
+    ids = [[m["id"] for m in c.messages] for c in (one, two, three)]
+    assert ids[1][:4] == ids[0]
+    assert len(set(ids[1])) == len(ids[1])
+    # After a compaction moved everything, what stayed keeps its id.
+    assert ids[2][0] == ids[0][0]  # the system prompt
+    assert ids[2][2] == ids[0][3]  # "b"
+
+
+def test_it_takes_the_session_from_the_trace_and_the_agent_from_the_service(
+    agent: Agent,
+) -> None:
+    agent.call([text("user", "hi")], conversation=None)
+    (call,) = calls(agent)
+    assert call.session_id == call.trace_id
+    assert call.agent == "support-bot"
+
+
+def test_it_marks_a_call_whose_history_was_compacted(agent: Agent) -> None:
+    agent.call([text("user", "hi")], attributes={"gen_ai.conversation.compacted": True})
+    (call,) = calls(agent)
+    assert step_event(call, 0)["body"]["obs"]["gen_ai.conversation.compacted"] is True
+
+
+def test_it_refuses_a_span_with_messages_that_are_not_a_list(agent: Agent) -> None:
+    agent.call([], attributes={"gen_ai.input.messages": '{"role": "user"}'})
+    decoded = decode_request(request_of(agent.exporter.get_finished_spans()))  # type: ignore[attr-defined]
+    assert decoded.calls == []
+    assert "gen_ai.input.messages: must be a list" in decoded.refused[0].error
+
+
+def test_it_sends_what_a_context_shares_with_the_step_before_as_a_run(agent: Agent) -> None:
+    context = [text("user", f"message {i}") for i in range(6)]
+    agent.call(context)
+    agent.call([*context, text("user", "new")])
+    one, two = calls(agent)
+    event = step_event(two, 8, base=(7, [m["id"] for m in one.messages]))
+    obs = event["body"]["obs"]
+    assert obs["$base"] == 7
+    assert obs["messages"][0] == {"$run": [0, 7]}
+    assert [m["content"] for m in obs["messages"][1:]] == ["new"]
+
+
+def test_it_ignores_spans_that_are_not_llm_calls(agent: Agent) -> None:
+    agent.other()
+    decoded = decode_request(request_of(agent.exporter.get_finished_spans()))  # type: ignore[attr-defined]
+    assert decoded.spans == 1
+    assert decoded.calls == [] and decoded.refused == []
+
+
+def test_it_reads_a_context_the_same_whether_or_not_the_call_before_is_known(
+    agent: Agent,
+) -> None:
+    """Contexts decoded against the previous call's (only what is new is read) equal
+    contexts decoded alone, through growth, repeats, odd spacing and a compaction."""
+    history = [text("user", "start")]
+    texts: list[str] = []
+    for i in range(8):
+        if i == 5:
+            history = [text("user", "summary"), *history[4:]]
+        history = [*history, text("assistant", f"r{i}"), text("user", "ok")]
+        body = json.dumps(history, separators=(", ", ": ") if i >= 3 else (",", ":"))
+        texts.append(body)
+        agent.call([], attributes={"gen_ai.input.messages": body})
+    together = calls(agent)
+    alone = []
+    for span in agent.exporter.get_finished_spans():  # type: ignore[attr-defined]
+        (call,) = decode_request(request_of([span])).calls
+        alone.append(call.messages)
+    assert [c.messages for c in together] == alone
+    assert [m["content"] for m in together[-1].messages][-2:] == ["r7", "ok"]
+
+
+def test_it_reads_message_events_written_as_one_attribute(agent: Agent) -> None:
+    events = [
+        {"event.name": "gen_ai.user.message", "role": "user", "content": "Where is order 4?"},
+        {"event.name": "gen_ai.assistant.message", "role": "assistant", "content": "Shipped."},
+    ]
+    span(agent, {"gen_ai.operation.name": "chat", "events": json.dumps(events)})
+    (call,) = calls(agent)
+    assert contents(call) == [("user", "Where is order 4?"), ("assistant", "Shipped.")]

@@ -1,0 +1,254 @@
+"""What the model reads of a message, in every provider's spelling (contract v1.1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextview.core.messages import blob_hash, message_payload, parse_message
+from contextview.core.model import Message
+from contextview.core.parts import (
+    FILE_TOKENS,
+    IMAGE_TOKENS,
+    IMAGE_TOKENS_MAX,
+    blocks,
+    has_compaction,
+    payload,
+    reading,
+    split_payload,
+    tool_calls,
+)
+from contextview.core.tokens import TokenCounter
+
+F = "body.obs.messages[0]"
+
+
+def parsed(raw: dict[str, Any]) -> Message:
+    return parse_message(raw, field=F, latest={})
+
+
+def test_it_reads_an_openai_assistant_message_that_only_calls_tools() -> None:
+    m = parsed(
+        {
+            "id": "a1",
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "app/orders.py"}'},
+                },
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {"name": "grep", "arguments": '{"q": "SO20260101007"}'},
+                },
+            ],
+        }
+    )
+    assert m.text == 'read_file\n{"path": "app/orders.py"}\ngrep\n{"q": "SO20260101007"}'
+    assert [c["name"] for c in tool_calls(m.content, m.extra)] == ["read_file", "grep"]
+    assert TokenCounter().count_readings([m.reading]) == [TokenCounter().count(m.text)]
+    assert TokenCounter().count(m.text) > 10
+
+
+def test_it_reads_an_openai_tool_message_as_its_content() -> None:
+    m = parsed({"id": "t1", "role": "tool", "tool_call_id": "call_1", "content": "504 after 3s"})
+    assert m.text == "504 after 3s"
+    assert m.partition == "tool"
+    assert m.extra == {"tool_call_id": "call_1"}
+
+
+def test_it_reads_openai_content_parts_and_a_refusal() -> None:
+    content = [
+        {"type": "text", "text": "Look at this:"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        {"type": "refusal", "refusal": "I can't share that."},
+    ]
+    r = reading(content)
+    assert r.text == "Look at this:\nI can't share that."
+    assert (r.estimated_tokens, r.estimated_parts) == (IMAGE_TOKENS, 1)
+    assert blocks(content)[1].kind == "image"
+    assert blocks(content)[1].media_type == "image/png"
+
+
+def test_it_reads_anthropic_tool_use_thinking_and_tool_result_blocks() -> None:
+    assistant = [
+        {"type": "thinking", "thinking": "The log says 504; check inventory.", "signature": "x"},
+        {"type": "redacted_thinking", "data": "ZW5jcnlwdGVk"},
+        {"type": "text", "text": "Reading the log."},
+        {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "/var/log"}},
+    ]
+    assert reading(assistant).text == (
+        'The log says 504; check inventory.\nReading the log.\nread_file\n{"path": "/var/log"}'
+    )
+    assert [b.kind for b in blocks(assistant)] == ["thinking", "thinking", "text", "tool_call"]
+    assert blocks(assistant)[3].name == "read_file"
+
+    result = [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_1",
+            "content": [
+                {"type": "text", "text": "status 504 from inventory-svc"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg"}},
+            ],
+        }
+    ]
+    r = reading(result)
+    assert r.text == "status 504 from inventory-svc"
+    assert r.estimated_tokens == IMAGE_TOKENS
+    block = blocks(result)[0]
+    assert (block.kind, block.ref, block.text) == (
+        "tool_result",
+        "toolu_1",
+        "status 504 from inventory-svc",
+    )
+    # A tool result whose content is a plain string.
+    assert reading([{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]).text == "ok"
+
+
+def test_it_reads_otel_genai_parts() -> None:
+    parts = [
+        {"type": "text", "content": "Weather in Paris?"},
+        {"type": "reasoning", "content": "Need the weather tool."},
+        {"type": "tool_call", "id": "c1", "name": "get_weather", "arguments": {"city": "Paris"}},
+        {"type": "tool_call_response", "id": "c1", "response": {"temp_c": 21}},
+        {"type": "blob", "modality": "image", "mime_type": "image/png", "content": "iVBO"},
+        {"type": "uri", "modality": "image", "mime_type": "image/png", "uri": "https://x/y.png"},
+        {"type": "file", "mime_type": "application/pdf", "file_id": "f1"},
+    ]
+    r = reading(parts)
+    assert r.text == (
+        'Weather in Paris?\nNeed the weather tool.\nget_weather\n{"city": "Paris"}\n{"temp_c": 21}'
+    )
+    assert (r.estimated_tokens, r.estimated_parts) == (2 * IMAGE_TOKENS + FILE_TOKENS, 3)
+    assert [b.kind for b in blocks(parts)] == [
+        "text",
+        "thinking",
+        "tool_call",
+        "tool_result",
+        "image",
+        "image",
+        "file",
+    ]
+    assert blocks(parts)[6].media_type == "application/pdf"
+
+
+def test_it_reads_the_contract_spelling_and_compaction_parts() -> None:
+    parts = [
+        {"type": "compaction", "summary": "Earlier: order SO20260101007 timed out (504)."},
+        {"type": "tool_call", "id": "c9", "name": "ls", "arguments": "{}"},
+        {"type": "tool_result", "tool_call_id": "c9", "content": "a.py b.py"},
+        {"type": "image", "media_type": "image/png", "url": "https://x/y.png"},
+        {"type": "file", "media_type": "application/pdf", "data": "JVBERi0="},
+    ]
+    r = reading(parts)
+    assert r.text == "Earlier: order SO20260101007 timed out (504).\nls\n{}\na.py b.py"
+    assert r.estimated_tokens == IMAGE_TOKENS + FILE_TOKENS
+    assert blocks(parts)[0].kind == "compaction"
+    assert has_compaction(parts) and not has_compaction(parts[1:]) and not has_compaction("x")
+    assert blocks(parts)[3].media_type == "image/png"
+
+
+def test_it_reads_openai_responses_items() -> None:
+    items = [
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Plan: grep."}]},
+        {"type": "function_call", "call_id": "fc1", "name": "grep", "arguments": '{"q":"x"}'},
+        {"type": "function_call_output", "call_id": "fc1", "output": "3 hits"},
+        {"type": "input_text", "text": "thanks"},
+    ]
+    assert reading(items).text == 'Plan: grep.\ngrep\n{"q":"x"}\n3 hits\nthanks'
+
+
+def test_it_counts_an_image_from_its_dimensions_when_given() -> None:
+    small = {"type": "image", "width": 300, "height": 200, "source": {"media_type": "image/png"}}
+    assert reading([small]).estimated_tokens == 80  # ceil(300 * 200 / 750)
+    huge = {"type": "image", "source": {"width": 4000, "height": 3000}}
+    assert reading([huge]).estimated_tokens == IMAGE_TOKENS_MAX
+
+
+def test_it_counts_a_document_sent_as_text_as_its_text() -> None:
+    doc = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "hi"}}
+    assert reading([doc]) == reading("hi")
+
+
+def test_it_keeps_unknown_parts_and_reads_only_their_text() -> None:
+    parts = [{"type": "audio_transcript", "text": "hello"}, {"type": "cursor", "pos": 3}]
+    assert reading(parts).text == "hello"
+    assert blocks(parts)[1].kind == "other"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "plain",
+        [{"type": "text", "text": "a"}],
+        None,
+    ],
+)
+def test_it_stores_tool_calls_with_the_content_and_gives_both_back(content: Any) -> None:
+    calls = [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]
+    value = payload(content, {"tool_calls": calls, "name": "bot"})
+    assert split_payload(value) == (content, {"tool_calls": calls})
+    # Without tool calls a content is its own payload, as before.
+    if content is not None:
+        assert payload(content, {"name": "bot"}) == content
+
+
+def test_it_addresses_a_message_by_its_tool_calls_too() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    other = {**call, "function": {"name": "ls", "arguments": '{"all": true}'}}
+    a = parsed({"id": "a", "role": "assistant", "content": None, "tool_calls": [call]})
+    b = parsed({"id": "a", "role": "assistant", "content": None, "tool_calls": [other]})
+    assert blob_hash(message_payload(a)) != blob_hash(message_payload(b))
+
+
+def test_it_counts_an_empty_tool_call_message_as_more_than_nothing() -> None:
+    m = parsed(
+        {
+            "id": "a1",
+            "role": "assistant",
+            "content": "",
+            "function_call": {"name": "lookup", "arguments": '{"id": "A12345"}'},
+        }
+    )
+    assert "A12345" in m.text
+    assert [b.kind for b in blocks(m.content, m.extra)] == ["tool_call"]
+
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8), _containers, max_leaves=8
+)
+_TYPES = ["text", "thinking", "reasoning", "tool_use", "tool_call", "function_call",
+          "tool_result", "tool_call_response", "image", "image_url", "blob", "file",
+          "document", "compaction", "refusal", "redacted_thinking", "unknown"]  # fmt: skip
+_FIELDS = ["text", "content", "thinking", "name", "arguments", "input", "function", "id",
+           "response", "output", "summary", "source", "image_url", "width", "height",
+           "mime_type", "modality", "refusal"]  # fmt: skip
+_typed = st.fixed_dictionaries(
+    {"type": st.sampled_from(_TYPES)}, optional={name: _json for name in _FIELDS}
+)
+_parts = st.lists(_typed | _json, max_size=4)
+_contents = st.none() | st.text(max_size=20) | _parts
+_extras = st.none() | st.dictionaries(
+    st.sampled_from(["tool_calls", "function_call", "name", "tool_call_id"]), _json, max_size=3
+)
+
+
+@given(content=_contents, extra=_extras)
+def test_it_gives_back_content_and_tool_calls_from_what_it_stores(
+    content: Any, extra: dict[str, Any] | None
+) -> None:
+    carried = {k: v for k, v in (extra or {}).items() if k in ("tool_calls", "function_call")}
+    assert split_payload(payload(content, extra)) == (content, carried)
+    reading(content, extra)  # any JSON reads without an error
+    blocks(content, extra)

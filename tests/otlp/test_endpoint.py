@@ -1,0 +1,375 @@
+"""POST /v1/traces in process: encodings, answers, what is stored and read back."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from typing import Any
+
+import psycopg
+import pytest
+from django.test import Client
+from google.protobuf import json_format
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from contextview.ingest.schemas import StepBody
+from contextview.projects.services import apikey_create, project_get_or_create
+from tests.otlp.conftest import request_of, text
+
+PROTOBUF = "application/x-protobuf"
+MS = 1_000_000
+
+
+@pytest.fixture
+def key(db: None) -> str:
+    project, _ = project_get_or_create(slug="otlp")
+    return apikey_create(project=project, name="otlp tests").secret
+
+
+def post(key: str | None, body: bytes, content_type: str = PROTOBUF, **headers: str) -> Any:
+    if key is not None:
+        headers["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+    return Client().generic("POST", "/v1/traces", body, content_type=content_type, **headers)
+
+
+def answer(response: Any) -> ExportTraceServiceResponse:
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == PROTOBUF
+    out = ExportTraceServiceResponse()
+    out.ParseFromString(response.content)
+    return out
+
+
+def status(response: Any) -> status_pb2.Status:
+    out = status_pb2.Status()
+    if response["Content-Type"] == "application/json":
+        json_format.Parse(response.content, out)
+    else:
+        out.ParseFromString(response.content)
+    return out
+
+
+def read_step(key: str, session: str, index: int) -> dict[str, Any]:
+    response = Client().get(
+        f"/api/v1/sessions/{session}/steps/{index}", HTTP_AUTHORIZATION=f"Bearer {key}"
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def otlp_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
+    """The OTLP JSON form of a request: camelCase, ids in hex (not protobuf's base64)."""
+    data = json_format.MessageToDict(request)
+    for resource in data["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:
+                for name in ("traceId", "spanId", "parentSpanId"):
+                    if name in span:
+                        span[name] = base64.b64decode(span[name]).hex()
+    return data
+
+
+def test_it_stores_each_llm_call_as_a_step_of_its_conversation(key: str, memory: Any) -> None:
+    agent, exporter = memory
+    first = [text("user", "Why does order SO20260101007 time out?")]
+    agent.call(first)
+    agent.call([*first, text("assistant", "Looking."), text("user", "And A12345?")])
+    out = answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    assert not out.HasField("partial_success")
+
+    step = read_step(key, "conv-1", 1)
+    assert [m["content"] for m in step["before"]] == [
+        "You debug orders.",
+        "Why does order SO20260101007 time out?",
+        "Looking.",
+        "And A12345?",
+    ]
+    assert [m["role"] for m in step["before"]] == ["system", "user", "assistant", "user"]
+    span = exporter.get_finished_spans()[1]
+    assert step["obs_extra"]["trace_id"] == format(span.context.trace_id, "032x")
+    assert step["obs_extra"]["span_id"] == format(span.context.span_id, "016x")
+    session = Client().get("/api/v1/sessions/conv-1", HTTP_AUTHORIZATION=f"Bearer {key}").json()
+    assert session["agent"] == "support-bot"
+    assert session["steps"] == 2
+
+
+def test_it_takes_the_otlp_json_form_gzipped(key: str, memory: Any) -> None:
+    agent, exporter = memory
+    agent.call([text("user", "hello")], conversation="json-1")
+    body = gzip.compress(json.dumps(otlp_json(request_of(exporter.get_finished_spans()))).encode())
+    response = post(key, body, "application/json", HTTP_CONTENT_ENCODING="gzip")
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == "application/json"
+    assert json.loads(response.content) == {}
+    assert [m["content"] for m in read_step(key, "json-1", 0)["before"]] == [
+        "You debug orders.",
+        "hello",
+    ]
+
+
+def test_it_refuses_one_bad_span_and_stores_the_others(key: str, memory: Any) -> None:
+    agent, exporter = memory
+    agent.call([text("user", "first")], conversation="partial")
+    agent.call(
+        [text("user", "first")],
+        conversation="partial",
+        attributes={"gen_ai.input.messages": "[{not json"},
+    )
+    agent.call([text("user", "first"), text("user", "second")], conversation="partial")
+    bad = format(exporter.get_finished_spans()[1].context.span_id, "016x")
+    out = answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    assert out.partial_success.rejected_spans == 1
+    assert bad in out.partial_success.error_message
+    assert "gen_ai.input.messages: is not valid JSON" in out.partial_success.error_message
+    # The two good calls are steps 0 and 1: the refused one leaves no gap.
+    assert read_step(key, "partial", 1)["before"][-1]["content"] == "second"
+
+
+def test_it_accepts_spans_that_are_not_llm_calls_and_makes_no_step_of_them(
+    key: str, memory: Any
+) -> None:
+    agent, exporter = memory
+    agent.other()
+    agent.other("agent run")
+    out = answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    assert not out.HasField("partial_success")
+    listed = Client().get("/api/v1/sessions", HTTP_AUTHORIZATION=f"Bearer {key}").json()
+    assert listed["sessions"] == []
+
+
+def test_it_stores_nothing_for_a_span_sent_again(key: str, memory: Any) -> None:
+    agent, exporter = memory
+    agent.call([text("user", "once")], conversation="again")
+    body = request_of(exporter.get_finished_spans()).SerializeToString()
+    answer(post(key, body))
+    agent.call([text("user", "once"), text("user", "twice")], conversation="again")
+    answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    out = answer(post(key, body))
+    assert not out.HasField("partial_success")
+    session = Client().get("/api/v1/sessions/again", HTTP_AUTHORIZATION=f"Bearer {key}").json()
+    assert session["steps"] == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "headers", "expected"),
+    [
+        (b"\xff\xff\xff", PROTOBUF, {}, 400),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
+         "application/json", {}, 400),
+        (b"[1, 2]", "application/json", {}, 400),
+        (b"", "text/plain", {}, 415),
+        (b"", PROTOBUF, {"HTTP_CONTENT_ENCODING": "br"}, 415),
+        (b"not gzip", PROTOBUF, {"HTTP_CONTENT_ENCODING": "gzip"}, 400),
+    ],
+)  # fmt: skip
+def test_it_answers_an_undecodable_body_with_a_status_naming_the_problem(
+    key: str, body: bytes, content_type: str, headers: dict[str, str], expected: int
+) -> None:
+    response = post(key, body, content_type, **headers)
+    assert response.status_code == expected
+    assert status(response).message
+
+
+def test_it_names_the_span_field_of_a_bad_hex_id(key: str) -> None:
+    body = b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}'
+    response = post(key, body, "application/json")
+    assert "resourceSpans[0].scopeSpans[0].spans[0].traceId" in status(response).message
+
+
+def test_it_refuses_a_missing_or_bad_key_and_a_read_only_one(db: None) -> None:
+    assert post(None, b"").status_code == 401
+    assert post("cv_nope_nope", b"").status_code == 401
+    project, _ = project_get_or_create(slug="otlp")
+    reader = apikey_create(project=project, name="reader")
+    reader.key.can_write = False
+    reader.key.save(update_fields=["can_write"])
+    response = post(reader.secret, b"")
+    assert response.status_code == 403
+    assert "read" in status(response).message
+
+
+def test_it_refuses_a_body_past_the_limit_with_413(key: str, settings: Any) -> None:
+    settings.OTLP_MAX_BYTES = 1000
+    response = post(key, b"\x0a" * 2000)
+    assert response.status_code == 413
+    small = gzip.compress(b"\x00" * 5000)
+    assert len(small) < 1000
+    assert post(key, small, HTTP_CONTENT_ENCODING="gzip").status_code == 413
+
+
+def test_it_answers_429_with_retry_after_when_rate_limited(key: str, settings: Any) -> None:
+    settings.INGEST_RATE_LIMIT = 1
+    empty = b"\n\x00"  # one ResourceSpans with nothing in it
+    responses = [post(key, empty) for _ in range(4)]
+    assert responses[0].status_code == 200
+    limited = [r for r in responses if r.status_code == 429]
+    assert limited, [r.status_code for r in responses]
+    assert int(limited[0]["Retry-After"]) >= 1
+
+
+def test_it_names_what_the_server_refused_in_a_span(key: str, memory: Any) -> None:
+    agent, exporter = memory
+    agent.call([text("user", "fine")], conversation="kept")
+    agent.call([text("user", "too long")], conversation="x" * 300)
+    agent.call([text("user", "fine"), text("user", "again")], conversation="kept")
+    bad = format(exporter.get_finished_spans()[1].context.span_id, "016x")
+    out = answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    assert out.partial_success.rejected_spans == 1
+    assert f"span {bad}: body.session_id" in out.partial_success.error_message
+    assert read_step(key, "kept", 1)["before"][-1]["content"] == "again"
+
+
+def test_it_orders_interleaved_sessions_of_one_export_each_by_start_time(
+    key: str, memory: Any
+) -> None:
+    agent, exporter = memory
+    t0 = 1_800_000_000 * 10**9
+    a = [text("user", "a0")]
+    b = [text("user", "b0")]
+    # Ended (and so exported) out of order, two sessions mixed.
+    agent.call([*a, text("user", "a1")], conversation="A", start=t0 + 20 * MS)
+    agent.call(b, conversation="B", start=t0 + 5 * MS)
+    agent.call(a, conversation="A", start=t0 + 10 * MS)
+    agent.call([*b, text("user", "b1")], conversation="B", start=t0 + 30 * MS)
+    answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    for session, last in (("A", ["a0", "a1"]), ("B", ["b0", "b1"])):
+        got = [read_step(key, session, i)["before"][-1]["content"] for i in range(2)]
+        assert got == last
+
+
+def test_it_keeps_the_compaction_a_call_reports(key: str, memory: Any) -> None:
+    agent, exporter = memory
+    agent.call(
+        [text("user", "summary of the first hour")],
+        conversation="compacted",
+        attributes={"gen_ai.conversation.compacted": True},
+    )
+    answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    assert read_step(key, "compacted", 0)["obs_extra"]["gen_ai.conversation.compacted"] is True
+
+
+@pytest.mark.skipif(
+    "usage" not in StepBody.model_fields, reason="needs the v1.1 step fields (model, usage, ...)"
+)
+def test_it_reads_back_the_calls_model_tools_usage_and_reply(key: str, memory: Any) -> None:
+    agent, exporter = memory
+    tools = [{"type": "function", "name": "read_file", "parameters": {"type": "object"}}]
+    agent.call(
+        [text("user", "hi")],
+        conversation="call",
+        attributes={
+            "gen_ai.tool.definitions": json.dumps(tools),
+            "gen_ai.usage.cache_read.input_tokens": 100,
+        },
+    )
+    answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    step = read_step(key, "call", 0)
+    assert step["model"] == "gpt-4o-2024-08-06"
+    assert step["tools"] == tools
+    assert step["usage"] == {"input_tokens": 20, "output_tokens": 8, "cache_read_tokens": 100}
+    assert step["output"]["messages"][0]["content"] == "Looking."
+
+
+def test_it_answers_503_at_once_when_it_stores_as_many_exports_as_it_takes(
+    key: str, memory: Any, settings: Any
+) -> None:
+    """Every slot taken (here by another connection): the exporter is told to retry."""
+    from django.db import connection
+
+    from contextview.ingest.traces import SLOT_LOCKS
+    from tests.conftest import database_url
+
+    settings.OTLP_MAX_CONCURRENT = 1
+    agent, exporter = memory
+    agent.call([text("user", "hi")], conversation="slots")
+    body = request_of(exporter.get_finished_spans()).SerializeToString()
+    with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s, 1)", [SLOT_LOCKS])
+        busy = post(key, body)
+        other.execute("SELECT pg_advisory_unlock(%s, 1)", [SLOT_LOCKS])
+    assert busy.status_code == 503
+    assert busy["Retry-After"] == "1"
+    assert "retry" in status(busy).message
+    answer(post(key, body))
+    assert read_step(key, "slots", 0)["before"][-1]["content"] == "hi"
+
+
+def _span_json(*attributes: tuple[str, str], trace: str = "ab" * 16) -> bytes:
+    span = {
+        "traceId": trace,
+        "spanId": "cd" * 8,
+        "name": "chat",
+        "startTimeUnixNano": "1800000000000000000",
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+            *({"key": k, "value": {"stringValue": v}} for k, v in attributes),
+        ],
+    }
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b"[" * 100_000, 400),
+        (b'{"resourceSpans": 5}', 400),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"startTimeUnixNano": "x"}]}]}]}', 400),
+        (_span_json(("gen_ai.input.messages", "[1, 2]")), 200),
+        (_span_json(("gen_ai.input.messages", '[{"role": "user", "parts": "\\ud83d"}]')), 200),
+        (_span_json(("gen_ai.input.messages", '[{"role": "user", "content": "\\ud83d"}]')), 200),
+        (_span_json(("gen_ai.input.messages", "[" * 5000 + "]" * 5000)), 200),
+        (_span_json(("gen_ai.usage.input_tokens", "99999999999999999999999")), 200),
+        (_span_json(trace="ab"), 200),
+    ],
+)
+def test_it_never_answers_500_to_a_hostile_body(key: str, body: bytes, expected: int) -> None:
+    response = post(key, body, "application/json")
+    assert response.status_code == expected, response.content
+
+
+def test_it_stores_an_export_larger_than_an_ingest_batch(
+    key: str, memory: Any, settings: Any
+) -> None:
+    settings.INGEST_MAX_EVENTS = 2
+    agent, exporter = memory
+    context: list[dict[str, Any]] = []
+    for i in range(5):
+        context = [*context, text("user", f"turn {i}")]
+        agent.call(context, conversation="chunked")
+    answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    assert [m["content"] for m in read_step(key, "chunked", 4)["before"]][-1] == "turn 4"
+
+
+def test_it_adds_a_span_too_late_to_reorder_at_the_end(
+    key: str, memory: Any, settings: Any
+) -> None:
+    settings.OTLP_REORDER_MAX_STEPS = 1
+    agent, exporter = memory
+    t0 = 1_800_000_000 * 10**9
+    for i, start in enumerate((t0, t0 + 20 * MS, t0 + 30 * MS)):
+        agent.call([text("user", f"on time {i}")], conversation="cap", start=start)
+        answer(post(key, request_of(exporter.get_finished_spans()[-1:]).SerializeToString()))
+    agent.call([text("user", "late")], conversation="cap", start=t0 + 10 * MS)
+    out = answer(post(key, request_of(exporter.get_finished_spans()[-1:]).SerializeToString()))
+    assert not out.HasField("partial_success")
+    got = [read_step(key, "cap", i)["before"][-1]["content"] for i in range(4)]
+    assert got == ["on time 0", "on time 1", "on time 2", "late"]
+
+
+def test_it_refuses_only_the_session_whose_values_the_database_cannot_hold(
+    key: str, memory: Any
+) -> None:
+    agent, exporter = memory
+    agent.call([text("user", "fine")], conversation="good")
+    agent.call([text("r" * 60, "a role longer than any")], conversation="odd")
+    odd = format(exporter.get_finished_spans()[1].context.span_id, "016x")
+    response = post(key, request_of(exporter.get_finished_spans()).SerializeToString())
+    out = answer(response)
+    assert out.partial_success.rejected_spans == 1
+    assert f"span {odd}" in out.partial_success.error_message
+    assert read_step(key, "good", 0)["before"][-1]["content"] == "fine"

@@ -1,0 +1,86 @@
+"""A session computed chunk by chunk: what a run that dies keeps, and who may compute."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connection
+
+from bench.ingest_gen import long_session, session_event
+from contextview.sessions.models import Session, Step
+from contextview.stats import services
+from tests.api_client import Api
+from tests.conftest import database_url
+from tests.waiting import wait_for
+
+
+def _stats(session: Session) -> list[Any]:
+    return list(
+        Step.objects.filter(session=session).order_by("index").values_list("stats", flat=True)
+    )
+
+
+@pytest.fixture
+def session(api: Api) -> Session:
+    events = [session_event("long"), *long_session("long", 12, 30, seed=3, by_id=True)]
+    assert api.ingest({"batch": events}).status_code == 207
+    return Session.objects.get(external_id="long")
+
+
+@pytest.mark.django_db
+def test_it_keeps_the_chunks_a_failed_run_committed_and_resumes_after_them(
+    api: Api, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert services.session_stats_compute(session_id=session.pk) == 12
+    uninterrupted = _stats(session)
+    aggregates = Session.objects.get(pk=session.pk).aggregates
+    Step.objects.filter(session=session).update(stats_status="pending", stats=None)
+    Session.objects.filter(pk=session.pk).update(stats_status="pending", stats_steps_done=0)
+
+    monkeypatch.setattr(services, "CHUNK", 2)
+    compute_steps = services._compute_steps
+    calls: list[int] = []
+
+    def dies_in_the_third_chunk(*args: Any) -> Any:
+        calls.append(len(args[1]))
+        if len(calls) == 3:
+            raise RuntimeError("worker lost")
+        return compute_steps(*args)
+
+    monkeypatch.setattr(services, "_compute_steps", dies_in_the_third_chunk)
+    with pytest.raises(RuntimeError):
+        services.session_stats_compute(session_id=session.pk)
+    ready = Step.objects.filter(session=session, stats_status="ready")
+    assert sorted(ready.values_list("index", flat=True)) == [0, 1, 2, 3]
+    shown = api.get("/sessions/long").json()
+    assert (shown["stats_status"], shown["stats_steps_done"], shown["steps"]) == ("pending", 4, 12)
+
+    monkeypatch.setattr(services, "_compute_steps", compute_steps)
+    services.caches_clear()  # as a new worker process starts
+    assert services.session_stats_compute(session_id=session.pk) == 8  # not the first 4 again
+    assert _stats(session) == uninterrupted
+    session.refresh_from_db()
+    assert session.aggregates == aggregates
+    assert (session.stats_status, session.stats_steps_done) == ("ready", 12)
+
+
+@pytest.mark.django_db
+def test_it_leaves_a_session_to_the_worker_that_holds_its_lock(session: Session) -> None:
+    other = psycopg.connect(database_url(connection.settings_dict), autocommit=True)
+    try:
+        other.execute("SELECT pg_advisory_lock(%s, %s)", [services._LOCK_NAMESPACE, session.pk])
+        with pytest.raises(services.SessionBusy):
+            services.session_stats_compute(session_id=session.pk)
+        assert not Step.objects.filter(session=session, stats_status="ready").exists()
+    finally:
+        other.close()  # a worker that dies: its connection, and so its lock, go with it
+
+    def computed() -> int:
+        try:
+            return services.session_stats_compute(session_id=session.pk)
+        except services.SessionBusy:  # the server ends the closed connection's backend
+            return 0
+
+    assert wait_for(computed, seconds=10, what="the closed connection's lock to go") == 12

@@ -1,0 +1,57 @@
+"""Pages reached with awkward parameters: a NUL in a filter, a session id with a slash."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from contextview.sessions.models import Session
+from tests.web.conftest import order_session_events
+
+
+@pytest.mark.parametrize("name", ["agent", "mode", "status", "flag", "since", "q", "cursor"])
+def test_it_answers_a_nul_in_a_filter_with_400_naming_it(
+    login: Callable[..., Client], order_session: Session, name: str
+) -> None:
+    response = login().get("/", {name: "support\x00bot"})
+    assert response.status_code == 400
+    assert response.content.decode().startswith(f"{name}: must not contain a NUL")
+
+
+def test_it_answers_a_nul_in_a_project_page_address_with_400(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    client = login()
+    slug = order_session.project.slug
+    assert client.get(f"/projects/{slug}/overview/", {"agent": "\x00"}).status_code == 400
+    assert client.get(f"/p/{slug}/a%00b/").status_code == 400
+
+
+def test_it_opens_the_pages_of_a_session_whose_id_holds_a_slash(
+    login: Callable[..., Client], seed: Callable[..., Any]
+) -> None:
+    session = seed(order_session_events("team/agent-7"))
+    client = login()
+    listing = client.get("/").content.decode()
+    assert f'href="/sessions/{session.pk}/">team/agent-7</a>' in listing
+    assert "team/agent-7" in client.get(f"/sessions/{session.pk}/").content.decode()
+    assert client.get(f"/sessions/{session.pk}/steps/1/").status_code == 200
+    # The permalink, by the id the agent chose, raw or encoded.
+    opened = client.get(f"/p/{session.project.slug}/team/agent-7/", follow=True)
+    assert opened.redirect_chain[-1][0] == f"/sessions/{session.pk}/"
+    step = client.get(f"/p/{session.project.slug}/team%2Fagent-7/1/", follow=True)
+    assert step.redirect_chain[-1][0] == f"/sessions/{session.pk}/steps/1/"
+    assert step.status_code == 200
+
+
+def test_it_answers_a_nul_in_a_form_field_with_400_naming_it(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    client = login()
+    note = client.post(f"/sessions/{order_session.pk}/notes/", {"body": "a\x00b"})
+    assert note.status_code == 400 and note.content.decode().startswith("body: must not")
+    mode = client.post(f"/sessions/{order_session.pk}/mode/", {"mode": "rag\x00"})
+    assert mode.status_code == 400 and mode.content.decode().startswith("mode: must not")
