@@ -48,6 +48,11 @@ def test_it_imports_a_claude_code_transcript_with_its_compaction(api: Api) -> No
     sub = api.get("/sessions/cc-7f3a:agent-b7e1").json()
     assert sub["metadata"]["parent_session"] == "cc-7f3a"
 
+    first = api.get("/sessions/cc-7f3a/steps/0").json()
+    assert first["model"] == "claude-sonnet-4-5"
+    assert first["usage"]["cache_write_tokens"] == 9000
+    reply = first["output"]["messages"][0]["content"]
+    assert [part["type"] for part in reply] == ["thinking", "tool_use"]
     step = api.get("/sessions/cc-7f3a/steps/3").json()
     assert [m["id"] for m in step["after"]] == ["c-2", "u-4"]
     assert step["ops"][0]["op"] == "summarize"
