@@ -202,3 +202,16 @@ def test_it_refuses_with_409_a_grown_file_whose_stored_last_reply_was_cut(api: A
     assert grown.status_code == 409
     assert "step 0 of session 'cc-7f3a'" in grown.json()["error"]
     assert Step.objects.filter(session__external_id="cc-7f3a").count() == 1
+
+
+def test_it_imports_a_codex_compaction_with_its_reinjected_message(api: Api) -> None:
+    response = upload(api, fixture("codex.jsonl"))
+    assert response.status_code == 201, response.content
+    step = api.get("/sessions/019d-codex-demo/steps/2").json()
+    assert [op["op"] for op in step["ops"]] == ["summarize", "insert", "reorder"]
+    after = [m["id"] for m in step["after"]]
+    assert after == ["instructions", "l6", "l16.1", "l16.2", "l19"]
+    assert step["model"] == "gpt-5.3-codex-mini"
+    assert step["context_window"] == 200000
+    archive = {a["id"] for a in api.get("/sessions/019d-codex-demo/archive").json()["originals"]}
+    assert {"l2", "l3", "l8", "l9", "l11", "l12"} <= archive
