@@ -13,10 +13,13 @@ from ninja import NinjaAPI, Query
 from ninja.security import HttpBearer
 
 from contextview.core.errors import InputError
+from contextview.core.importers import FORMATS
 from contextview.ingest.body import BodyError, batch_parse, request_body
+from contextview.ingest.imports import ImportFailed, transcript_import
 from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.schemas import Envelope
 from contextview.ingest.services import batch_ingest
+from contextview.ingest.uploads import uploaded_transcripts
 from contextview.postmortems.downloads import as_attachment, download_name
 from contextview.postmortems.export import dataset_jsonl
 from contextview.postmortems.reports import report_json_chunks, report_markdown, session_report
@@ -153,6 +156,17 @@ def _key(request: HttpRequest) -> ApiKey:
     return request.auth  # type: ignore[attr-defined,no-any-return]
 
 
+def _content_type_refused(request: HttpRequest, content_type: str) -> JsonResponse | None:
+    """415 for a body of another type than the route takes; None when it is that type.
+
+    A read-only key never gets this far: KeyAuth refuses it on every write route.
+    """
+    sent = (request.META.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
+    if sent != content_type:
+        return _error(415, f"Content-Type must be {content_type}, not {sent!r}")
+    return None
+
+
 _ENVELOPE_DOC = {
     "requestBody": {
         "required": True,
@@ -172,10 +186,10 @@ _ENVELOPE_DOC = {
     openapi_extra=_ENVELOPE_DOC,
 )
 def ingest(request: HttpRequest) -> HttpResponse:
-    key = _key(request)  # a read-only key never gets here (KeyAuth)
-    content_type = (request.META.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
-    if content_type != "application/json":
-        return _error(415, f"Content-Type must be application/json, not {content_type!r}")
+    key = _key(request)
+    refused = _content_type_refused(request, "application/json")
+    if refused is not None:
+        return refused
     wait = rate_limit_check(key_prefix=key.prefix)
     if wait is not None:
         return _error(429, "rate limit exceeded; retry later", **{"Retry-After": str(wait)})
@@ -189,6 +203,80 @@ def ingest(request: HttpRequest) -> HttpResponse:
         return _error(exc.status, exc.message)
     outcome = batch_ingest(project=key.project, batch=batch.events, needs_escape=batch.needs_escape)
     return JsonResponse(outcome.as_dict(), status=207)
+
+
+_IMPORT_DOC = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {
+                            "type": "array",
+                            "items": {"type": "string", "format": "binary"},
+                            "description": "one or more transcripts",
+                        },
+                        "format": {
+                            "type": "string",
+                            "enum": list(FORMATS),
+                            "description": "detected from the content when absent",
+                        },
+                        "session_id": {"type": "string", "description": "with one file only"},
+                        "live": {
+                            "type": "boolean",
+                            "description": "the file is still being written: a last model "
+                            "call that may be incomplete waits for the next import",
+                        },
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+@api.post(
+    "/import",
+    summary="Import transcripts agents wrote (Claude Code, Codex, OpenHands, SWE-agent, ATIF)",
+    response={
+        200: dict,
+        201: dict,
+        400: dict,
+        401: dict,
+        403: dict,
+        409: dict,
+        413: dict,
+        415: dict,
+        422: dict,
+    },
+    openapi_extra=_IMPORT_DOC,
+)
+def transcript_upload(request: HttpRequest) -> HttpResponse:
+    key = _key(request)
+    refused = _content_type_refused(request, "multipart/form-data")
+    if refused is not None:
+        return refused
+    try:
+        files = uploaded_transcripts(request)
+    except ImportFailed as exc:
+        return _error(exc.status, exc.message)
+    try:
+        outcome = transcript_import(
+            project=key.project,
+            files=[(f.name or "transcript", f) for f in files],
+            format=request.POST.get("format") or None,
+            session_id=request.POST.get("session_id") or None,
+            live=request.POST.get("live", "").lower() in ("1", "true", "yes"),
+        )
+    except ImportFailed as exc:
+        return _error(exc.status, exc.message)
+    finally:
+        for f in files:
+            f.close()
+    return JsonResponse(outcome.as_dict(), status=201 if outcome.created else 200)
 
 
 def _session_or_404(request: HttpRequest, session_id: str) -> Session | JsonResponse:

@@ -178,6 +178,8 @@ WHITENOISE_AUTOREFRESH = DEBUG
 # Ingest limits of the contract; configurable.
 INGEST_MAX_EVENTS = envint("INGEST_MAX_EVENTS", "1000")
 INGEST_MAX_BYTES = envint("INGEST_MAX_BYTES", str(20 * 1024 * 1024))
+# POST /api/v1/import: the largest upload taken (the contract asks for at least 200 MiB).
+IMPORT_MAX_BYTES = envint("IMPORT_MAX_BYTES", str(256 * 1024 * 1024))
 # Requests per second per API key; 0 disables the limit.
 INGEST_RATE_LIMIT = envint("INGEST_RATE_LIMIT", "50")
 # POST /v1/traces: the body limit after decompression (the OTel exporters' own default

@@ -28,10 +28,13 @@ from django.http import (
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
 from contextview.core.errors import InputError
+from contextview.ingest.imports import ImportFailed, transcript_import
+from contextview.ingest.uploads import guard_upload, uploaded_transcripts
 from contextview.postmortems import selectors as postmortems
 from contextview.postmortems.downloads import as_attachment, download_name
 from contextview.postmortems.export import sessions_jsonl
@@ -167,6 +170,47 @@ def sessions_page(request: HtmxHttpRequest) -> HttpResponse:
             "export_query": urlencode(filters.as_query()),
         },
     )
+
+
+@csrf_exempt
+@login_required
+@require_POST
+def import_upload(request: HttpRequest, slug: str) -> HttpResponse:
+    """Transcripts dropped on the sessions list, imported as POST /api/v1/import does.
+
+    Answers JSON to the page's script (which shows the upload's progress) and
+    redirects back to the list when the form was sent without it. The CSRF check
+    reads the form, so it runs only once the upload's size guard is in place
+    (Django's way to change upload handlers in a view).
+    """
+    guard_upload(request)
+    return _import_upload(request, slug)
+
+
+@csrf_protect
+def _import_upload(request: HttpRequest, slug: str) -> HttpResponse:
+    access = _project_or_404(request, slug)
+    wants_json = "application/json" in request.headers.get("Accept", "")
+    if not access.can_direct:
+        status, body = 403, {"error": "importing needs an editor or admin of this project"}
+    else:
+        try:
+            files = uploaded_transcripts(request)
+            try:
+                outcome = transcript_import(
+                    project=access.project, files=[(f.name or "transcript", f) for f in files]
+                )
+            finally:
+                for f in files:
+                    f.close()
+            status, body = (201 if outcome.created else 200), outcome.as_dict()
+        except ImportFailed as exc:
+            status, body = exc.status, {"error": exc.message}
+    if wants_json:
+        return JsonResponse(body, status=status)
+    if status >= 400:
+        return HttpResponse(body["error"], status=status, content_type="text/plain")
+    return redirect(f"{reverse('sessions')}?project={access.project.slug}")
 
 
 # --- one session -----------------------------------------------------------------------
