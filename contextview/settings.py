@@ -106,6 +106,7 @@ INSTALLED_APPS = [
     "contextview.ingest",
     "contextview.stats",
     "contextview.postmortems",
+    "contextview.monitors",
     "contextview.web",
 ]
 
@@ -228,4 +229,24 @@ CELERY_BEAT_SCHEDULE = {
         "task": "contextview.stats.tasks.sweep_pending_stats",
         "schedule": float(envint("STATS_SWEEP_EVERY_SECONDS", "30")),
     }
+}
+
+# Monitors: how often beat evaluates every rule (at most a minute, as the contract
+# asks), the hosts webhooks may be sent to (empty: any; set it so the server cannot
+# be made to call inside its own network), and how webhooks are retried.
+MONITOR_EVERY_SECONDS = envint("MONITOR_EVERY_SECONDS", "60", minimum=1)
+if MONITOR_EVERY_SECONDS > 60:
+    raise ImproperlyConfigured("MONITOR_EVERY_SECONDS must be 60 or less")
+MONITOR_WEBHOOK_ALLOWED_HOSTS = [h.lower() for h in envlist("MONITOR_WEBHOOK_ALLOWED_HOSTS", "")]
+MONITOR_WEBHOOK_TIMEOUT_SECONDS = envint("MONITOR_WEBHOOK_TIMEOUT_SECONDS", "5", minimum=1)
+MONITOR_WEBHOOK_MAX_RETRIES = envint("MONITOR_WEBHOOK_MAX_RETRIES", "6", minimum=0)
+# First retry after this many seconds, doubling each time (at most 10 minutes).
+MONITOR_WEBHOOK_BACKOFF_SECONDS = envint("MONITOR_WEBHOOK_BACKOFF_SECONDS", "5", minimum=1)
+# Email: sent to a monitor's `email` through Django's email backend when EMAIL_HOST is set.
+EMAIL_HOST = envstr("EMAIL_HOST", "")
+EMAIL_PORT = envint("EMAIL_PORT", "25")
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "contextview@localhost")
+CELERY_BEAT_SCHEDULE["evaluate-monitors"] = {
+    "task": "contextview.monitors.tasks.evaluate_monitors",
+    "schedule": float(MONITOR_EVERY_SECONDS),
 }
