@@ -37,6 +37,7 @@ from contextview.core.monitors import (
 from contextview.monitors.models import Alert, Monitor, WebhookDelivery
 from contextview.monitors.selectors import alert_as_dict, window_sessions, window_tool_results
 from contextview.projects.models import Project
+from contextview.sessions.services import _text_storable as text_storable
 
 SIGNATURE_HEADER = "X-Contextview-Signature"
 
@@ -57,7 +58,7 @@ def _text(payload: dict[str, Any], name: str, *, required: bool = False, limit: 
         raise InputError(name, f"must be a string, not {value!r}")
     if len(value) > limit:
         raise InputError(name, f"must be at most {limit} characters")
-    return value
+    return text_storable(name, value)
 
 
 def webhook_url_check(value: str) -> str:
