@@ -514,6 +514,14 @@ class MonitorListOut(Schema):
     monitors: list[MonitorOut]
 
 
+class DeliveryOut(Schema):
+    event: str
+    attempt: int
+    status_code: int | None = None
+    error: str | None = None
+    at: str
+
+
 class AlertOut(Schema):
     id: int
     monitor_id: int
@@ -522,6 +530,7 @@ class AlertOut(Schema):
     started_at: str
     resolved_at: str | None = None
     sessions: list[str]
+    deliveries: list[DeliveryOut]
 
 
 class AlertListOut(Schema):
@@ -589,7 +598,7 @@ def alerts_list(request: HttpRequest, state: str | None = None) -> Any:
     if state not in (None, "firing", "resolved"):
         return _error(400, "state: must be firing or resolved")
     alerts = monitor_selectors.alert_list(project=_key(request).project, state=state)
-    return {"alerts": [monitor_selectors.alert_as_dict(a) for a in alerts[:500]]}
+    return {"alerts": monitor_selectors.alerts_with_deliveries(alerts[:500])}
 
 
 # Session ids may hold slashes (`team/agent-7`, sent as `team%2Fagent-7`, which the

@@ -194,6 +194,9 @@ OTLP_MAX_CONCURRENT = envint("OTLP_MAX_CONCURRENT", "4")
 OTLP_REORDER_MAX_STEPS = envint("OTLP_REORDER_MAX_STEPS", "1000")
 
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+# The queue tasks are sent to, from the web and from tasks that queue others (beat's
+# sweeps, an evaluation queueing its webhooks).
+CELERY_TASK_DEFAULT_QUEUE = envstr("CELERY_TASK_DEFAULT_QUEUE", "celery")
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -55,8 +55,29 @@ def alert_as_dict(alert: Alert) -> dict[str, Any]:
     }
 
 
-def delivery_list(*, alert: Alert) -> QuerySet[WebhookDelivery]:
-    return alert.deliveries.order_by("at", "id")
+def delivery_as_dict(delivery: WebhookDelivery) -> dict[str, Any]:
+    return {
+        "event": delivery.event,
+        "attempt": delivery.attempt,
+        "status_code": delivery.status_code,
+        "error": delivery.error or None,
+        "at": delivery.at.isoformat(),
+    }
+
+
+def alerts_with_deliveries(alerts: QuerySet[Alert]) -> list[dict[str, Any]]:
+    """Alerts as the API lists them: each with its webhook delivery attempts."""
+    listed = list(alerts.prefetch_related("deliveries"))
+    return [
+        {
+            **alert_as_dict(alert),
+            "deliveries": [
+                delivery_as_dict(d)
+                for d in sorted(alert.deliveries.all(), key=lambda d: (d.at, d.pk))
+            ],
+        }
+        for alert in listed
+    ]
 
 
 def window_start(monitor: Monitor, now: datetime) -> datetime:

@@ -1,0 +1,62 @@
+"""Evaluations running at the same time fire an alert once."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from contextview.monitors.models import Alert, Monitor
+from contextview.monitors.services import monitor_create, monitor_evaluate
+from contextview.sessions.models import Session, Step
+from tests.api_client import Api
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_it_fires_once_when_two_evaluations_race(api: Api) -> None:
+    # Stored directly, computed already: no statistics task will rewrite its aggregates.
+    session = Session.objects.create(
+        project=api.project,
+        external_id="hot",
+        aggregates={"peak_occupancy": 0.97, "encoding": "cl100k_base"},
+        stats_status="ready",
+    )
+    Step.objects.create(
+        project=api.project,
+        session=session,
+        index=0,
+        timestamp=timezone.now(),
+        before_refs=b"",
+        after_refs=b"",
+        body_hash=b"0" * 32,
+        stats_status="ready",
+    )
+    rule: dict[str, Any] = {"name": "n", "metric": "peak_occupancy", "threshold": 0.9}
+    monitor = monitor_create(project=api.project, payload=rule).monitor
+    outcomes: list[str | None] = []
+    barrier = threading.Barrier(4)
+
+    def evaluate() -> None:
+        barrier.wait()
+        try:
+            outcomes.append(monitor_evaluate(monitor_id=monitor.pk, now=timezone.now()))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=evaluate) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes.count("fired") == 1 and outcomes.count(None) == 3
+    assert Alert.objects.filter(state="firing").count() == 1
+    assert Monitor.objects.get().state == "firing"
+    assert monitor_evaluate(monitor_id=monitor.pk) is None  # still holds: nothing new
+    Session.objects.update(aggregates={"peak_occupancy": 0.5, "encoding": "cl100k_base"})
+    assert monitor_evaluate(monitor_id=monitor.pk) == "resolved"
+    assert monitor_evaluate(monitor_id=monitor.pk) is None
+    assert list(Alert.objects.values_list("state", flat=True)) == ["resolved"]
