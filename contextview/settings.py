@@ -252,4 +252,6 @@ DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "contextview@localhost")
 CELERY_BEAT_SCHEDULE["evaluate-monitors"] = {
     "task": "contextview.monitors.tasks.evaluate_monitors",
     "schedule": float(MONITOR_EVERY_SECONDS),
+    # A backed-up worker runs the latest evaluation, not a queue of stale ones.
+    "options": {"expires": float(MONITOR_EVERY_SECONDS)},
 }

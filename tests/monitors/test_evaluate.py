@@ -60,3 +60,17 @@ def test_it_fires_once_when_two_evaluations_race(api: Api) -> None:
     assert monitor_evaluate(monitor_id=monitor.pk) == "resolved"
     assert monitor_evaluate(monitor_id=monitor.pk) is None
     assert list(Alert.objects.values_list("state", flat=True)) == ["resolved"]
+
+
+def test_it_mails_a_monitor_with_an_email_when_mail_is_configured(
+    api: Api, settings: Any, mailoutbox: Any
+) -> None:
+    from contextview.monitors.services import email_send
+
+    settings.EMAIL_HOST = "mail.example.com"
+    rule = {"name": "loss", "metric": "amnesia", "threshold": 1, "email": "ops@example.com"}
+    monitor = monitor_create(project=api.project, payload=rule).monitor
+    alert = Alert.objects.create(project=api.project, monitor=monitor, value=2, sessions=["a"])
+    email_send(alert_id=alert.pk, event="firing")
+    assert [m.to for m in mailoutbox] == [["ops@example.com"]]
+    assert "loss firing" in mailoutbox[0].subject and '"sessions": ["a"]' in mailoutbox[0].body
