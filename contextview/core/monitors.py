@@ -46,7 +46,10 @@ def threshold_check(value: Any) -> float:
     """A threshold: a finite number, zero or more."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError("threshold", f"must be a number, not {value!r}")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past any float
+        raise InputError("threshold", "must be a finite number") from None
     if not math.isfinite(number):
         raise InputError("threshold", f"must be a finite number, not {value!r}")
     if number < 0:

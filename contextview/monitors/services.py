@@ -63,14 +63,16 @@ def _text(payload: dict[str, Any], name: str, *, required: bool = False, limit: 
 
 def webhook_url_check(value: str) -> str:
     """An http(s) URL whose host the settings allow (any, when none are listed)."""
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname
+    except ValueError:  # an unclosed [IPv6 bracket, a port that is not a number
+        host = None
+    if host is None or parts.scheme not in ("http", "https"):
         raise InputError("webhook_url", f"must be an http:// or https:// URL, not {value!r}")
     allowed = settings.MONITOR_WEBHOOK_ALLOWED_HOSTS
-    if allowed and parts.hostname.lower() not in allowed:
-        raise InputError(
-            "webhook_url", f"host {parts.hostname!r} is not in MONITOR_WEBHOOK_ALLOWED_HOSTS"
-        )
+    if allowed and host.lower() not in allowed:
+        raise InputError("webhook_url", f"host {host!r} is not in MONITOR_WEBHOOK_ALLOWED_HOSTS")
     return value
 
 
