@@ -39,6 +39,8 @@ urlpatterns = [
     path("projects/<slug:slug>/import/", views.import_upload, name="web-import"),
     path("projects/<slug:slug>/incidents/", views.incidents_page, name="web-incidents"),
     path("projects/<slug:slug>/overview/", views.overview_page, name="web-overview"),
+    path("projects/<slug:slug>/monitors/", views.monitor_new, name="web-monitor-new"),
+    path("projects/<slug:slug>/alerts/", views.alerts_page, name="web-alerts"),
     path("projects/<slug:slug>/compare/", views.sessions_compare_page, name="web-sessions-compare"),
     path("projects/<slug:slug>/export/steps.jsonl", views.export_steps, name="web-export"),
     # Permalinks: project slug, the agent's session id and step index, never database ids.

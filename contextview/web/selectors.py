@@ -27,6 +27,7 @@ from contextview.core.diff import diff_contexts
 from contextview.core.model import Message
 from contextview.core.stats import reported_before
 from contextview.core.tokens import EncodingUnavailable, TokenCounter
+from contextview.monitors.models import Alert
 from contextview.postmortems.markdown import render_markdown
 from contextview.postmortems.models import Annotation, Incident
 from contextview.projects.models import ApiKey, Membership, Project
@@ -137,6 +138,7 @@ class SessionFilters(_Filters):
     since: str = ""  # YYYY-MM-DD, inclusive
     until: str = ""  # YYYY-MM-DD, inclusive
     q: str = ""
+    alert: str = ""  # an alert's id: the sessions that made it hold
 
     @classmethod
     def from_query(cls, params: Any) -> SessionFilters:
@@ -153,6 +155,7 @@ class SessionFilters(_Filters):
             since=get("since", 10) if _date(get("since", 10)) else "",
             until=get("until", 10) if _date(get("until", 10)) else "",
             q=get("q"),
+            alert=get("alert", 20) if get("alert", 20).isdigit() else "",
         )
 
 
@@ -177,6 +180,9 @@ def session_queryset(*, project: Project, filters: SessionFilters) -> QuerySet[S
     )
     if filters.flag:
         qs = qs.filter(**{f"aggregates__flag_counts__{filters.flag}__gt": 0})
+    if filters.alert:
+        alert = Alert.objects.filter(project=project, pk=int(filters.alert)).first()
+        qs = qs.filter(external_id__in=alert.sessions if alert else [])
     tz = timezone.get_current_timezone()
     if since := _date(filters.since):
         qs = qs.filter(started_at__gte=datetime.combine(since, time.min, tz))
