@@ -9,14 +9,20 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.urls import register_converter
-from ninja import NinjaAPI, Query, Swagger
+from ninja import NinjaAPI, Query, Schema, Swagger
 from ninja.security import HttpBearer
 
 from contextview.core.errors import InputError
+from contextview.core.importers import FORMATS
+from contextview.core.monitors import METRICS
 from contextview.ingest.body import BodyError, batch_parse, request_body
+from contextview.ingest.imports import ImportFailed, transcript_import
 from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.schemas import Envelope
 from contextview.ingest.services import batch_ingest
+from contextview.ingest.uploads import uploaded_transcripts
+from contextview.monitors import selectors as monitor_selectors
+from contextview.monitors.services import monitor_create, monitor_delete
 from contextview.postmortems.downloads import as_attachment, download_name
 from contextview.postmortems.export import dataset_jsonl
 from contextview.postmortems.reports import report_json_chunks, report_markdown, session_report
@@ -156,6 +162,17 @@ def _key(request: HttpRequest) -> ApiKey:
     return request.auth  # type: ignore[attr-defined,no-any-return]
 
 
+def _content_type_refused(request: HttpRequest, content_type: str) -> JsonResponse | None:
+    """415 for a body of another type than the route takes; None when it is that type.
+
+    A read-only key never gets this far: KeyAuth refuses it on every write route.
+    """
+    sent = (request.META.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
+    if sent != content_type:
+        return _error(415, f"Content-Type must be {content_type}, not {sent!r}")
+    return None
+
+
 _ENVELOPE_DOC = {
     "requestBody": {
         "required": True,
@@ -175,10 +192,10 @@ _ENVELOPE_DOC = {
     openapi_extra=_ENVELOPE_DOC,
 )
 def ingest(request: HttpRequest) -> HttpResponse:
-    key = _key(request)  # a read-only key never gets here (KeyAuth)
-    content_type = (request.META.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
-    if content_type != "application/json":
-        return _error(415, f"Content-Type must be application/json, not {content_type!r}")
+    key = _key(request)
+    refused = _content_type_refused(request, "application/json")
+    if refused is not None:
+        return refused
     wait = rate_limit_check(key_prefix=key.prefix)
     if wait is not None:
         return _error(429, "rate limit exceeded; retry later", **{"Retry-After": str(wait)})
@@ -192,6 +209,80 @@ def ingest(request: HttpRequest) -> HttpResponse:
         return _error(exc.status, exc.message)
     outcome = batch_ingest(project=key.project, batch=batch.events, needs_escape=batch.needs_escape)
     return JsonResponse(outcome.as_dict(), status=207)
+
+
+_IMPORT_DOC = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {
+                            "type": "array",
+                            "items": {"type": "string", "format": "binary"},
+                            "description": "one or more transcripts",
+                        },
+                        "format": {
+                            "type": "string",
+                            "enum": list(FORMATS),
+                            "description": "detected from the content when absent",
+                        },
+                        "session_id": {"type": "string", "description": "with one file only"},
+                        "live": {
+                            "type": "boolean",
+                            "description": "the file is still being written: a last model "
+                            "call that may be incomplete waits for the next import",
+                        },
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+@api.post(
+    "/import",
+    summary="Import transcripts agents wrote (Claude Code, Codex, OpenHands, SWE-agent, ATIF)",
+    response={
+        200: dict,
+        201: dict,
+        400: dict,
+        401: dict,
+        403: dict,
+        409: dict,
+        413: dict,
+        415: dict,
+        422: dict,
+    },
+    openapi_extra=_IMPORT_DOC,
+)
+def transcript_upload(request: HttpRequest) -> HttpResponse:
+    key = _key(request)
+    refused = _content_type_refused(request, "multipart/form-data")
+    if refused is not None:
+        return refused
+    try:
+        files = uploaded_transcripts(request)
+    except ImportFailed as exc:
+        return _error(exc.status, exc.message)
+    try:
+        outcome = transcript_import(
+            project=key.project,
+            files=[(f.name or "transcript", f) for f in files],
+            format=request.POST.get("format") or None,
+            session_id=request.POST.get("session_id") or None,
+            live=request.POST.get("live", "").lower() in ("1", "true", "yes"),
+        )
+    except ImportFailed as exc:
+        return _error(exc.status, exc.message)
+    finally:
+        for f in files:
+            f.close()
+    return JsonResponse(outcome.as_dict(), status=201 if outcome.created else 200)
 
 
 def _session_or_404(request: HttpRequest, session_id: str) -> Session | JsonResponse:
@@ -456,6 +547,118 @@ def directive_new(request: HttpRequest, session_id: str) -> Any:
         return _error(exc.status, str(exc))
     directive.session = session
     return JsonResponse(directive_as_dict(directive, full=True), status=201)
+
+
+class MonitorFilters(Schema):
+    agent: str | None = None
+    mode: str | None = None
+
+
+class MonitorOut(Schema):
+    id: int
+    name: str
+    metric: str
+    threshold: float
+    window_minutes: int
+    filters: MonitorFilters
+    webhook_url: str | None = None
+    state: str
+    created_at: str
+
+
+class MonitorCreatedOut(MonitorOut):
+    secret: str
+
+
+class MonitorListOut(Schema):
+    monitors: list[MonitorOut]
+
+
+class DeliveryOut(Schema):
+    event: str
+    attempt: int
+    status_code: int | None = None
+    error: str | None = None
+    at: str
+
+
+class AlertOut(Schema):
+    id: int
+    monitor_id: int
+    state: str
+    value: float
+    started_at: str
+    resolved_at: str | None = None
+    sessions: list[str]
+    deliveries: list[DeliveryOut]
+
+
+class AlertListOut(Schema):
+    alerts: list[AlertOut]
+
+
+class ErrorOut(Schema):
+    error: str
+
+
+@api.post(
+    "/monitors",
+    summary="Create a monitor; its webhook secret is in this answer only",
+    response={201: MonitorCreatedOut, 400: ErrorOut},
+    openapi_extra=_json_body_doc(
+        {
+            "type": "object",
+            "required": ["name", "metric", "threshold"],
+            "properties": {
+                "name": {"type": "string"},
+                "metric": {"enum": list(METRICS)},
+                "threshold": {"type": "number", "minimum": 0},
+                "window_minutes": {"type": "integer", "minimum": 1, "default": 60},
+                "filters": {
+                    "type": "object",
+                    "properties": {"agent": {"type": "string"}, "mode": {"type": "string"}},
+                },
+                "webhook_url": {"type": "string", "format": "uri"},
+                "email": {"type": "string", "format": "email"},
+            },
+        }
+    ),
+)
+def monitors_create(request: HttpRequest) -> Any:
+    payload = _json_object(request)
+    if isinstance(payload, JsonResponse):
+        return payload
+    try:
+        created = monitor_create(project=_key(request).project, payload=payload)
+    except InputError as exc:
+        return _error(400, str(exc))
+    body = {**monitor_selectors.monitor_as_dict(created.monitor), "secret": created.secret}
+    return JsonResponse(body, status=201)
+
+
+@api.get("/monitors", summary="The project's monitors", response={200: MonitorListOut})
+def monitors_list(request: HttpRequest) -> Any:
+    monitors = monitor_selectors.monitor_list(project=_key(request).project)
+    return {"monitors": [monitor_selectors.monitor_as_dict(m) for m in monitors]}
+
+
+@api.delete(
+    "/monitors/{monitor_id}",
+    summary="Delete a monitor and its alerts",
+    response={204: None, 404: ErrorOut},
+)
+def monitors_delete(request: HttpRequest, monitor_id: int) -> Any:
+    if not monitor_delete(project=_key(request).project, monitor_id=monitor_id):
+        return _error(404, f"no monitor {monitor_id} in this project")
+    return HttpResponse(status=204)
+
+
+@api.get("/alerts", summary="The project's alerts, newest first", response={200: AlertListOut})
+def alerts_list(request: HttpRequest, state: str | None = None) -> Any:
+    if state not in (None, "firing", "resolved"):
+        return _error(400, "state: must be firing or resolved")
+    alerts = monitor_selectors.alert_list(project=_key(request).project, state=state)
+    return {"alerts": monitor_selectors.alerts_with_deliveries(alerts[:500])}
 
 
 # Session ids may hold slashes (`team/agent-7`, sent as `team%2Fagent-7`, which the

@@ -110,6 +110,7 @@ INSTALLED_APPS = [
     "contextview.ingest",
     "contextview.stats",
     "contextview.postmortems",
+    "contextview.monitors",
     "contextview.web",
 ]
 
@@ -199,6 +200,8 @@ WHITENOISE_AUTOREFRESH = DEBUG
 # Ingest limits of the contract; configurable.
 INGEST_MAX_EVENTS = envint("INGEST_MAX_EVENTS", "1000")
 INGEST_MAX_BYTES = envint("INGEST_MAX_BYTES", str(20 * 1024 * 1024))
+# POST /api/v1/import: the largest upload taken (the contract asks for at least 200 MiB).
+IMPORT_MAX_BYTES = envint("IMPORT_MAX_BYTES", str(256 * 1024 * 1024))
 # Requests per second per API key; 0 disables the limit.
 INGEST_RATE_LIMIT = envint("INGEST_RATE_LIMIT", "50")
 # POST /v1/traces: the body limit after decompression (the OTel exporters' own default
@@ -214,6 +217,9 @@ OTLP_MAX_CONCURRENT = envint("OTLP_MAX_CONCURRENT", "4")
 OTLP_REORDER_MAX_STEPS = envint("OTLP_REORDER_MAX_STEPS", "1000")
 
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+# The queue tasks are sent to, from the web and from tasks that queue others (beat's
+# sweeps, an evaluation queueing its webhooks).
+CELERY_TASK_DEFAULT_QUEUE = envstr("CELERY_TASK_DEFAULT_QUEUE", "celery")
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -249,4 +255,26 @@ CELERY_BEAT_SCHEDULE = {
         "task": "contextview.stats.tasks.sweep_pending_stats",
         "schedule": float(envint("STATS_SWEEP_EVERY_SECONDS", "30")),
     }
+}
+
+# Monitors: how often beat evaluates every rule (at most a minute, as the contract
+# asks), the hosts webhooks may be sent to (empty: any; set it so the server cannot
+# be made to call inside its own network), and how webhooks are retried.
+MONITOR_EVERY_SECONDS = envint("MONITOR_EVERY_SECONDS", "60", minimum=1)
+if MONITOR_EVERY_SECONDS > 60:
+    raise ImproperlyConfigured("MONITOR_EVERY_SECONDS must be 60 or less")
+MONITOR_WEBHOOK_ALLOWED_HOSTS = [h.lower() for h in envlist("MONITOR_WEBHOOK_ALLOWED_HOSTS", "")]
+MONITOR_WEBHOOK_TIMEOUT_SECONDS = envint("MONITOR_WEBHOOK_TIMEOUT_SECONDS", "5", minimum=1)
+MONITOR_WEBHOOK_MAX_RETRIES = envint("MONITOR_WEBHOOK_MAX_RETRIES", "6", minimum=0)
+# First retry after this many seconds, doubling each time (at most 10 minutes).
+MONITOR_WEBHOOK_BACKOFF_SECONDS = envint("MONITOR_WEBHOOK_BACKOFF_SECONDS", "5", minimum=1)
+# Email: sent to a monitor's `email` through Django's email backend when EMAIL_HOST is set.
+EMAIL_HOST = envstr("EMAIL_HOST", "")
+EMAIL_PORT = envint("EMAIL_PORT", "25")
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "contextview@localhost")
+CELERY_BEAT_SCHEDULE["evaluate-monitors"] = {
+    "task": "contextview.monitors.tasks.evaluate_monitors",
+    "schedule": float(MONITOR_EVERY_SECONDS),
+    # A backed-up worker runs the latest evaluation, not a queue of stale ones.
+    "options": {"expires": float(MONITOR_EVERY_SECONDS)},
 }

@@ -40,8 +40,11 @@ urlpatterns = [
     path("sessions/<int:pk>/report.md", views.report_md, name="web-report-md"),
     path("sessions/<int:pk>/report.json", views.report_json, name="web-report-json"),
     path("sessions/<int:pk>/report.html", views.report_page, name="web-report-html"),
+    path("projects/<slug:slug>/import/", views.import_upload, name="web-import"),
     path("projects/<slug:slug>/incidents/", views.incidents_page, name="web-incidents"),
     path("projects/<slug:slug>/overview/", views.overview_page, name="web-overview"),
+    path("projects/<slug:slug>/monitors/", views.monitor_new, name="web-monitor-new"),
+    path("projects/<slug:slug>/alerts/", views.alerts_page, name="web-alerts"),
     path("projects/<slug:slug>/compare/", views.sessions_compare_page, name="web-sessions-compare"),
     path("projects/<slug:slug>/export/steps.jsonl", views.export_steps, name="web-export"),
     # Permalinks: project slug, the agent's session id and step index, never database ids.

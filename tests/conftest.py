@@ -231,7 +231,12 @@ def celery_worker_process(
          "-l", "warning", "-Q", _celery_test_queue, "-n", node,
          "--without-gossip", "--without-mingle"],
         cwd=ROOT,
-        env=_process_env(DATABASE_URL=url, CELERY_BROKER_URL=settings.CELERY_BROKER_URL),
+        # Tasks the worker queues itself go to this session's queue too.
+        env=_process_env(
+            DATABASE_URL=url,
+            CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
+            CELERY_TASK_DEFAULT_QUEUE=_celery_test_queue,
+        ),
         stdout=log,
         stderr=subprocess.STDOUT,
     )  # fmt: skip

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import httpx
 
+from contextview.sdk import transcripts
 from contextview.sdk._spool import read_dead_letters
 
 USER_AGENT = "contextview-sdk/1 (check)"
@@ -146,12 +147,61 @@ def build_parser() -> argparse.ArgumentParser:
         help="the spool folder the agent uses, if any (default: CONTEXTVIEW_SPOOL)",
     )
     check.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
+    sender = argparse.ArgumentParser(add_help=False)
+    sender.add_argument("--url", default=check.get_default("url"), help="the server's base URL")
+    sender.add_argument(
+        "--key", default=check.get_default("key"), help="a project key that may write"
+    )
+    sender.add_argument("--timeout", type=float, default=300.0, help="seconds per request")
+    imports = commands.add_parser(
+        "import",
+        parents=[sender],
+        help="send transcripts (Claude Code, Codex, OpenHands, SWE-agent, ATIF) to the server",
+    )
+    imports.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    imports.add_argument("--format", help="claude-code, codex, openhands, swe-agent or atif")
+    imports.add_argument("--session-id", help="the session to import one file into")
+    imports.add_argument(
+        "--live",
+        action="store_true",
+        help="the files are still being written: leave out a last call that may be cut",
+    )
+    watch = commands.add_parser(
+        "watch",
+        parents=[sender],
+        help="follow live transcripts in folders and send what they gain",
+        description=(transcripts.__doc__ or "").split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    watch.add_argument("folders", nargs="+", type=Path, metavar="DIR")
+    watch.add_argument("--interval", type=float, default=1.0, help="seconds between looks")
+    watch.add_argument(
+        "--settle",
+        type=float,
+        default=30.0,
+        help="seconds a file must stay unchanged before its last call is sent",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     url = args.url.rstrip("/")
+    if args.command in ("import", "watch"):
+        with httpx.Client(timeout=args.timeout, headers={"User-Agent": USER_AGENT}) as http:
+            if args.command == "import":
+                return transcripts.import_main(
+                    http,
+                    url,
+                    args.key,
+                    args.files,
+                    format=args.format,
+                    session_id=args.session_id,
+                    live=args.live,
+                )
+            return transcripts.watch_main(
+                http, url, args.key, args.folders, interval=args.interval, settle=args.settle
+            )
     with httpx.Client(timeout=args.timeout, headers={"User-Agent": USER_AGENT}) as http:
         results = [check_server(http, url)]
         # The key is checked even when /healthz failed: a proxy may hide only that.

@@ -30,6 +30,7 @@ from contextview.core.model import Message
 from contextview.core.refs import decode_refs
 from contextview.core.stats import reported_before
 from contextview.core.tokens import EncodingUnavailable, TokenCounter
+from contextview.monitors.models import Alert
 from contextview.postmortems.markdown import render_markdown
 from contextview.postmortems.models import Annotation, Incident
 from contextview.projects.models import ApiKey, Membership, Project
@@ -151,6 +152,7 @@ class SessionFilters(_Filters):
     until: str = ""  # YYYY-MM-DD, inclusive
     q: str = ""
     sort: str = ""  # a key of SORTS other than the default "started"
+    alert: str = ""  # an alert's id: the sessions that made it hold
 
     @classmethod
     def from_query(cls, params: Any) -> SessionFilters:
@@ -189,6 +191,7 @@ class SessionFilters(_Filters):
             until=day("until"),
             q=get("q"),
             sort="" if sort == "started" else sort,
+            alert=get("alert", 20) if get("alert", 20).isdigit() else "",
         )
         return filters, errors
 
@@ -214,6 +217,9 @@ def session_queryset(*, project: Project, filters: SessionFilters) -> QuerySet[S
     )
     if filters.flag:
         qs = qs.filter(**{f"aggregates__flag_counts__{filters.flag}__gt": 0})
+    if filters.alert:
+        alert = Alert.objects.filter(project=project, pk=int(filters.alert)).first()
+        qs = qs.filter(external_id__in=alert.sessions if alert else [])
     tz = timezone.get_current_timezone()
     if since := _date(filters.since):
         qs = qs.filter(started_at__gte=datetime.combine(since, time.min, tz))

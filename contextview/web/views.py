@@ -28,10 +28,17 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
 from contextview.core.errors import InputError
+from contextview.core.monitors import METRICS
+from contextview.ingest.imports import ImportFailed, transcript_import
+from contextview.ingest.uploads import guard_upload, uploaded_transcripts
+from contextview.monitors import selectors as monitors
+from contextview.monitors.selectors import alerts_firing_count
+from contextview.monitors.services import monitor_create
 from contextview.postmortems import selectors as postmortems
 from contextview.postmortems.downloads import as_attachment, download_name
 from contextview.postmortems.export import sessions_jsonl
@@ -95,6 +102,7 @@ def _page(request: HttpRequest, **context: Any) -> dict[str, Any]:
     return {
         "accesses": web.user_access(user=request.user),
         "project": access.project if access else None,
+        "firing_alerts": alerts_firing_count(project_ids=[access.project.pk]) if access else 0,
         **context,
     }
 
@@ -191,6 +199,47 @@ def sessions_page(request: HtmxHttpRequest) -> HttpResponse:
         },
         status=400 if errors else 200,
     )
+
+
+@csrf_exempt
+@login_required
+@require_POST
+def import_upload(request: HttpRequest, slug: str) -> HttpResponse:
+    """Transcripts dropped on the sessions list, imported as POST /api/v1/import does.
+
+    Answers JSON to the page's script (which shows the upload's progress) and
+    redirects back to the list when the form was sent without it. The CSRF check
+    reads the form, so it runs only once the upload's size guard is in place
+    (Django's way to change upload handlers in a view).
+    """
+    guard_upload(request)
+    return _import_upload(request, slug)
+
+
+@csrf_protect
+def _import_upload(request: HttpRequest, slug: str) -> HttpResponse:
+    access = _project_or_404(request, slug)
+    wants_json = "application/json" in request.headers.get("Accept", "")
+    if not access.can_direct:
+        status, body = 403, {"error": "importing needs an editor or admin of this project"}
+    else:
+        try:
+            files = uploaded_transcripts(request)
+            try:
+                outcome = transcript_import(
+                    project=access.project, files=[(f.name or "transcript", f) for f in files]
+                )
+            finally:
+                for f in files:
+                    f.close()
+            status, body = (201 if outcome.created else 200), outcome.as_dict()
+        except ImportFailed as exc:
+            status, body = exc.status, {"error": exc.message}
+    if wants_json:
+        return JsonResponse(body, status=status)
+    if status >= 400:
+        return HttpResponse(body["error"], status=status, content_type="text/plain")
+    return redirect(f"{reverse('sessions')}?project={access.project.slug}")
 
 
 # --- one session -----------------------------------------------------------------------
@@ -851,7 +900,10 @@ def sessions_compare_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 @require_GET
 def overview_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """Trends over a time range, and the per agent x mode table."""
-    access = _project_or_404(request, slug)
+    return _overview(request, _project_or_404(request, slug))
+
+
+def _overview(request: HtmxHttpRequest, access: web.Access, **extra: Any) -> HttpResponse:
     span = web.TrendRange.from_query(request.GET)
     trends = postmortems.project_trends(
         project=access.project, start=span.start, end=span.end, bucket=span.bucket
@@ -868,8 +920,68 @@ def overview_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             trends=trends,
             trends_json=json.dumps(trends),
             table=agent_mode_table(project_id=access.project.pk, start=span.start, end=span.end),
+            monitors=monitors.monitor_list(project=access.project),
+            metrics=METRICS,
+            **extra,
         ),
+        status=400 if extra.get("monitor_error") else 200,
     )
+
+
+@login_required
+@require_POST
+def monitor_new(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """The overview's monitor form: the same rules and errors as the API."""
+    access = _project_or_404(request, slug)
+    if not access.can_direct:
+        return HttpResponseForbidden("Only the project's editors and admins create monitors.")
+    form = request.POST
+    payload: dict[str, Any] = {
+        "name": form.get("name", "").strip(),
+        "metric": form.get("metric", ""),
+        "threshold": _number(form.get("threshold", "")),
+        "window_minutes": _int(form.get("window_minutes")) or form.get("window_minutes"),
+        "filters": {"agent": form.get("agent", "").strip(), "mode": form.get("mode", "").strip()},
+        "webhook_url": form.get("webhook_url", "").strip(),
+        "email": form.get("email", "").strip(),
+    }
+    try:
+        created = monitor_create(project=access.project, payload=payload)
+    except InputError as exc:
+        return _overview(request, access, monitor_error=str(exc), monitor_form=form)
+    response = _overview(request, access, created_monitor=created)
+    response["Cache-Control"] = "no-store"  # the secret is shown once, never cached
+    return response
+
+
+def _number(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text  # refused by the service, naming the field
+
+
+@login_required
+@require_GET
+def alerts_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """The project's alerts, firing first, each linked to its sessions."""
+    access = _project_or_404(request, slug)
+    alerts = sorted(
+        monitors.alert_list(project=access.project).prefetch_related("deliveries")[:500],
+        key=lambda a: a.state != "firing",
+    )
+    rows = [
+        {
+            "alert": alert,
+            "sessions": [
+                (sid, reverse("web-permalink", args=[access.project.slug, f"{sid}/"]))
+                for sid in alert.sessions
+            ],
+            "deliveries": sorted(alert.deliveries.all(), key=lambda d: (d.at, d.pk)),
+        }
+        for alert in alerts
+    ]
+    return render(request, "alerts.html", _page(request, access=access, rows=rows))
 
 
 # --- API keys --------------------------------------------------------------------------

@@ -44,6 +44,7 @@ _BODIES: dict[str, Any] = {
     "ingest": {"batch": [step(SESSION, 2, [{"id": "sys"}])]},
     "ack": {"status": "applied", "detail": "done"},
     "directives": {"type": "set_mode", "mode": "sliding"},
+    "monitors": {"name": "near the limit", "metric": "peak_occupancy", "threshold": 0.9},
 }
 
 
@@ -59,7 +60,7 @@ def _operations(methods: tuple[str, ...]) -> list[tuple[str, str, dict[str, Any]
 
 
 def _url(template: str, directive_id: str) -> str:
-    values = {"session_id": SESSION, "directive_id": directive_id, "index": "0"}
+    values = {"session_id": SESSION, "directive_id": directive_id, "index": "0", "monitor_id": "1"}
     for name, value in values.items():
         template = template.replace("{" + name + "}", quote(value, safe=""))
     assert "{" not in template, f"no test value for a parameter of {template}"

@@ -1,0 +1,150 @@
+"""Importers: transcripts that agents write themselves, turned into ingest events.
+
+Each module reads one format and yields the contract's ``session``, ``step`` and
+``session_end`` events (contract: "Importing transcripts"); ``detect`` tells the
+format from the start of a file. JSONL formats are read line by line, so a large
+transcript is never held whole; SWE-agent and ATIF files are single JSON
+documents and are parsed at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Any
+
+from contextview.core.importers import atif, claude_code, codex, openhands, swe_agent
+from contextview.core.importers._log import Event, TranscriptError
+
+__all__ = [
+    "FORMATS",
+    "HEAD_BYTES",
+    "Event",
+    "TranscriptError",
+    "batches",
+    "detect",
+    "read",
+    "session_name",
+]
+
+READERS: dict[str, Callable[..., Iterator[Event]]] = {
+    claude_code.FORMAT: claude_code.read,
+    codex.FORMAT: codex.read,
+    openhands.FORMAT: openhands.read,
+    swe_agent.FORMAT: swe_agent.read,
+    atif.FORMAT: atif.read,
+}
+FORMATS = tuple(READERS)
+HEAD_BYTES = 1 << 16
+
+
+def _first_line(head: bytes) -> Any:
+    line = head.lstrip().split(b"\n", 1)[0]
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def detect(head: bytes, *, whole: bool = False) -> str | None:
+    """The format of a file from its first bytes (`whole`: these are all of it)."""
+    first = _first_line(head)
+    if isinstance(first, dict) and b"\n" in head.strip():
+        # JSON Lines: the first line is an object of its own.
+        if codex.looks_like(first):
+            return codex.FORMAT
+        if claude_code.looks_like(first):
+            return claude_code.FORMAT
+        if openhands.looks_like_event(first):
+            return openhands.FORMAT
+    doc: Any = None
+    if whole or isinstance(first, dict | list):
+        try:
+            doc = json.loads(head)
+        except ValueError:
+            doc = None
+    if doc is not None:
+        if isinstance(doc, dict) and claude_code.looks_like(doc):
+            return claude_code.FORMAT
+        if isinstance(doc, dict) and codex.looks_like(doc):
+            return codex.FORMAT
+        for module in (atif, swe_agent, openhands):
+            if module.looks_like(doc):
+                return str(module.FORMAT)
+        return None
+    # A document too large for the head: tell it by the keys it opens with.
+    text = head[:HEAD_BYTES].decode("utf-8", "replace")
+    stripped = text.lstrip()
+    if (
+        stripped.startswith("[")
+        and '"source"' in text
+        and ('"action"' in text or '"observation"' in text)
+    ):
+        return openhands.FORMAT
+    if stripped.startswith("{"):
+        if '"schema_version"' in text and "ATIF" in text:
+            return atif.FORMAT
+        if '"trajectory"' in text or '"history"' in text:
+            return swe_agent.FORMAT
+    return None
+
+
+def read(
+    stream: IO[bytes],
+    *,
+    format: str,
+    session_id: str | None = None,
+    fallback: str = "transcript",
+    live: bool = False,
+) -> Iterator[Event]:
+    """The events of one transcript, in order; raises TranscriptError on bad input.
+
+    `session_id` replaces the one the log names; `fallback` names a session the log
+    does not (the file's name); `live` leaves out a last model call that may still
+    be streaming in.
+    """
+    try:
+        reader = READERS[format]
+    except KeyError:
+        raise TranscriptError(
+            "format", f"must be one of {', '.join(FORMATS)}, not {format!r}"
+        ) from None
+    return reader(stream, session_id=session_id, fallback=fallback, live=live)
+
+
+# A batch is sent when it holds this many events or this much weight: new content
+# in characters, and each message of a context (most sent by id alone) as 200, about
+# what it costs in memory while the batch is ingested. This bounds the memory of one
+# batch whatever the transcript's size, and keeps it under the ingest body limit.
+BATCH_EVENTS = 1000
+BATCH_WEIGHT = 8 * 1024 * 1024
+REFERENCE_WEIGHT = 200
+
+
+def batches(events: Iterable[Event]) -> Iterator[list[Event]]:
+    """The events in order, cut into batches for the ingest service."""
+    batch: list[Event] = []
+    weight = 0
+    for event in events:
+        batch.append(event)
+        for message in event["body"].get("obs", {}).get("messages", ()):
+            content = message.get("content")
+            weight += REFERENCE_WEIGHT
+            if isinstance(content, str):
+                weight += len(content)
+            elif content is not None:
+                weight += len(str(content))
+        if len(batch) >= BATCH_EVENTS or weight >= BATCH_WEIGHT:
+            yield batch
+            batch, weight = [], 0
+    if batch:
+        yield batch
+
+
+def session_name(filename: str) -> str:
+    """The session of a file whose log does not name one: its name without the suffix."""
+    stem = filename.replace("\\", "/").rsplit("/", 1)[-1]
+    for suffix in (".jsonl", ".json", ".traj"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+    return stem[:200] or "transcript"

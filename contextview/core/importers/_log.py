@@ -1,0 +1,210 @@
+"""What every importer shares: reading lines, and turning a transcript's messages
+and model calls into the contract's ingest events.
+
+An importer feeds a `SessionLog` the messages in the order the agent added them
+to its context, tells it where each model call happened, and stages the
+compactions the log reports; the log answers with `step` events whose
+`obs.messages` send each message's content once and its `id` alone afterwards
+(contract: an id sent alone stands for the latest recorded content), so a
+context resent on every call is stored once.
+
+Only ids and short hashes of what was already sent are kept, so memory grows with
+the number of messages in the live context, never with the transcript's bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from contextview.core.messages import canonical_json
+
+Event = dict[str, Any]
+
+
+class TranscriptError(Exception):
+    """A transcript that cannot be read, naming the line (or JSON path) at fault."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}")
+        self.where = where
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+def line_error(lineno: int, message: str) -> TranscriptError:
+    return TranscriptError(f"line {lineno}", message)
+
+
+def json_lines(stream: IO[bytes]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each non-blank line of a JSONL stream as an object, with its 1-based number."""
+    for lineno, raw in enumerate(stream, start=1):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw)
+        except UnicodeDecodeError as exc:
+            raise line_error(lineno, f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        except ValueError as exc:
+            raise line_error(lineno, f"is not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise line_error(lineno, f"must be a JSON object, not {type(value).__name__}")
+        yield lineno, value
+
+
+def json_document(stream: IO[bytes]) -> Any:
+    """A whole-file JSON document (.traj, ATIF): these formats are one value, not lines."""
+    data = stream.read()
+    try:
+        return json.loads(data)
+    except UnicodeDecodeError as exc:
+        raise TranscriptError("file", f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(
+            f"line {exc.lineno}", f"is not valid JSON: {exc.msg} (column {exc.colno})"
+        ) from None
+
+
+def short_hash(value: Any) -> str:
+    text = value if isinstance(value, str) else canonical_json(value)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def event_id(session_id: str, kind: str, body: dict[str, Any]) -> str:
+    """Ids from the content: the same file imported again sends the same events."""
+    return f"imp-{kind}-{short_hash([session_id, canonical_json(body)])}"
+
+
+def text_of(content: Any) -> str:
+    """A rough text of any content, for matching messages re-sent by an agent."""
+    return content if isinstance(content, str) else canonical_json(content)
+
+
+@dataclass
+class SessionLog:
+    """One session being imported: its live context and what was already sent."""
+
+    session_id: str
+    session_body: dict[str, Any] = field(default_factory=dict)
+    index: int = 0
+    # ids of the context as the model will see it at the next call
+    context: list[str] = field(default_factory=list)
+    # messages of the context whose content no event has carried yet
+    pending: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # content hash of each id as last sent, to match messages an agent re-sends
+    sent_hash: dict[str, str] = field(default_factory=dict)
+    staged: list[dict[str, Any]] = field(default_factory=list)
+    staged_reason: list[str] = field(default_factory=list)
+    # after the staged operations, the context should start with these ids in order
+    staged_order: list[str] | None = None
+    started: bool = False
+    operations: int = 0
+
+    def add(self, message: dict[str, Any]) -> None:
+        mid = message["id"]
+        if mid in self.pending:
+            self.pending[mid] = message  # a message the agent wrote in pieces, grown
+            return
+        if mid in self.sent_hash and mid in self.context:
+            return  # the same entry logged twice (a resumed session repeats lines)
+        self.context.append(mid)
+        self.pending[mid] = message
+
+    def hash_of(self, mid: str) -> str | None:
+        if mid in self.pending:
+            return short_hash(text_of(self.pending[mid].get("content")))
+        return self.sent_hash.get(mid)
+
+    def stage(
+        self,
+        ops: Iterable[dict[str, Any]],
+        *,
+        reason: str,
+        order: list[str] | None = None,
+    ) -> None:
+        """Operations that happened before the next model call (a compaction)."""
+        self.staged.extend(ops)
+        self.staged_reason.append(reason)
+        if order is not None:
+            self.staged_order = order
+
+    def _apply(self, ops: list[dict[str, Any]]) -> list[str]:
+        ctx = list(self.context)
+        for op in ops:
+            name = op["action"]
+            targets = op.get("targets") or ([op["target"]] if "target" in op else [])
+            result: dict[str, Any] = op.get("result") or {}
+            if name in ("summarize", "truncate", "rewrite", "fold", "merge"):
+                first = min(ctx.index(t) for t in targets)
+                gone = set(targets)
+                ctx = [m for m in ctx if m not in gone]
+                ctx.insert(first, result["id"])
+            elif name == "drop":
+                gone = set(targets)
+                ctx = [m for m in ctx if m not in gone]
+            elif name == "insert":
+                position = op.get("params", {}).get("position", len(ctx))
+                ctx.insert(position, result["id"])
+            elif name == "reorder":
+                ctx = list(op["params"]["order"])
+        return ctx
+
+    def step(
+        self,
+        *,
+        timestamp: str | None,
+        fields: dict[str, Any],
+    ) -> Iterator[Event]:
+        """The events of one model call: the session first, then the step."""
+        if not self.started:
+            self.started = True
+            yield self._event("session", self.session_body, timestamp, "session")
+        obs = []
+        for mid in self.context:
+            message = self.pending.pop(mid, None)
+            if message is None:
+                obs.append({"id": mid})
+            else:
+                obs.append(message)
+                self.sent_hash[mid] = short_hash(text_of(message.get("content")))
+        body: dict[str, Any] = {"session_id": self.session_id, "index": self.index}
+        body["obs"] = {"messages": obs}
+        ops = self.staged
+        if ops:
+            after = self._apply(ops)
+            if self.staged_order is not None:
+                first = set(self.staged_order)
+                want = self.staged_order + [m for m in after if m not in first]
+                if want != after:
+                    ops = [*ops, {"action": "reorder", "params": {"order": list(want)}}]
+                    after = want
+            body["actions"] = ops
+            body["reason"] = "; ".join(self.staged_reason)
+            for op in ops:
+                result = op.get("result")
+                if result is not None:
+                    self.sent_hash[result["id"]] = short_hash(text_of(result.get("content")))
+            self.context = after
+            self.operations += len(ops)
+            self.staged, self.staged_reason, self.staged_order = [], [], None
+        body.update({k: v for k, v in fields.items() if v is not None})
+        self.index += 1
+        yield self._event("step", body, timestamp, f"step{body['index']}")
+
+    def end(self, *, status: str, timestamp: str | None, score: float | None = None) -> Event:
+        body: dict[str, Any] = {"session_id": self.session_id, "status": status}
+        if score is not None:
+            body["score"] = score
+        return self._event("session_end", body, timestamp, "end")
+
+    def _event(self, kind: str, body: dict[str, Any], timestamp: str | None, tag: str) -> Event:
+        body = {"session_id": self.session_id, **body}
+        event: Event = {"id": event_id(self.session_id, tag, body), "type": kind, "body": body}
+        if timestamp:
+            event["timestamp"] = timestamp
+        return event

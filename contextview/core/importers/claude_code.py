@@ -1,0 +1,252 @@
+"""Claude Code session transcripts (``~/.claude/projects/<project>/<session>.jsonl``).
+
+One JSON object per line. ``user`` and ``assistant`` entries carry an Anthropic
+``message`` whose content blocks (``text``, ``tool_use``, ``tool_result``,
+``thinking``, ``image``) are kept as written. A model call is one assistant
+message id: Claude Code logs a streamed reply as several entries sharing that id,
+one block each, which are joined. The context of a call is every message logged
+before its first entry. A ``system`` entry of subtype ``compact_boundary``
+(``compactMetadata``: ``trigger``, ``preTokens``) followed by the
+``isCompactSummary`` user entry is a summary of everything before it. Sidechain
+entries (a sub-agent's calls) form sessions of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from contextview.core.importers._log import Event, SessionLog, json_lines, line_error
+
+FORMAT = "claude-code"
+ENTRY_TYPES = frozenset(
+    {
+        "user",
+        "assistant",
+        "system",
+        "summary",
+        "progress",
+        "file-history-snapshot",
+        "queue-operation",
+        "attachment",
+    }
+)
+# Claude Code writes these itself (API errors, interruptions); no model produced them.
+SYNTHETIC_MODEL = "<synthetic>"
+
+
+def looks_like(first: dict[str, Any]) -> bool:
+    return first.get("type") in ENTRY_TYPES and (
+        "sessionId" in first or "messageId" in first or "uuid" in first or "leafUuid" in first
+    )
+
+
+def _usage(raw: Any) -> dict[str, int] | None:
+    if not isinstance(raw, dict):
+        return None
+    out = {
+        "input_tokens": raw.get("input_tokens"),
+        "output_tokens": raw.get("output_tokens"),
+        "cache_read_tokens": raw.get("cache_read_input_tokens"),
+        "cache_write_tokens": raw.get("cache_creation_input_tokens"),
+    }
+    return {k: v for k, v in out.items() if isinstance(v, int)} or None
+
+
+@dataclass
+class _Call:
+    """A model call whose reply may still be streaming in."""
+
+    message_id: str
+    timestamp: str | None
+    model: str | None
+    usage: dict[str, int] | None
+    # the context the call saw, as ids, and the operations staged before it
+    obs_at: int = 0
+    blocks: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class _Session:
+    log: SessionLog
+    call: _Call | None = None
+    compaction: dict[str, Any] | None = None
+
+
+class _Reader:
+    def __init__(self, session_id: str | None) -> None:
+        self.override = session_id
+        self.sessions: dict[str, _Session] = {}
+        # sidechain entry uuid -> the sub-agent session it belongs to
+        self.side_of: dict[str, str] = {}
+        self.main_id: str | None = None
+
+    def session_for(self, lineno: int, entry: dict[str, Any]) -> _Session:
+        main = self.override or entry.get("sessionId")
+        if not isinstance(main, str) or not main:
+            raise line_error(lineno, "sessionId: field required, a non-empty string")
+        if self.main_id is None:
+            self.main_id = main
+        sid = main
+        if entry.get("isSidechain"):
+            parent = entry.get("parentUuid")
+            agent = entry.get("agentId")
+            if isinstance(agent, str) and agent:
+                sid = f"{main}:agent-{agent}"
+            elif isinstance(parent, str) and parent in self.side_of:
+                sid = self.side_of[parent]
+            else:
+                sid = f"{main}:agent-{entry.get('uuid') or lineno}"
+            if isinstance(entry.get("uuid"), str):
+                self.side_of[entry["uuid"]] = sid
+        found = self.sessions.get(sid)
+        if found is None:
+            metadata = {
+                k: entry[v]
+                for k, v in (("cwd", "cwd"), ("version", "version"), ("git_branch", "gitBranch"))
+                if isinstance(entry.get(v), str)
+            }
+            if sid != main:
+                metadata["parent_session"] = main
+            body: dict[str, Any] = {"agent": "claude-code", "metadata": metadata}
+            found = self.sessions[sid] = _Session(SessionLog(sid, session_body=body))
+        return found
+
+    def finish_call(self, s: _Session) -> Iterator[Event]:
+        call = s.call
+        if call is None:
+            return
+        s.call = None
+        log = s.log
+        if not log.started and call.model:
+            log.session_body["model"] = call.model
+        message = {"id": call.message_id, "role": "assistant", "content": call.blocks}
+        # The call saw the context up to its first entry; its own reply and what
+        # followed it wait in the context for the next call.
+        later = log.context[call.obs_at :]
+        log.context = log.context[: call.obs_at]
+        yield from log.step(
+            timestamp=call.timestamp,
+            fields={
+                "model": call.model,
+                "usage": call.usage,
+                "output": {"messages": [message]},
+            },
+        )
+        log.add(message)
+        log.context.extend(later)
+
+    def entry(self, lineno: int, entry: dict[str, Any]) -> Iterator[Event]:
+        kind = entry.get("type")
+        if kind not in ("user", "assistant", "system"):
+            return
+        s = self.session_for(lineno, entry)
+        if kind == "system":
+            if entry.get("subtype") == "compact_boundary":
+                yield from self.finish_call(s)
+                meta = entry.get("compactMetadata") or entry.get("compact_metadata") or {}
+                s.compaction = dict(meta) if isinstance(meta, dict) else {}
+                # What the compaction removes: the context up to here, not what is
+                # logged after the boundary and before its summary.
+                s.compaction["$at"] = len(s.log.context)
+            return
+        message = entry.get("message")
+        if not isinstance(message, dict):
+            raise line_error(lineno, "message: field required, an object")
+        content = message.get("content")
+        if not isinstance(content, str | list):
+            raise line_error(lineno, "message.content: must be a string or a list of blocks")
+        uuid = entry.get("uuid")
+        if kind == "assistant":
+            yield from self.assistant(lineno, s, entry, message, content)
+            return
+        # A tool result does not end the call: Claude Code may log more blocks of the
+        # same reply after it.
+        if not isinstance(uuid, str) or not uuid:
+            raise line_error(lineno, "uuid: field required, a non-empty string")
+        msg: dict[str, Any] = {"id": uuid, "role": "user", "content": content}
+        if (
+            isinstance(content, list)
+            and content
+            and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+        ):
+            msg["partition"] = "tool"
+        if entry.get("isCompactSummary"):
+            yield from self.finish_call(s)
+            yield from self.compacted(s, msg)
+            return
+        s.log.add(msg)
+
+    def compacted(self, s: _Session, summary: dict[str, Any] | None) -> Iterator[Event]:
+        """Stage the compaction for the next call: what was in the context left it,
+        summarized into `summary` (None: a boundary whose summary never came)."""
+        meta = s.compaction or {"$at": len(s.log.context)}
+        s.compaction = None
+        log = s.log
+        trigger = meta.get("trigger") or "unknown"
+        pre = meta.get("preTokens", meta.get("pre_tokens"))
+        reason = f"compaction (trigger: {trigger}, {pre} tokens reported before)"
+        left = log.context[: meta["$at"]]
+        if not left:
+            if summary is not None:
+                log.add(summary)
+            return
+        if summary is not None:
+            result = {**summary, "partition": "memory"}
+            op = {"action": "summarize", "targets": left, "result": result, "reason": reason}
+        else:
+            op = {"action": "drop", "targets": left, "reason": reason}
+        log.stage([op], reason=reason)
+        yield from ()
+
+    def assistant(
+        self,
+        lineno: int,
+        s: _Session,
+        entry: dict[str, Any],
+        message: dict[str, Any],
+        content: Any,
+    ) -> Iterator[Event]:
+        mid = message.get("id") or entry.get("uuid")
+        if not isinstance(mid, str) or not mid:
+            raise line_error(lineno, "message.id: field required, a non-empty string")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        model = message.get("model")
+        if model == SYNTHETIC_MODEL:
+            yield from self.finish_call(s)
+            s.log.add({"id": mid, "role": "assistant", "content": blocks})
+            return
+        call = s.call
+        if call is not None and call.message_id == mid:
+            call.blocks.extend(blocks)
+            call.usage = _usage(message.get("usage")) or call.usage
+            return
+        yield from self.finish_call(s)
+        if s.compaction is not None:
+            # A boundary whose summary never came: the context was emptied.
+            yield from self.compacted(s, None)
+        s.call = _Call(
+            message_id=mid,
+            timestamp=entry.get("timestamp"),
+            model=model if isinstance(model, str) else None,
+            usage=_usage(message.get("usage")),
+            obs_at=len(s.log.context),
+            blocks=list(blocks),
+        )
+
+    def close(self) -> Iterator[Event]:
+        for s in self.sessions.values():
+            yield from self.finish_call(s)
+
+
+def read(
+    stream: IO[bytes], *, session_id: str | None = None, fallback: str = "", live: bool = False
+) -> Iterator[Event]:
+    """`live`: the file is still being written, so its last call may not be complete
+    and is left for the next read."""
+    reader = _Reader(session_id)
+    for lineno, entry in json_lines(stream):
+        yield from reader.entry(lineno, entry)
+    if not live:
+        yield from reader.close()

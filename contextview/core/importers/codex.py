@@ -1,0 +1,257 @@
+"""Codex CLI rollouts (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``).
+
+Each line is ``{"timestamp", "type", "payload"}``. ``session_meta`` names the
+session; ``turn_context`` the model in force; ``response_item`` payloads are the
+conversation items as sent to and returned by the Responses API (messages,
+``function_call`` / ``custom_tool_call`` and their outputs, ``reasoning``);
+``event_msg`` of type ``token_count`` closes a model call with its usage and the
+model's context window. ``compacted`` replaces the history with its
+``replacement_history``: items already in the context are kept, the others are
+re-injected (``insert``), and the ``compaction`` item (or the summary ``message``)
+stands for what left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from contextview.core.importers._log import (
+    Event,
+    SessionLog,
+    json_lines,
+    line_error,
+    short_hash,
+    text_of,
+)
+
+FORMAT = "codex"
+INSTRUCTIONS = "instructions"
+LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+# Items the model produces; anything else in the history is input to the next call.
+OUTPUT_ITEMS = frozenset(
+    {"reasoning", "function_call", "custom_tool_call", "web_search_call", "local_shell_call"}
+)
+TOOL_OUTPUTS = frozenset(
+    {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
+)
+
+
+def looks_like(first: dict[str, Any]) -> bool:
+    return first.get("type") in LINE_TYPES and "payload" in first
+
+
+def _is_output(item: dict[str, Any]) -> bool:
+    return item.get("type") in OUTPUT_ITEMS or (
+        item.get("type") == "message" and item.get("role") == "assistant"
+    )
+
+
+def message_of(mid: str, item: dict[str, Any]) -> dict[str, Any]:
+    """One history item as a contract message, its parts as Codex wrote them."""
+    kind = item.get("type")
+    if kind == "message":
+        content = item.get("content")
+        if not isinstance(content, str | list):
+            content = text_of(content)
+        return {"id": mid, "role": item.get("role") or "user", "content": content}
+    if kind in TOOL_OUTPUTS:
+        output = item.get("output")
+        if isinstance(output, dict) and isinstance(output.get("content"), str | list):
+            output = output["content"]
+        if not isinstance(output, str | list):
+            output = text_of(output)
+        msg = {"id": mid, "role": "tool", "content": output}
+        if isinstance(item.get("call_id"), str):
+            msg["tool_call_id"] = item["call_id"]
+        return msg
+    if kind == "compaction":
+        return {"id": mid, "role": "user", "content": [item], "partition": "memory"}
+    # calls and reasoning: the item itself is the part (a tool call, a thinking block)
+    return {"id": mid, "role": "assistant", "content": [item]}
+
+
+def _usage(info: Any) -> tuple[dict[str, int] | None, int | None]:
+    if not isinstance(info, dict):
+        return None, None
+    last = info.get("last_token_usage")
+    window = info.get("model_context_window")
+    if not isinstance(last, dict):
+        return None, window if isinstance(window, int) else None
+    cached = last.get("cached_input_tokens") or 0
+    usage = {
+        # Codex counts cached input inside input_tokens; the contract keeps them apart.
+        "input_tokens": max(0, (last.get("input_tokens") or 0) - cached),
+        "cache_read_tokens": cached,
+        "output_tokens": last.get("output_tokens") or 0,
+    }
+    return usage, window if isinstance(window, int) else None
+
+
+@dataclass
+class _Call:
+    timestamp: str | None
+    obs_at: int
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, int] | None = None
+    window: int | None = None
+
+
+class _Reader:
+    def __init__(self, session_id: str | None, fallback: str) -> None:
+        self.override = session_id
+        self.fallback = fallback
+        self.log: SessionLog | None = None
+        self.model: str | None = None
+        self.call: _Call | None = None
+        self.last_input_tokens: int | None = None
+
+    def session(self, lineno: int) -> SessionLog:
+        if self.log is None:
+            sid = self.override or self.fallback
+            if not sid:
+                raise line_error(lineno, "no session_meta line before the first item")
+            self.log = SessionLog(sid, session_body={"agent": "codex", "metadata": {}})
+        return self.log
+
+    def finish(self) -> Iterator[Event]:
+        call, log = self.call, self.log
+        if call is None or log is None:
+            return
+        self.call = None
+        later = log.context[call.obs_at :]
+        log.context = log.context[: call.obs_at]
+        if not log.started and self.model:
+            log.session_body["model"] = self.model
+        yield from log.step(
+            timestamp=call.timestamp,
+            fields={
+                "model": self.model,
+                "usage": call.usage,
+                "context_window": call.window,
+                "output": {"messages": call.outputs},
+            },
+        )
+        log.context.extend(later)
+
+    def line(self, lineno: int, line: dict[str, Any]) -> Iterator[Event]:
+        kind = line.get("type")
+        payload = line.get("payload")
+        if kind not in LINE_TYPES:
+            return
+        if not isinstance(payload, dict):
+            raise line_error(lineno, "payload: field required, an object")
+        if kind == "session_meta":
+            self.meta(lineno, payload)
+        elif kind == "turn_context":
+            if isinstance(payload.get("model"), str):
+                self.model = payload["model"]
+        elif kind == "event_msg":
+            if payload.get("type") == "token_count":
+                usage, window = _usage(payload.get("info"))
+                if usage is not None and usage["input_tokens"] + usage["cache_read_tokens"]:
+                    self.last_input_tokens = usage["input_tokens"] + usage["cache_read_tokens"]
+                if self.call is not None and usage is not None:
+                    self.call.usage, self.call.window = usage, window
+                    yield from self.finish()
+        elif kind == "response_item":
+            yield from self.item(lineno, line.get("timestamp"), payload)
+        else:
+            yield from self.finish()
+            self.compacted(lineno, payload)
+
+    def meta(self, lineno: int, payload: dict[str, Any]) -> None:
+        if self.log is not None:
+            return  # a resumed rollout repeats its meta
+        sid = self.override or payload.get("id")
+        if not isinstance(sid, str) or not sid:
+            raise line_error(lineno, "payload.id: field required, the session id")
+        metadata = {
+            k: payload[k]
+            for k in ("cwd", "cli_version", "originator", "model_provider", "source")
+            if isinstance(payload.get(k), str)
+        }
+        self.log = SessionLog(sid, session_body={"agent": "codex", "metadata": metadata})
+        instructions = payload.get("base_instructions")
+        text = instructions.get("text") if isinstance(instructions, dict) else instructions
+        if isinstance(text, str) and text:
+            self.log.add({"id": INSTRUCTIONS, "role": "system", "content": text})
+
+    def item(self, lineno: int, timestamp: Any, item: dict[str, Any]) -> Iterator[Event]:
+        log = self.session(lineno)
+        message = message_of(f"l{lineno}", item)
+        if _is_output(item):
+            if self.call is None:
+                self.call = _Call(timestamp=timestamp, obs_at=len(log.context))
+            self.call.outputs.append(message)
+        else:
+            yield from self.finish()
+        log.add(message)
+
+    def compacted(self, lineno: int, payload: dict[str, Any]) -> None:
+        log = self.session(lineno)
+        history = payload.get("replacement_history")
+        summary_text = payload.get("message")
+        reason = (
+            f"compaction (trigger: codex compact, {self.last_input_tokens} tokens reported before)"
+        )
+        by_hash: dict[str, list[str]] = {}
+        for mid in log.context:
+            h = log.hash_of(mid) if mid != INSTRUCTIONS else None
+            if h is not None:
+                by_hash.setdefault(h, []).append(mid)
+        # The base instructions go with every call, outside the history compacted.
+        kept: list[str] = [INSTRUCTIONS] if INSTRUCTIONS in log.context else []
+        order: list[str] = list(kept)
+        inserts: list[dict[str, Any]] = []
+        summary: dict[str, Any] | None = None
+        if not isinstance(history, list):
+            history = []
+        for n, item in enumerate(history):
+            if not isinstance(item, dict):
+                raise line_error(lineno, f"payload.replacement_history[{n}]: must be an object")
+            message = message_of(f"l{lineno}.{n}", item)
+            same = by_hash.get(short_hash(text_of(message["content"])))
+            if same:
+                mid = same.pop(0)
+                kept.append(mid)
+                order.append(mid)
+            elif item.get("type") == "compaction" and summary is None:
+                summary = message
+                order.append(message["id"])
+            else:
+                inserts.append(message)
+                order.append(message["id"])
+        if summary is None and isinstance(summary_text, str) and summary_text:
+            summary = {
+                "id": f"l{lineno}",
+                "role": "user",
+                "content": summary_text,
+                "partition": "memory",
+            }
+            order.append(summary["id"])
+        kept_ids = set(kept)
+        left = [m for m in log.context if m not in kept_ids]
+        ops: list[dict[str, Any]] = []
+        if left and summary is not None:
+            ops.append(
+                {"action": "summarize", "targets": left, "result": summary, "reason": reason}
+            )
+        elif left:
+            ops.append({"action": "drop", "targets": left, "reason": reason})
+        elif summary is not None:
+            inserts.append(summary)
+        ops.extend({"action": "insert", "result": m, "reason": reason} for m in inserts)
+        if ops:
+            log.stage(ops, reason=reason, order=order)
+
+
+def read(
+    stream: IO[bytes], *, session_id: str | None = None, fallback: str = "", live: bool = False
+) -> Iterator[Event]:
+    reader = _Reader(session_id or None, fallback)
+    for lineno, line in json_lines(stream):
+        yield from reader.line(lineno, line)
+    if not live:
+        yield from reader.finish()

@@ -1,0 +1,236 @@
+"""OpenHands event streams: a JSON array of events, or one event per line.
+
+An event has ``id``, ``source`` (``user``, ``agent``, ``environment``) and either
+``action`` (with ``args``) or ``observation`` (with ``content``). Agent actions
+that came from one model response share ``tool_call_metadata.model_response.id``
+and form one model call, whose usage is that response's ``usage``. A
+``condensation`` action forgets ``forgotten_event_ids`` (or the range
+``forgotten_events_start_id``..``forgotten_events_end_id``), replacing them with
+its ``summary`` when it has one. ``agent_state_changed`` observations tell how the
+run ended.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+from contextview.core.importers._log import (
+    Event,
+    SessionLog,
+    TranscriptError,
+    json_document,
+    json_lines,
+)
+
+FORMAT = "openhands"
+# Observations that never reach the model.
+_SILENT = frozenset({"agent_state_changed", "null", "user_rejected", "agent_condensation"})
+_SILENT_ACTIONS = frozenset({"change_agent_state", "recall", "condensation_request"})
+_END_STATES = {
+    "finished": "succeeded",
+    "error": "failed",
+    "stopped": "abandoned",
+    "rejected": "failed",
+}
+
+
+def looks_like_event(event: Any) -> bool:
+    return (
+        isinstance(event, dict)
+        and "source" in event
+        and ("action" in event or "observation" in event)
+    )
+
+
+def looks_like(doc: Any) -> bool:
+    return isinstance(doc, list) and (not doc or looks_like_event(doc[0]))
+
+
+def _usage(meta: Any) -> dict[str, int] | None:
+    response = meta.get("model_response") if isinstance(meta, dict) else None
+    usage = response.get("usage") if isinstance(response, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get("prompt_tokens_details")
+    cached = (details or {}).get("cached_tokens") or 0 if isinstance(details, dict | None) else 0
+    prompt = usage.get("prompt_tokens") or 0
+    return {
+        "input_tokens": max(0, prompt - cached),
+        "cache_read_tokens": cached,
+        "output_tokens": usage.get("completion_tokens") or 0,
+    }
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+class _Reader:
+    def __init__(self, session_id: str) -> None:
+        self.log = SessionLog(session_id, session_body={"agent": "openhands", "metadata": {}})
+        self.call_key: Any = None
+        self.call: dict[str, Any] | None = None
+        self.status: str | None = None
+        self.last_ts: str | None = None
+
+    def finish(self) -> Iterator[Event]:
+        call = self.call
+        if call is None:
+            return
+        self.call, self.call_key = None, None
+        log = self.log
+        later = log.context[call["obs_at"] :]
+        log.context = log.context[: call["obs_at"]]
+        yield from log.step(
+            timestamp=call["timestamp"],
+            fields={
+                "model": call["model"],
+                "usage": call["usage"],
+                "output": {"messages": call["outputs"]},
+            },
+        )
+        log.context.extend(later)
+
+    def event(self, where: str, event: Any) -> Iterator[Event]:
+        if not looks_like_event(event):
+            raise TranscriptError(
+                where, "is not an OpenHands event (needs source and action or observation)"
+            )
+        mid = f"e{event.get('id', where)}"
+        self.last_ts = event.get("timestamp") or self.last_ts
+        if "observation" in event:
+            kind = event["observation"]
+            if kind == "agent_state_changed":
+                state = (event.get("extras") or {}).get("agent_state")
+                if isinstance(state, str) and state in _END_STATES:
+                    self.status = _END_STATES[state]
+            if kind in _SILENT:
+                return
+            yield from self.finish()
+            meta = event.get("tool_call_metadata") or {}
+            msg: dict[str, Any] = {
+                "id": mid,
+                "role": "tool" if meta else "user",
+                "content": _text(event.get("content") or event.get("message") or ""),
+            }
+            if isinstance(meta, dict) and meta.get("tool_call_id"):
+                msg["tool_call_id"] = meta["tool_call_id"]
+            self.log.add(msg)
+            return
+        action = event["action"]
+        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        if action == "condensation":
+            yield from self.finish()
+            self.condense(args)
+            return
+        if action in _SILENT_ACTIONS:
+            return
+        if event.get("source") != "agent":
+            yield from self.finish()
+            role = "system" if action == "system" else "user"
+            self.log.add(
+                {
+                    "id": mid,
+                    "role": role,
+                    "content": _text(args.get("content") or event.get("message") or ""),
+                }
+            )
+            return
+        meta = (
+            event.get("tool_call_metadata")
+            if isinstance(event.get("tool_call_metadata"), dict)
+            else None
+        )
+        if action == "system":
+            self.log.add({"id": mid, "role": "system", "content": _text(args.get("content") or "")})
+            return
+        response = (meta or {}).get("model_response") or {}
+        key = response.get("id") if isinstance(response, dict) else None
+        if self.call is None or key is None or key != self.call_key:
+            yield from self.finish()
+            self.call_key = key
+            model = response.get("model") if isinstance(response, dict) else None
+            self.call = {
+                "timestamp": event.get("timestamp"),
+                "obs_at": len(self.log.context),
+                "outputs": [],
+                "usage": _usage(meta),
+                "model": model,
+            }
+        if meta:
+            part: dict[str, Any] = {
+                "type": "tool_call",
+                "id": meta.get("tool_call_id"),
+                "name": meta.get("function_name") or action,
+                "arguments": args,
+            }
+            content: list[Any] = [part]
+            thought = args.get("thought")
+            if isinstance(thought, str) and thought:
+                content.insert(0, {"type": "text", "text": thought})
+        else:
+            content = [
+                {"type": "text", "text": _text(args.get("content") or event.get("message") or "")}
+            ]
+        msg = {"id": mid, "role": "assistant", "content": content}
+        self.call["outputs"].append(msg)
+        self.log.add(msg)
+
+    def condense(self, args: dict[str, Any]) -> None:
+        forgotten = args.get("forgotten_event_ids")
+        if not isinstance(forgotten, list):
+            start, end = args.get("forgotten_events_start_id"), args.get("forgotten_events_end_id")
+            forgotten = (
+                list(range(start, end + 1))
+                if isinstance(start, int) and isinstance(end, int)
+                else []
+            )
+        ids = {f"e{i}" for i in forgotten}
+        left = [m for m in self.log.context if m in ids]
+        if not left:
+            return
+        reason = f"condensation forgot {len(left)} event(s)"
+        summary = args.get("summary")
+        if isinstance(summary, str) and summary:
+            result = {
+                "id": f"cond-{left[0]}",
+                "role": "user",
+                "content": summary,
+                "partition": "memory",
+            }
+            op = {"action": "summarize", "targets": left, "result": result, "reason": reason}
+        else:
+            op = {"action": "drop", "targets": left, "reason": reason}
+        self.log.stage([op], reason=reason)
+
+    def close(self) -> Iterator[Event]:
+        yield from self.finish()
+        if self.status is not None and self.log.started:
+            yield self.log.end(status=self.status, timestamp=self.last_ts)
+
+
+def _events(stream: IO[bytes]) -> Iterable[tuple[str, Any]]:
+    head = stream.read(1)
+    while head in (b" ", b"\n", b"\r", b"\t"):
+        head = stream.read(1)
+    stream.seek(0)
+    if head == b"[":
+        doc = json_document(stream)
+        return ((f"[{n}]", e) for n, e in enumerate(doc))
+    return ((f"line {n}", e) for n, e in json_lines(stream))
+
+
+def read(
+    stream: IO[bytes],
+    *,
+    session_id: str | None = None,
+    fallback: str = "openhands",
+    live: bool = False,
+) -> Iterator[Event]:
+    reader = _Reader(session_id or fallback)
+    for where, event in _events(stream):
+        yield from reader.event(where, event)
+    if not live:
+        yield from reader.close()

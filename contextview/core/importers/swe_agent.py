@@ -1,0 +1,143 @@
+"""SWE-agent and mini-swe-agent trajectories (``.traj``, one JSON document).
+
+SWE-agent writes ``trajectory`` (one entry per model call, newer versions with the
+``messages`` the model was sent), ``history`` (every message) and ``info``
+(``exit_status``, ``model_stats``). An observation that a later call received
+cut down (``last_n_observations`` leaves "Old environment output: (N lines
+omitted)") becomes a ``truncate`` of that observation at that call.
+mini-swe-agent writes ``messages`` alone. Without per-call messages the context
+of each call is the history before its assistant message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import IO, Any
+
+from contextview.core.importers._log import (
+    Event,
+    SessionLog,
+    TranscriptError,
+    json_document,
+    short_hash,
+    text_of,
+)
+
+FORMAT = "swe-agent"
+# Keys of a message that the model reads besides role and content.
+_MESSAGE_KEYS = ("tool_calls", "tool_call_ids", "tool_call_id", "name")
+
+
+def looks_like(doc: Any) -> bool:
+    if not isinstance(doc, dict):
+        return False
+    if isinstance(doc.get("trajectory"), list):
+        steps = doc["trajectory"]
+        return not steps or (isinstance(steps[0], dict) and "response" in steps[0])
+    return isinstance(doc.get("history"), list) or (
+        isinstance(doc.get("messages"), list) and "info" in doc
+    )
+
+
+def _message(where: str, mid: str, raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise TranscriptError(where, "must be a message object")
+    content = raw.get("content")
+    if content is None:
+        content = ""
+    if not isinstance(content, str | list):
+        raise TranscriptError(f"{where}.content", "must be a string or a list of parts")
+    role = raw.get("role")
+    if not isinstance(role, str):
+        raise TranscriptError(f"{where}.role", "field required, a string")
+    msg: dict[str, Any] = {"id": mid, "role": role, "content": content}
+    msg.update({k: raw[k] for k in _MESSAGE_KEYS if raw.get(k) is not None})
+    return msg
+
+
+def _before_last_assistant(messages: list[Any]) -> int:
+    for j in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[j], dict) and messages[j].get("role") == "assistant":
+            return j
+    return len(messages)
+
+
+def _status(info: dict[str, Any]) -> str | None:
+    exit_status = info.get("exit_status")
+    if not isinstance(exit_status, str) or not exit_status:
+        return None
+    return "succeeded" if exit_status.lower().startswith("submitted") else "failed"
+
+
+def read(
+    stream: IO[bytes],
+    *,
+    session_id: str | None = None,
+    fallback: str = "swe-agent",
+    live: bool = False,  # a whole document is complete when it parses
+) -> Iterator[Event]:
+    doc = json_document(stream)
+    if not looks_like(doc):
+        raise TranscriptError("file", "is not a SWE-agent trajectory (no trajectory or history)")
+    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    metadata: dict[str, Any] = {}
+    if isinstance(info.get("model_stats"), dict):
+        metadata["model_stats"] = info["model_stats"]
+    log = SessionLog(
+        session_id or fallback, session_body={"agent": "swe-agent", "metadata": metadata}
+    )
+    steps = doc.get("trajectory") if isinstance(doc.get("trajectory"), list) else []
+    if steps and all(isinstance(s, dict) and isinstance(s.get("messages"), list) for s in steps):
+        yield from _per_call_messages(log, steps)
+    else:
+        history = (
+            doc.get("history") if isinstance(doc.get("history"), list) else doc.get("messages")
+        )
+        yield from _from_history(log, history or [], "history" if "history" in doc else "messages")
+    status = _status(info)
+    if status is not None and log.started:
+        yield log.end(status=status, timestamp=None)
+
+
+def _per_call_messages(log: SessionLog, steps: list[dict[str, Any]]) -> Iterator[Event]:
+    """Each call's context as SWE-agent logged it, message j of every call the same id."""
+    for k, step in enumerate(steps):
+        messages = step["messages"]
+        seen = messages[: _before_last_assistant(messages)]
+        cuts: list[dict[str, Any]] = []
+        for j, raw in enumerate(seen):
+            msg = _message(f"trajectory[{k}].messages[{j}]", f"m{j}", raw)
+            mid = msg["id"]
+            if mid not in log.context:
+                log.add(msg)
+                continue
+            before = log.hash_of(mid)
+            if before != short_hash(text_of(msg["content"])):
+                cuts.append(msg)
+        if cuts:
+            reason = f"{len(cuts)} old observation(s) elided (last_n_observations)"
+            log.stage(
+                [
+                    {"action": "truncate", "target": m["id"], "result": m, "reason": reason}
+                    for m in cuts
+                ],
+                reason=reason,
+            )
+        response = step.get("response")
+        output = (
+            [{"id": f"m{len(seen)}", "role": "assistant", "content": response}]
+            if isinstance(response, str)
+            else None
+        )
+        yield from log.step(
+            timestamp=None,
+            fields={"output": {"messages": output} if output else None},
+        )
+
+
+def _from_history(log: SessionLog, history: list[Any], where: str) -> Iterator[Event]:
+    for j, raw in enumerate(history):
+        msg = _message(f"{where}[{j}]", f"m{j}", raw)
+        if msg["role"] == "assistant":
+            yield from log.step(timestamp=None, fields={"output": {"messages": [msg]}})
+        log.add(msg)

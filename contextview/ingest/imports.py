@@ -1,0 +1,166 @@
+"""Importing transcripts that agents wrote themselves (contract: "Importing transcripts").
+
+The core's importers turn a file into ingest events; this service hands them to
+`batch_ingest` in batches, all of one request inside one transaction, so a file
+that turns out bad halfway leaves nothing behind. Event ids come from the
+content, so the same file again stores nothing and a file that grew adds only
+its new steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from django.db import DatabaseError, transaction
+
+from contextview.core.importers import (
+    FORMATS,
+    HEAD_BYTES,
+    TranscriptError,
+    batches,
+    detect,
+    read,
+    session_name,
+)
+from contextview.ingest.services import batch_ingest
+from contextview.projects.models import Project
+
+
+class ImportFailed(Exception):
+    """A transcript that cannot be imported; nothing of the request was stored."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class ImportedSession:
+    session_id: str
+    format: str
+    steps: int = 0
+    operations: int = 0
+    new_steps: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "format": self.format,
+            "steps": self.steps,
+            "operations": self.operations,
+            "new_steps": self.new_steps,
+        }
+
+
+@dataclass
+class ImportOutcome:
+    sessions: list[ImportedSession] = field(default_factory=list)
+    # whether anything was stored (201) or all of it was there already (200)
+    created: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sessions": [s.as_dict() for s in self.sessions]}
+
+
+def transcript_format(*, stream: IO[bytes], name: str, format: str | None) -> str:
+    """The format asked for, or the one the file's first bytes show."""
+    if format:
+        if format not in FORMATS:
+            raise ImportFailed(400, f"format: must be one of {', '.join(FORMATS)}, not {format!r}")
+        return format
+    head = stream.read(HEAD_BYTES)
+    whole = len(head) < HEAD_BYTES
+    stream.seek(0)
+    found = detect(head, whole=whole)
+    if found is None:
+        raise ImportFailed(
+            422,
+            f"{name}: not a transcript this server reads (expected one of {', '.join(FORMATS)}); "
+            "pass format to say which",
+        )
+    return found
+
+
+def _import_file(
+    *,
+    project: Project,
+    name: str,
+    stream: IO[bytes],
+    format: str | None,
+    session_id: str | None,
+    live: bool,
+    outcome: ImportOutcome,
+) -> None:
+    fmt = transcript_format(stream=stream, name=name, format=format)
+    seen: dict[str, ImportedSession] = {}
+    events = read(stream, format=fmt, session_id=session_id, fallback=session_name(name), live=live)
+    try:
+        for batch in batches(events):
+            result = batch_ingest(project=project, batch=batch)
+            for event, answer in zip(batch, result.results, strict=True):
+                sid = event["body"]["session_id"]
+                entry = seen.get(sid)
+                if entry is None:
+                    entry = seen[sid] = ImportedSession(session_id=sid, format=fmt)
+                    outcome.sessions.append(entry)
+                if answer.status >= 400:
+                    raise ImportFailed(
+                        409 if answer.status == 409 else 422,
+                        f"{name}: {_where(event)} was refused: {answer.error}",
+                    )
+                if answer.status == 201:
+                    outcome.created = True
+                if event["type"] == "step":
+                    entry.steps += 1
+                    entry.operations += len(event["body"].get("actions", ()))
+                    entry.new_steps += answer.status == 201
+    except TranscriptError as exc:
+        raise ImportFailed(422, f"{name}: {exc}") from None
+    except (DatabaseError, ValueError) as exc:
+        # Storage refusing content (e.g. a NUL byte PostgreSQL text cannot hold).
+        raise ImportFailed(422, f"{name}: could not be stored: {exc}") from None
+    if not seen and not live:
+        raise ImportFailed(422, f"{name}: no model call found in this {fmt} transcript")
+
+
+def _where(event: dict[str, Any]) -> str:
+    body = event["body"]
+    if event["type"] == "step":
+        return f"step {body['index']} of session {body['session_id']!r}"
+    return f"the {event['type']} event of session {body['session_id']!r}"
+
+
+def transcript_import(
+    *,
+    project: Project,
+    files: list[tuple[str, IO[bytes]]],
+    format: str | None = None,
+    session_id: str | None = None,
+    live: bool = False,
+) -> ImportOutcome:
+    """Import each (name, binary stream) in `files`; all of it or, on error, none of it.
+
+    `live`: the files are still being written; a last model call that may not be
+    complete yet waits for the next import of the file.
+    """
+    if not files:
+        raise ImportFailed(400, "file: field required, one or more transcripts")
+    if session_id is not None and len(files) > 1:
+        raise ImportFailed(400, "session_id: names one session, so it needs exactly one file")
+    if session_id is not None and not 0 < len(session_id) <= 200:
+        raise ImportFailed(400, "session_id: must be 1 to 200 characters")
+    outcome = ImportOutcome()
+    with transaction.atomic():
+        for name, stream in files:
+            _import_file(
+                project=project,
+                name=name,
+                stream=stream,
+                format=format,
+                session_id=session_id,
+                live=live,
+                outcome=outcome,
+            )
+    return outcome

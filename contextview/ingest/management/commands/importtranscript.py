@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import argparse
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from contextview.core.importers import FORMATS
+from contextview.ingest.imports import ImportFailed, transcript_import
+from contextview.projects.models import Project
+
+
+class Command(BaseCommand):
+    help = (
+        "Import transcripts agents wrote (Claude Code, Codex, OpenHands, SWE-agent, ATIF) "
+        "into PROJECT, as POST /api/v1/import does. Importing a file again adds only "
+        "what it gained since."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("project", help="project slug")
+        parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
+        parser.add_argument("--format", choices=FORMATS, help="detected from the content if absent")
+        parser.add_argument("--session-id", help="the session to import one file into")
+        parser.add_argument(
+            "--live",
+            action="store_true",
+            help="the files are still being written: leave out a last call that may be cut",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        project = Project.objects.filter(slug=options["project"]).first()
+        if project is None:
+            raise CommandError(f"no project {options['project']!r}")
+        with contextlib.ExitStack() as stack:
+            try:
+                files = [(str(p), stack.enter_context(p.open("rb"))) for p in options["files"]]
+            except OSError as exc:
+                raise CommandError(f"cannot read {exc.filename}: {exc.strerror}") from None
+            try:
+                outcome = transcript_import(
+                    project=project,
+                    files=files,
+                    format=options["format"],
+                    session_id=options["session_id"],
+                    live=options["live"],
+                )
+            except ImportFailed as exc:
+                raise CommandError(exc.message) from None
+        for s in outcome.sessions:
+            self.stdout.write(
+                f"{s.session_id}  {s.format}  {s.steps} steps ({s.new_steps} new), "
+                f"{s.operations} operations"
+            )
+        if not outcome.created:
+            self.stdout.write("nothing new: these transcripts were imported already")

@@ -1,0 +1,205 @@
+"""`python -m contextview.sdk import FILE...` and `watch DIR...`: transcripts that
+agents write (Claude Code, Codex, OpenHands, SWE-agent, ATIF) sent to
+``POST /api/v1/import``.
+
+``import`` uploads each file. ``watch`` translates transcripts here, with the
+same importers the server runs (``contextview.core.importers``, no Django), and
+posts to ``/api/v1/ingest`` only the events it has not sent yet: event ids come
+from the file's content, so the events of a file are the same whoever reads it.
+Each time a transcript changes it is read again, ``live`` while it is still being
+written so that a reply still streaming in waits for the next read. A restarted
+watcher sends each file's events once more and the server finds them all
+duplicates; a file truncated or replaced is simply read again from its start.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from contextview.core.importers import HEAD_BYTES, TranscriptError, batches, detect, read
+from contextview.core.importers import session_name as _session_name
+
+SUFFIXES = (".jsonl", ".traj", ".json")
+
+
+@dataclass
+class Sent:
+    status: int
+    answer: dict[str, Any]
+
+
+def upload(
+    http: httpx.Client,
+    url: str,
+    key: str,
+    path: Path,
+    *,
+    format: str | None = None,
+    session_id: str | None = None,
+    live: bool = False,
+) -> Sent:
+    data = {k: v for k, v in (("format", format), ("session_id", session_id)) if v}
+    if live:
+        data["live"] = "1"
+    with path.open("rb") as fh:
+        response = http.post(
+            f"{url}/api/v1/import",
+            headers={"Authorization": f"Bearer {key}"},
+            files={"file": (path.name, fh, "application/octet-stream")},
+            data=data,
+        )
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = {"error": response.text[:500]}
+    return Sent(response.status_code, answer if isinstance(answer, dict) else {})
+
+
+def describe(path: Path, sent: Sent) -> str:
+    if sent.status in (200, 201):
+        parts = [
+            f"{s['session_id']} ({s['format']}): {s['steps']} steps, {s.get('new_steps', 0)} new, "
+            f"{s['operations']} operations"
+            for s in sent.answer.get("sessions", [])
+        ]
+        return f"{path}: " + ("; ".join(parts) or "no model call complete yet")
+    return f"{path}: HTTP {sent.status}: {sent.answer.get('error', '')}"
+
+
+def import_main(
+    http: httpx.Client, url: str, key: str, paths: Sequence[Path], **options: Any
+) -> int:
+    failed = 0
+    for path in paths:
+        try:
+            sent = upload(http, url, key, path, **options)
+        except OSError as exc:
+            print(f"{path}: cannot read: {exc.strerror or exc}", file=sys.stderr)
+            failed += 1
+            continue
+        ok = sent.status in (200, 201)
+        print(describe(path, sent), file=sys.stdout if ok else sys.stderr)
+        failed += not ok
+    return 1 if failed else 0
+
+
+def _transcripts(folders: Iterable[Path]) -> Iterable[Path]:
+    for folder in folders:
+        if folder.is_file():
+            yield folder
+            continue
+        for root, _dirs, names in os.walk(folder):
+            for name in names:
+                if name.endswith(SUFFIXES):
+                    yield Path(root, name)
+
+
+@dataclass
+class _Followed:
+    # (inode, size, mtime_ns, read live) when the file was last read
+    state: tuple[int, int, int, bool]
+    # ids of the events the server has answered for
+    sent: set[str]
+
+
+def send_new_events(
+    http: httpx.Client, url: str, key: str, path: Path, *, live: bool, sent: set[str]
+) -> tuple[int, list[str]]:
+    """Post the events of `path` not in `sent`; the steps stored and the problems met.
+
+    Raises httpx.HTTPError or OSError when the server or the file cannot be reached
+    (the caller tries again later).
+    """
+    problems: list[str] = []
+    stored = 0
+    with path.open("rb") as f:
+        head = f.read(HEAD_BYTES)
+        f.seek(0)
+        fmt = detect(head, whole=len(head) < HEAD_BYTES)
+        if fmt is None:
+            return 0, [f"{path}: not a transcript this SDK reads"]
+        events = read(f, format=fmt, fallback=_session_name(path.name), live=live)
+        try:
+            for batch in batches(e for e in events if e["id"] not in sent):
+                response = http.post(
+                    f"{url}/api/v1/ingest",
+                    json={"batch": batch},
+                    headers={"Authorization": f"Bearer {key}"},
+                )
+                if response.status_code != 207:
+                    problems.append(f"{path}: HTTP {response.status_code}: {response.text[:300]}")
+                    if response.status_code in (429, 503):
+                        break  # later: these events are not marked sent
+                    sent.update(e["id"] for e in batch)
+                    continue
+                for event, result in zip(batch, response.json()["results"], strict=True):
+                    sent.add(event["id"])
+                    if result["status"] == 201 and event["type"] == "step":
+                        stored += 1
+                    elif result["status"] >= 400:
+                        problems.append(f"{path}: {event['type']} refused: {result.get('error')}")
+        except TranscriptError as exc:
+            problems.append(f"{path}: {exc}")
+    return stored, problems
+
+
+def watch_main(
+    http: httpx.Client,
+    url: str,
+    key: str,
+    folders: Sequence[Path],
+    *,
+    interval: float = 1.0,
+    settle: float = 30.0,
+    rounds: int | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Send what each transcript under `folders` gains, until interrupted.
+
+    A file written to within the last `settle` seconds is read ``live``; once it has
+    been quiet that long it is read once more in full, with its last call.
+    """
+    followed: dict[Path, _Followed] = {}
+    done = 0
+    try:
+        while rounds is None or done < rounds:
+            now = time.time()
+            for path in _transcripts(folders):
+                try:
+                    st = path.stat()
+                except OSError:
+                    continue
+                live = now - st.st_mtime < settle
+                state = (st.st_ino, st.st_size, st.st_mtime_ns, live)
+                known = followed.get(path)
+                if known is not None and (
+                    known.state == state or (known.state[:3] == state[:3] and live)
+                ):
+                    continue
+                if known is None:
+                    known = followed[path] = _Followed(state=state, sent=set())
+                try:
+                    stored, problems = send_new_events(
+                        http, url, key, path, live=live, sent=known.sent
+                    )
+                except (OSError, httpx.HTTPError) as exc:
+                    print(f"{path}: not sent ({exc}); trying again", file=sys.stderr)
+                    continue
+                known.state = state
+                for problem in problems:
+                    print(problem, file=sys.stderr)
+                if stored:
+                    print(f"{path}: {stored} new steps", flush=True)
+            done += 1
+            sleep(interval)
+    except KeyboardInterrupt:
+        return 0
+    return 0

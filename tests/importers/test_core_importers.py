@@ -1,0 +1,287 @@
+"""The importers on small transcripts written for these tests, replayed with the core
+exactly as ingest derives each step's contexts."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextview.core.apply import derive_step
+from contextview.core.importers import HEAD_BYTES, TranscriptError, detect, read
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def events_of(name: str, **kwargs: Any) -> list[dict[str, Any]]:
+    data = (FIXTURES / name).read_bytes()
+    fmt = detect(data[:HEAD_BYTES], whole=len(data) <= HEAD_BYTES)
+    assert fmt is not None
+    return list(read(io.BytesIO(data), format=fmt, fallback=Path(name).stem, **kwargs))
+
+
+def replay(events: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Each session's steps as the core derives them: (body, StepResult)."""
+    latest: dict[str, dict[str, Any]] = {}
+    archive: dict[str, dict[str, Any]] = {}
+    out: dict[str, list[Any]] = {}
+    for event in events:
+        if event["type"] != "step":
+            continue
+        body = event["body"]
+        sid = body["session_id"]
+        result = derive_step(
+            obs=body["obs"]["messages"],
+            ops_raw=body.get("actions"),
+            after_raw=None,
+            latest=latest.setdefault(sid, {}),
+            archive=archive.setdefault(sid, {}),
+        )
+        latest[sid].update(result.recorded)
+        for fold in result.folds:
+            archive[sid].update({m.id: m for m in fold.originals})
+        out.setdefault(sid, []).append((body, result))
+    return out
+
+
+def ids(messages: list[Any]) -> list[str]:
+    return [m.id for m in messages]
+
+
+def test_it_detects_each_format_from_its_content() -> None:
+    found = {}
+    for path in sorted(FIXTURES.iterdir()):
+        data = path.read_bytes()
+        found[path.name] = detect(data[:HEAD_BYTES], whole=True)
+    assert found == {
+        "atif.json": "atif",
+        "claude_code.jsonl": "claude-code",
+        "claude_code_binary.jsonl": "claude-code",
+        "codex.jsonl": "codex",
+        "openhands.json": "openhands",
+        "swe_agent.traj": "swe-agent",
+    }
+    assert detect(b'{"hello": "world"}\n{"a": 1}\n') is None
+    assert detect(b"plain text, not a transcript", whole=True) is None
+
+
+def test_it_makes_one_step_per_claude_code_model_call() -> None:
+    steps = replay(events_of("claude_code.jsonl"))["cc-7f3a"]
+    assert [body["index"] for body, _ in steps] == [0, 1, 2, 3]
+    # call 1 saw the question; its reply, streamed as two entries, is one message
+    first_body, first = steps[0]
+    assert ids(first.before) == ["u-1"]
+    reply = first_body["output"]["messages"][0]
+    assert reply["id"] == "msg_01"
+    assert [b["type"] for b in reply["content"]] == ["thinking", "tool_use"]
+    assert first_body["model"] == "claude-sonnet-4-5"
+    assert first_body["usage"] == {
+        "input_tokens": 3,
+        "output_tokens": 40,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 9000,
+    }
+    # call 3 saw everything before it, each message in the order it was logged
+    assert ids(steps[2][1].before) == ["u-1", "msg_01", "u-2", "msg_02", "u-3"]
+    assert steps[2][1].before[2].partition == "tool"
+
+
+def test_it_turns_a_claude_code_compaction_into_a_summary_of_what_left() -> None:
+    body, after_compaction = replay(events_of("claude_code.jsonl"))["cc-7f3a"][3]
+    assert ids(after_compaction.before) == [
+        "u-1",
+        "msg_01",
+        "u-2",
+        "msg_02",
+        "u-3",
+        "msg_03",
+        "u-4",
+    ]
+    assert ids(after_compaction.after) == ["c-2", "u-4"]
+    [op] = after_compaction.ops
+    assert op.op == "summarize"
+    assert "SO20260101007" in after_compaction.after[0].text
+    [fold] = after_compaction.folds
+    assert fold.result_id == "c-2"
+    assert ids(list(fold.originals)) == ["u-1", "msg_01", "u-2", "msg_02", "u-3", "msg_03"]
+    assert "trigger: auto" in body["reason"] and "167731" in body["reason"]
+
+
+def test_it_imports_a_claude_code_sub_agent_as_its_own_session() -> None:
+    events = events_of("claude_code.jsonl")
+    sessions = {e["body"]["session_id"]: e["body"] for e in events if e["type"] == "session"}
+    assert sessions["cc-7f3a:agent-b7e1"]["metadata"]["parent_session"] == "cc-7f3a"
+    assert "parent_session" not in sessions["cc-7f3a"]["metadata"]
+    [(body, sub)] = replay(events)["cc-7f3a:agent-b7e1"]
+    assert ids(sub.before) == ["t-1"]
+    assert body["model"] == "claude-haiku-4-5"
+
+
+def test_it_keeps_nul_bytes_and_cut_emoji_of_tool_output_as_written() -> None:
+    _, step = replay(events_of("claude_code_binary.jsonl"))["cc-binary"][1]
+    result = step.before[2].content[0]["content"]
+    assert "\x00" in result and "\ud83d" in result
+
+
+def test_it_sends_each_message_once_and_then_by_id_alone() -> None:
+    events = [e for e in events_of("claude_code.jsonl") if e["type"] == "step"]
+    with_content = [m["id"] for e in events for m in e["body"]["obs"]["messages"] if "content" in m]
+    assert len(with_content) == len(set(with_content))
+    assert events[2]["body"]["obs"]["messages"][0] == {"id": "u-1"}
+
+
+def test_it_gives_the_same_events_for_the_same_file_and_more_for_a_grown_one() -> None:
+    data = (FIXTURES / "claude_code.jsonl").read_bytes()
+    lines = data.splitlines(keepends=True)
+    whole = list(read(io.BytesIO(data), format="claude-code"))
+    again = list(read(io.BytesIO(data), format="claude-code"))
+    assert whole == again
+    # the file as it was before its last main-session call was logged
+    cut = b"".join(lines[:13])
+    earlier = list(read(io.BytesIO(cut), format="claude-code"))
+    earlier_ids = {e["id"] for e in earlier}
+    assert earlier_ids < {e["id"] for e in whole}
+
+
+def test_it_reads_codex_calls_usage_and_context_window() -> None:
+    events = events_of("codex.jsonl")
+    steps = [e["body"] for e in events if e["type"] == "step"]
+    assert len(steps) == 3
+    assert steps[0]["model"] == "gpt-5.3-codex"
+    assert steps[0]["usage"] == {
+        "input_tokens": 10000,
+        "cache_read_tokens": 2000,
+        "output_tokens": 150,
+    }
+    assert steps[0]["context_window"] == 258400
+    assert [m["content"][0]["type"] for m in steps[0]["output"]["messages"]] == [
+        "reasoning",
+        "function_call",
+    ]
+    first = [m.get("content") for m in steps[0]["obs"]["messages"]]
+    assert first[0] == "You are Codex, a coding agent."
+    assert steps[2]["model"] == "gpt-5.3-codex-mini"
+
+
+def test_it_turns_codex_compacted_into_a_summary_and_the_reinjected_messages_into_inserts() -> None:
+    steps = [e["body"] for e in events_of("codex.jsonl") if e["type"] == "step"]
+    compacted = steps[2]
+    ops = compacted["actions"]
+    assert [op["action"] for op in ops] == ["summarize", "insert", "reorder"]
+    summary = ops[0]["result"]
+    assert summary["content"][0]["type"] == "compaction"
+    # the question survives as the very message it was; the instructions stay too
+    assert "l6" not in ops[0]["targets"] and "instructions" not in ops[0]["targets"]
+    assert {"l2", "l8", "l9", "l11", "l12"} <= set(ops[0]["targets"])
+    assert "zsh" in ops[1]["result"]["content"][0]["text"]
+    order = ops[2]["params"]["order"]
+    assert order[:4] == ["instructions", "l6", ops[1]["result"]["id"], summary["id"]]
+    assert order[-1] == "l19"  # the prompt logged after the compaction comes last
+    assert "12400 tokens reported before" in compacted["reason"]
+
+
+def test_it_makes_openhands_condensation_a_summary_of_the_forgotten_events() -> None:
+    events = events_of("openhands.json")
+    steps = replay(events)["openhands"]
+    assert len(steps) == 3
+    body, condensed = steps[2]
+    assert ids(condensed.after) == ["e0", "e1", "cond-e3"]
+    assert ids(list(condensed.folds[0].originals)) == ["e3", "e4", "e5", "e6"]
+    assert steps[1][0]["usage"] == {
+        "input_tokens": 200,
+        "cache_read_tokens": 5000,
+        "output_tokens": 40,
+    }
+    assert events[-1]["type"] == "session_end" and events[-1]["body"]["status"] == "succeeded"
+
+
+def test_it_makes_elided_swe_agent_observations_truncates() -> None:
+    events = events_of("swe_agent.traj")
+    steps = replay(events)["swe_agent"]
+    assert [len(r.before) for _, r in steps] == [2, 4, 6]
+    _, third = steps[2]
+    [op] = third.ops
+    assert op.op == "truncate" and op.targets == ("m3",)
+    assert third.after[3].text == "Old environment output: (4 lines omitted)"
+    assert "src/" in third.folds[0].originals[0].text
+    assert events[0]["body"]["metadata"]["model_stats"]["api_calls"] == 3
+    assert events[-1]["body"]["status"] == "succeeded"
+
+
+def test_it_reads_atif_agent_steps_as_calls() -> None:
+    steps = replay(events_of("atif.json"))["atif-run-1"]
+    assert len(steps) == 2
+    body, second = steps[1]
+    assert ids(second.before) == ["s1", "s2", "s3", "s3.r0"]
+    assert body["usage"] == {"input_tokens": 100, "cache_read_tokens": 800, "output_tokens": 12}
+    parts = steps[0][0]["output"]["messages"][0]["content"]
+    assert [p["type"] for p in parts] == ["thinking", "text", "tool_call"]
+
+
+def test_it_names_the_line_of_broken_json() -> None:
+    good = {
+        "type": "user",
+        "sessionId": "s",
+        "uuid": "u",
+        "message": {"role": "user", "content": "hi"},
+    }
+    bad = json.dumps(good).encode() + b'\n{"type": "assist\n'
+    with pytest.raises(TranscriptError) as caught:
+        list(read(io.BytesIO(bad), format="claude-code"))
+    assert str(caught.value).startswith("line 2: is not valid JSON")
+
+
+def test_it_names_the_line_of_an_entry_of_unexpected_shape() -> None:
+    bad = json.dumps({"type": "user", "sessionId": "s", "uuid": "u", "message": "hi"}).encode()
+    with pytest.raises(TranscriptError) as caught:
+        list(read(io.BytesIO(b"\n" + bad + b"\n"), format="claude-code"))
+    assert str(caught.value) == "line 2: message: field required, an object"
+
+
+def test_it_reads_a_mini_swe_agent_trajectory_from_its_messages() -> None:
+    doc = {
+        "info": {
+            "exit_status": "Submitted",
+            "model_stats": {"instance_cost": 0.02, "api_calls": 2},
+        },
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Fix the failing test in tests/test_io.py"},
+            {"role": "assistant", "content": "THOUGHT: run it\n```bash\npytest -x\n```"},
+            {"role": "user", "content": "<returncode>1</returncode><output>1 failed</output>"},
+            {"role": "assistant", "content": "THOUGHT: done\n```bash\necho SUBMIT\n```"},
+        ],
+        "trajectory_format": "mini-swe-agent-1",
+    }
+    data = json.dumps(doc).encode()
+    assert detect(data, whole=True) == "swe-agent"
+    events = list(read(io.BytesIO(data), format="swe-agent", fallback="run-7"))
+    steps = replay(events)["run-7"]
+    assert [ids(r.before) for _, r in steps] == [["m0", "m1"], ["m0", "m1", "m2", "m3"]]
+    assert events[-1]["body"]["status"] == "succeeded"
+
+
+def test_it_detects_jsonl_openhands_and_a_claude_code_summary_line() -> None:
+    event = {"id": 1, "source": "user", "action": "message", "args": {"content": "hi"}}
+    assert detect((json.dumps(event) + "\n" + json.dumps(event) + "\n").encode()) == "openhands"
+    summary = {"type": "summary", "summary": "Fix timeout", "leafUuid": "u-9"}
+    assert detect((json.dumps(summary) + "\n" + json.dumps(summary) + "\n").encode()) == (
+        "claude-code"
+    )
+
+
+def test_it_keeps_what_claude_code_logs_between_a_boundary_and_its_summary() -> None:
+    lines = (FIXTURES / "claude_code.jsonl").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if '"compact_boundary"' in line)
+    meta = json.loads(lines[at + 1])
+    meta.update(uuid="m-1", isCompactSummary=False, isMeta=True)
+    meta["message"] = {"role": "user", "content": "Caveat: the messages below were generated..."}
+    lines.insert(at + 1, json.dumps(meta))
+    data = ("\n".join(lines) + "\n").encode()
+    events = list(read(io.BytesIO(data), format="claude-code"))
+    _, step = replay(events)["cc-7f3a"][3]
+    assert ids(step.after) == ["c-2", "m-1", "u-4"]
+    assert "m-1" not in ids(list(step.folds[0].originals))

@@ -1,0 +1,217 @@
+"""POST /api/v1/import and manage.py importtranscript, through the real ingest path."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import override_settings
+
+from contextview.projects.services import apikey_create
+from contextview.sessions.models import Session, Step
+from tests.api_client import Api
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def upload(api: Api, *files: tuple[str, bytes], **fields: str) -> Any:
+    payload: dict[str, Any] = {"file": [_named(name, data) for name, data in files], **fields}
+    return api.client.post("/api/v1/import", payload, **api.auth)
+
+
+def _named(name: str, data: bytes) -> io.BytesIO:
+    f = io.BytesIO(data)
+    f.name = name
+    return f
+
+
+def fixture(name: str) -> tuple[str, bytes]:
+    return name, (FIXTURES / name).read_bytes()
+
+
+def test_it_imports_a_claude_code_transcript_with_its_compaction(api: Api) -> None:
+    response = upload(api, fixture("claude_code.jsonl"))
+    assert response.status_code == 201, response.content
+    assert response.json()["sessions"] == [
+        {"session_id": "cc-7f3a", "format": "claude-code", "steps": 4, "operations": 1,
+         "new_steps": 4},
+        {"session_id": "cc-7f3a:agent-b7e1", "format": "claude-code", "steps": 1,
+         "operations": 0, "new_steps": 1},
+    ]  # fmt: skip
+    session = api.get("/sessions/cc-7f3a").json()
+    assert session["agent"] == "claude-code"
+    assert session["model"] == "claude-sonnet-4-5"
+    sub = api.get("/sessions/cc-7f3a:agent-b7e1").json()
+    assert sub["metadata"]["parent_session"] == "cc-7f3a"
+
+    first = api.get("/sessions/cc-7f3a/steps/0").json()
+    assert first["model"] == "claude-sonnet-4-5"
+    assert first["usage"]["cache_write_tokens"] == 9000
+    reply = first["output"]["messages"][0]["content"]
+    assert [part["type"] for part in reply] == ["thinking", "tool_use"]
+    step = api.get("/sessions/cc-7f3a/steps/3").json()
+    assert [m["id"] for m in step["after"]] == ["c-2", "u-4"]
+    assert step["ops"][0]["op"] == "summarize"
+    assert step["folds"][0]["originals"] == ["u-1", "msg_01", "u-2", "msg_02", "u-3", "msg_03"]
+    archive = api.get("/sessions/cc-7f3a/archive").json()["originals"]
+    assert {a["id"] for a in archive} >= {"u-1", "u-2"}
+    read_log = next(a for a in archive if a["id"] == "u-2")
+    assert "inventory-svc after 3 s" in read_log["message"]["content"][0]["content"]
+
+
+def test_it_adds_nothing_for_the_same_file_and_only_new_steps_for_a_grown_one(api: Api) -> None:
+    name, data = fixture("claude_code.jsonl")
+    lines = data.splitlines(keepends=True)
+    first = upload(api, (name, b"".join(lines[:9])))
+    assert first.status_code == 201
+    assert first.json()["sessions"][0]["steps"] == 3
+    grown = upload(api, (name, data))
+    assert grown.status_code == 201
+    assert grown.json()["sessions"][0]["new_steps"] == 1
+    again = upload(api, (name, data))
+    assert again.status_code == 200
+    assert all(s["new_steps"] == 0 for s in again.json()["sessions"])
+    assert Step.objects.filter(session__external_id="cc-7f3a").count() == 4
+
+
+@pytest.mark.parametrize(
+    ("name", "session_id", "steps", "ops"),
+    [
+        ("openhands.json", "openhands", 3, ["summarize"]),
+        ("swe_agent.traj", "swe_agent", 3, ["truncate"]),
+        ("atif.json", "atif-run-1", 2, []),
+    ],
+)
+def test_it_imports_each_format(
+    api: Api, name: str, session_id: str, steps: int, ops: list[str]
+) -> None:
+    response = upload(api, fixture(name))
+    assert response.status_code == 201, response.content
+    [summary] = response.json()["sessions"]
+    assert (summary["session_id"], summary["steps"]) == (session_id, steps)
+    found = [
+        op["op"]
+        for i in range(steps)
+        for op in api.get(f"/sessions/{session_id}/steps/{i}").json()["ops"]
+    ]
+    assert found == ops
+
+
+def test_it_stores_and_shows_nul_bytes_and_cut_emoji_of_tool_output(api: Api) -> None:
+    response = upload(api, fixture("claude_code_binary.jsonl"))
+    assert response.status_code == 201, response.content
+    step = api.get("/sessions/cc-binary/steps/1").json()
+    shown = step["before"][2]["content"][0]["content"]
+    assert "PK" in shown and "broken" in shown and "tail" in shown
+
+
+def test_it_refuses_a_file_that_is_no_transcript(api: Api) -> None:
+    response = upload(api, ("notes.txt", b"just some notes\nand more\n"))
+    assert response.status_code == 422
+    assert "not a transcript" in response.json()["error"]
+    assert not Session.objects.exists()
+
+
+def test_it_names_the_broken_line_and_stores_nothing_of_the_file(api: Api) -> None:
+    name, data = fixture("claude_code.jsonl")
+    lines = data.splitlines(keepends=True)
+    broken = b"".join(lines[:10]) + b'{"type": "user", "sessionId": \n' + b"".join(lines[10:])
+    response = upload(api, (name, broken))
+    assert response.status_code == 422
+    assert response.json()["error"].startswith("claude_code.jsonl: line 11: is not valid JSON")
+    assert not Session.objects.exists()
+
+
+def test_it_names_a_line_of_unexpected_shape(api: Api) -> None:
+    data = b'{"type": "response_item", "payload": "not an object"}\n'
+    data += b'{"type": "event_msg", "payload": {}}\n'
+    response = upload(api, ("rollout.jsonl", data), format="codex")
+    assert response.status_code == 422
+    assert response.json()["error"] == "rollout.jsonl: line 1: payload: field required, an object"
+
+
+def test_it_refuses_an_unknown_format_naming_the_field(api: Api) -> None:
+    response = upload(api, fixture("atif.json"), format="gemini")
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("format: must be one of claude-code, codex")
+
+
+def test_it_imports_into_the_session_named(api: Api) -> None:
+    response = upload(api, fixture("atif.json"), session_id="incident-42")
+    assert response.status_code == 201
+    assert response.json()["sessions"][0]["session_id"] == "incident-42"
+
+
+def test_it_refuses_an_upload_past_the_import_limit(api: Api) -> None:
+    with override_settings(IMPORT_MAX_BYTES=4096):
+        response = upload(api, fixture("claude_code.jsonl"))
+    assert response.status_code == 413
+    assert "import limit of 4096 bytes" in response.json()["error"]
+    assert not Session.objects.exists()
+
+
+def test_it_refuses_a_read_only_key(api: Api) -> None:
+    reader = apikey_create(project=api.project, name="reader", can_write=False)
+    response = api.client.post(
+        "/api/v1/import",
+        {"file": _named(*fixture("atif.json"))},
+        HTTP_AUTHORIZATION=f"Bearer {reader.secret}",
+    )
+    assert response.status_code == 403
+
+
+def test_it_imports_from_the_command_line(api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    call_command("importtranscript", api.project.slug, str(FIXTURES / "swe_agent.traj"))
+    assert "swe_agent  swe-agent  3 steps (3 new), 1 operations" in capsys.readouterr().out
+    call_command("importtranscript", api.project.slug, str(FIXTURES / "swe_agent.traj"))
+    assert "nothing new" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="no project 'nope'"):
+        call_command("importtranscript", "nope", str(FIXTURES / "swe_agent.traj"))
+
+
+def test_it_describes_the_import_in_the_openapi_document(api: Api) -> None:
+    doc = api.client.get("/api/v1/openapi.json").json()
+    body = doc["paths"]["/api/v1/import"]["post"]["requestBody"]["content"]
+    fields = body["multipart/form-data"]["schema"]["properties"]
+    assert set(fields) >= {"file", "format", "session_id"}
+    assert "claude-code" in fields["format"]["enum"]
+
+
+def test_it_leaves_a_reply_still_streaming_for_the_next_live_import(api: Api) -> None:
+    name, data = fixture("claude_code.jsonl")
+    lines = data.splitlines(keepends=True)
+    mid_reply = b"".join(lines[:4])  # the first reply's thinking, not yet its tool call
+    held = upload(api, (name, mid_reply), live="1")
+    assert held.status_code == 200 and held.json()["sessions"] == []
+    grown = upload(api, (name, data))
+    assert grown.status_code == 201
+    step = api.get("/sessions/cc-7f3a/steps/0").json()
+    assert step["stats_status"] in ("pending", "ready")
+    assert Step.objects.filter(session__external_id="cc-7f3a").count() == 4
+
+
+def test_it_refuses_with_409_a_grown_file_whose_stored_last_reply_was_cut(api: Api) -> None:
+    name, data = fixture("claude_code.jsonl")
+    lines = data.splitlines(keepends=True)
+    assert upload(api, (name, b"".join(lines[:4]))).status_code == 201
+    grown = upload(api, (name, data))
+    assert grown.status_code == 409
+    assert "step 0 of session 'cc-7f3a'" in grown.json()["error"]
+    assert Step.objects.filter(session__external_id="cc-7f3a").count() == 1
+
+
+def test_it_imports_a_codex_compaction_with_its_reinjected_message(api: Api) -> None:
+    response = upload(api, fixture("codex.jsonl"))
+    assert response.status_code == 201, response.content
+    step = api.get("/sessions/019d-codex-demo/steps/2").json()
+    assert [op["op"] for op in step["ops"]] == ["summarize", "insert", "reorder"]
+    after = [m["id"] for m in step["after"]]
+    assert after == ["instructions", "l6", "l16.1", "l16.2", "l19"]
+    assert step["model"] == "gpt-5.3-codex-mini"
+    assert step["context_window"] == 200000
+    archive = {a["id"] for a in api.get("/sessions/019d-codex-demo/archive").json()["originals"]}
+    assert {"l2", "l3", "l8", "l9", "l11", "l12"} <= archive

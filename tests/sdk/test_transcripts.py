@@ -1,0 +1,121 @@
+"""`python -m contextview.sdk import` and `watch` against a real gunicorn."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT
+from tests.waiting import wait_for
+
+FIXTURES = ROOT / "tests" / "importers" / "fixtures"
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def sdk(*args: str, url: str, key: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "contextview.sdk", *args, "--url", url, "--key", key],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def step_count(url: str, key: str, session_id: str) -> int:
+    response = httpx.get(
+        f"{url}/api/v1/sessions/{session_id}", headers={"Authorization": f"Bearer {key}"}
+    )
+    return int(response.json()["steps"]) if response.status_code == 200 else 0
+
+
+def test_it_imports_files_through_the_api(gunicorn_api: str, project_key: str) -> None:
+    done = sdk("import", str(FIXTURES / "atif.json"), url=gunicorn_api, key=project_key)
+    assert done.returncode == 0, done.stderr
+    assert "atif-run-1 (atif): 2 steps, 2 new, 0 operations" in done.stdout
+    assert step_count(gunicorn_api, project_key, "atif-run-1") == 2
+    again = sdk("import", str(FIXTURES / "atif.json"), url=gunicorn_api, key=project_key)
+    assert "2 steps, 0 new" in again.stdout
+
+
+def test_it_says_why_a_file_was_refused(
+    gunicorn_api: str, project_key: str, tmp_path: Path
+) -> None:
+    junk = tmp_path / "notes.json"
+    junk.write_text('{"hello": "world"}')
+    done = sdk("import", str(junk), url=gunicorn_api, key=project_key)
+    assert done.returncode == 1
+    assert "HTTP 422: notes.json: not a transcript" in done.stderr
+
+
+def _watcher(folder: Path, url: str, key: str) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "contextview.sdk", "watch", str(folder), "--url", url]
+    argv += ["--key", key, "--interval", "0.2", "--settle", "2"]
+    return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ})  # fmt: skip
+
+
+def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    return out, err
+
+
+def test_it_follows_a_live_transcript_and_resumes_without_duplicates(
+    gunicorn_api: str, project_key: str, tmp_path: Path
+) -> None:
+    lines = (FIXTURES / "claude_code.jsonl").read_bytes().splitlines(keepends=True)
+    live = tmp_path / "cc-7f3a.jsonl"
+    live.write_bytes(b"".join(lines[:5]))  # the first call, still streaming
+    watcher = _watcher(tmp_path, gunicorn_api, project_key)
+    try:
+        with live.open("ab") as f:
+            f.write(b"".join(lines[5:9]))  # its tool result, two more calls
+        # a call shows once the next one has begun; the last waits until the file settles
+        wait_for(lambda: step_count(gunicorn_api, project_key, "cc-7f3a") >= 2, 15, "2 steps")
+        with live.open("ab") as f:
+            f.write(b"".join(lines[9:]))
+        started = time.monotonic()
+        wait_for(lambda: step_count(gunicorn_api, project_key, "cc-7f3a") == 4, 20, "4 steps")
+        assert time.monotonic() - started < 10
+    finally:
+        out, err = _stop(watcher)
+    assert "HTTP" not in err and "refused" not in err, err
+    # a new watcher sends the file again: nothing is stored twice
+    again = _watcher(tmp_path, gunicorn_api, project_key)
+    time.sleep(2)
+    # the file cut back to its start, as a rotation would leave it: nothing breaks
+    live.write_bytes(b"".join(lines[:9]))
+    time.sleep(2)
+    out, err = _stop(again)
+    assert "HTTP" not in err and "refused" not in err, err
+    assert step_count(gunicorn_api, project_key, "cc-7f3a") == 4
+    assert step_count(gunicorn_api, project_key, "cc-7f3a:agent-b7e1") == 1
+
+
+def test_it_refuses_a_2_gb_upload_without_reading_it(gunicorn_api: str, project_key: str) -> None:
+    host, port = gunicorn_api.removeprefix("http://").split(":")
+    head = (
+        "POST /api/v1/import HTTP/1.1\r\n"
+        f"Host: {host}\r\nAuthorization: Bearer {project_key}\r\n"
+        "Content-Type: multipart/form-data; boundary=xyz\r\n"
+        f"Content-Length: {2 * 1024**3}\r\nConnection: close\r\n\r\n"
+    )
+    started = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(head.encode() + b"--xyz\r\n")  # a few bytes of the 2 GB announced
+        chunks = []
+        while chunk := sock.recv(4096):
+            chunks.append(chunk)
+        answer = b"".join(chunks).decode(errors="replace")
+    assert answer.startswith("HTTP/1.1 413"), answer[:200]
+    assert "over the import limit" in answer
+    assert time.monotonic() - started < 5
