@@ -635,7 +635,8 @@ class Row:
 
 @dataclass
 class RowGroup:
-    """Rows shown together: a run of unchanged messages folds into one line with a count."""
+    """Rows shown together: a run of unchanged messages folds into one line with a count
+    (pinned messages stay in view)."""
 
     rows: list[Row]
     unchanged: bool = False
@@ -657,7 +658,8 @@ def row_groups(rows: Sequence[Row]) -> list[RowGroup]:
         run.clear()
 
     for row in rows:
-        if row.kind == "same":
+        # A pinned message is what the engineer checks first: never folded away.
+        if row.kind == "same" and not (row.right is not None and row.right.message.pinned):
             run.append(row)
             continue
         flush()

@@ -70,7 +70,16 @@ def test_a_live_chat_agent_applies_a_mode_switch_sent_from_the_page(
         assert any("A12345" in m["content"] for m in step["after"])
         page.goto(f"{session_url}steps/{step['index']}/")
         expect(page.locator("#step-view h2 .muted")).to_have_text("hybrid")
-        expect(page.locator("#step-view .cell.right", has_text="A12345").first).to_be_visible()
+        constraint = page.locator("#step-view .cell.right", has_text="A12345").first
+        # Unchanged since the step before, it may sit in a collapsed run: open it as a user would.
+        constraint.wait_for(state="attached")
+        run = page.locator(
+            "#step-view details.unchanged-run",
+            has=page.locator(".cell.right", has_text="A12345"),
+        )
+        if run.count():
+            run.first.locator("> summary").click()
+        expect(constraint).to_be_visible()
         assert api.get(f"/sessions/{sid}").json()["mode"] == "hybrid"
         assert api.get(f"/sessions/{sid}/control").json()["directives"] == []
     assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
