@@ -27,6 +27,7 @@ from contextview.core.lru import SizedLRU
 from contextview.core.model import Fold as CoreFold
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
+from contextview.core.needs import LossTracker, link_needs, new_positions
 from contextview.core.refs import decode_many
 from contextview.core.stats import (
     ContextMeter,
@@ -219,8 +220,8 @@ _STEPS_SQL = (
     "FROM cv_step WHERE session_id = %s AND index >= %s ORDER BY index LIMIT %s"
 )
 _PREVIOUS_SQL = (
-    "SELECT before_refs, stats ->> 'new_tool', after_refs, index FROM cv_step "
-    "WHERE session_id = %s AND index < %s ORDER BY index DESC LIMIT 1"
+    "SELECT before_refs, stats ->> 'new_tool', after_refs, index, stats ->> 'new_call' "
+    "FROM cv_step WHERE session_id = %s AND index < %s ORDER BY index DESC LIMIT 1"
 )
 _OPS_SQL = (
     "SELECT step_id, op, targets, form, result_id, reason, params FROM cv_operation "
@@ -234,6 +235,19 @@ _FOLDS_SQL = (
 )
 
 
+# What earlier steps lost and which needs they already linked (``LossTracker.restore``).
+_LOSSES_SQL = (
+    "SELECT index, stats -> 'needs', stats -> 'refetches', stats -> 'folded_calls', "
+    "jsonb_path_query_array(stats, '$.ops[*].targets'), "
+    "jsonb_path_query_array(stats, '$.ops[*].entities.lost') FROM cv_step "
+    "WHERE session_id = %s AND index < %s AND stats_status = 'ready' AND (stats ?| "
+    "array['needs', 'refetches', 'folded_calls'] "
+    "OR jsonb_path_exists(stats, '$.ops[*].entities.lost[0]')) ORDER BY index"
+)
+_RESTATS_SQL = (
+    "UPDATE cv_step SET stats = x.s::jsonb FROM unnest(%s::bigint[], %s::text[]) AS x(i, s) "
+    "WHERE cv_step.session_id = %s AND cv_step.index = x.i"
+)
 _WRITE_SQL = (
     "UPDATE cv_step SET stats = x.s::jsonb, stats_status = 'ready' "
     "FROM unnest(%b::bigint[], %b::text[]) AS x(i, s) WHERE cv_step.id = x.i"
@@ -335,14 +349,16 @@ def _compute_steps(
     folded_earlier = chunk.folded_before
     prev_ids: set[str] | None = None
     prev_before: list[CoreMessage] | None = None
-    prev_new_tool = None
+    prev_new_tool = prev_new_call = None
     prev_after: list[CoreMessage] | None = None
     prev_index = -2
+    tracker = LossTracker()
     if previous is not None:
         prev_before = chunk.contexts[bytes(previous[0])]
         prev_ids = {m.id for m in prev_before}
-        prev_new_tool = previous[1]
+        prev_new_tool, prev_new_call = previous[1], previous[4]
         prev_after, prev_index = chunk.contexts[bytes(previous[2])], previous[3]
+        tracker.restore(_losses_before(session.pk, steps[0][1]))
     unsaid: dict[int, Inferred] = {}  # inferred operations, by step pk
 
     meter = ContextMeter(chunk.tokens_of)
@@ -378,6 +394,7 @@ def _compute_steps(
                     inferred_folds=inferred.folds,
                     folded_earlier=folded_earlier,
                     prev_new_tool=prev_new_tool,
+                    prev_new_call=prev_new_call,
                     prev_ids=prev_ids,
                     budget=session.budget,
                     pinned=session.pinned or (),
@@ -392,6 +409,19 @@ def _compute_steps(
             )
             if choice.note:
                 stats["encoding_note"] = choice.note
+            _track_losses(
+                tracker,
+                stats,
+                index,
+                before,
+                after,
+                prev_after,
+                ops,
+                folds,
+                inferred,
+                chunk,
+                prev_ids,
+            )
             computed[index] = stats
             written.append(pk)
             results.append(orjson.dumps(stats).decode())
@@ -403,7 +433,7 @@ def _compute_steps(
             prev_ids = _ids_of(before, prev_before, prev_ids)
             prev_before = before
             prev_after, prev_index = after, index
-            prev_new_tool = stats.get("new_tool")
+            prev_new_tool, prev_new_call = stats.get("new_tool"), stats.get("new_call")
         if written:
             cursor.execute(_WRITE_SQL, [written, results])
         _write_inferred_folds(cursor, session, [row[0] for row in steps], unsaid, chunk.pk_of)
@@ -411,6 +441,62 @@ def _compute_steps(
 
 
 NOTHING_INFERRED = Inferred()
+
+
+def _losses_before(session_pk: int, index: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """What ``LossTracker.restore`` reads: the loss records of the steps before `index`."""
+    with connection.cursor() as cursor:
+        cursor.execute(_LOSSES_SQL, [session_pk, index])
+        rows = cursor.fetchall()
+    for step_index, needs, refetches, calls, targets, lost in rows:
+        ops = [
+            {"targets": t, "entities": {"lost": e}}
+            for t, e in zip(json_value(targets) or (), json_value(lost) or (), strict=True)
+        ]
+        yield (
+            step_index,
+            {
+                "needs": json_value(needs),
+                "refetches": json_value(refetches),
+                "folded_calls": json_value(calls),
+                "ops": ops,
+            },
+        )
+
+
+def _track_losses(
+    tracker: LossTracker,
+    stats: dict[str, Any],
+    index: int,
+    before: list[CoreMessage],
+    after: list[CoreMessage],
+    prev_after: list[CoreMessage] | None,
+    ops: Sequence[CoreOperation],
+    folds: Sequence[CoreFold],
+    inferred: Inferred,
+    chunk: _Chunk,
+    prev_ids: set[str] | None,
+) -> None:
+    """What step `index` needed of earlier losses, and what it lost itself, into its stats."""
+    reloaded = [t for op in ops if op.op == "reload" for t in op.targets]
+    needs, refetches = tracker.needs_of(
+        index, before, new_positions(before, prev_ids), reloaded, chunk.texts, chunk.tokens_of
+    )
+    flags = stats["flags"]
+    if needs:
+        stats["needs"] = needs
+        flags.append("amnesia")
+    if refetches:
+        stats["refetches"] = refetches
+        flags.append("refetch_after_fold")
+    if needs or refetches:
+        flags.sort()
+    pairs = [(f, before) for f in folds]
+    if prev_after is not None:
+        pairs += [(f, prev_after) for f in inferred.folds]
+    calls = tracker.lose(index, stats["ops"], pairs)
+    if calls:
+        stats["folded_calls"] = calls
 
 
 def _write_inferred_folds(
@@ -574,6 +660,7 @@ def _ids_of(
 def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = None) -> None:
     """Sum the session's step stats; `computed` holds those this run just stored."""
     stats: list[dict[str, Any]] | None = None
+    indexes: list[int] = []
     pending = False
     if computed is not None:
         # Statuses alone are cheap to read: when the ready steps are exactly the
@@ -588,16 +675,29 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
         ready = [index for index, is_ready in rows if is_ready]
         if len(ready) == len(computed) and all(index in computed for index in ready):
             stats = [computed[index] for index in ready]
+            indexes = ready
             pending = len(ready) != len(rows)
     if stats is None:
         rows = (
             Step.objects.filter(session=session)
             .order_by("index")
-            .values_list("stats", "stats_status")
+            .values_list("stats", "stats_status", "index")
         )
-        stats = [s for s, status in rows if status == "ready" and s is not None]
-        pending = any(status != "ready" for _, status in rows)
+        kept = [(s, i) for s, status, i in rows if status == "ready" and s is not None]
+        stats = [s for s, _ in kept]
+        indexes = [i for _, i in kept]
+        pending = any(status != "ready" for _, status, _ in rows)
+    by_index = dict(zip(indexes, stats, strict=True))
+    amnesia, refetches, changed = link_needs(by_index)
+    if changed:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _RESTATS_SQL,
+                [changed, [orjson.dumps(by_index[i]).decode() for i in changed], session.pk],
+            )
     aggregates: dict[str, Any] = session_aggregates(stats)
+    aggregates["amnesia"] = amnesia
+    aggregates["refetches"] = refetches
     choice = session_encoding(session)
     aggregates["encoding"] = choice.name
     if choice.note:
