@@ -246,7 +246,8 @@ _LOSSES_SQL = (
 )
 _RESTATS_SQL = (
     "UPDATE cv_step SET stats = x.s::jsonb FROM unnest(%s::bigint[], %s::text[]) AS x(i, s) "
-    "WHERE cv_step.session_id = %s AND cv_step.index = x.i"
+    "WHERE cv_step.session_id = %s AND cv_step.index = x.i "
+    "AND cv_step.stats IS DISTINCT FROM x.s::jsonb"
 )
 _WRITE_SQL = (
     "UPDATE cv_step SET stats = x.s::jsonb, stats_status = 'ready' "
