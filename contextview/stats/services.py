@@ -214,9 +214,11 @@ def _session_lock(session_id: int) -> Iterator[None]:
             cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_NAMESPACE, session_id])
 
 
+# Provider usage (contract 1.1) where steps store it; read only when they do.
+_USAGE = ", usage" if any(f.name == "usage" for f in Step._meta.get_fields()) else ""
 _STEPS_SQL = (
     "SELECT id, index, before_refs, after_refs, reported_before, reported_after, after_mismatch, "
-    f"coalesce(obs_extra -> '{COMPACTED}' = 'true'::jsonb, false) "
+    f"coalesce(obs_extra -> '{COMPACTED}' = 'true'::jsonb, false){_USAGE} "
     "FROM cv_step WHERE session_id = %s AND index >= %s ORDER BY index LIMIT %s"
 )
 _PREVIOUS_SQL = (
@@ -403,6 +405,7 @@ def _compute_steps(
                     reported_after=reported_after,
                     after_mismatch=mismatch,
                     encoding=choice.name,
+                    usage=json_value(row[8]) if len(row) > 8 else None,
                 ),
                 tokens_of=chunk.tokens_of,
                 cache=chunk.texts,

@@ -108,3 +108,19 @@ def test_it_links_what_a_summary_lost_to_the_steps_that_needed_it(
     ]
     # Losing what step 5 asked for costs the summary its reward.
     assert lost_at["reward"] < 0
+
+
+def test_it_reports_unseen_tokens_from_a_steps_provider_usage(
+    api: Api, celery_worker_process: Any
+) -> None:
+    from contextview.sessions.models import Step
+
+    if not any(f.name == "usage" for f in Step._meta.get_fields()):
+        pytest.skip("steps do not store provider usage yet (the v1.1 `usage` field lands apart)")
+    usage = {"input_tokens": 900, "output_tokens": 20, "cache_read_tokens": 100}
+    first = step("usage", 0, [SYS, ASK], usage=usage)
+    assert api.ingest({"batch": [first]}).status_code == 207
+    wait_for(lambda: api.get("/sessions/usage/steps/0").json()["stats_status"] == "ready")
+    stats = api.get("/sessions/usage/steps/0").json()["stats"]
+    assert stats["unseen_tokens"] == 1000 - stats["tokens"]["before"]
+    assert "token_estimate_off" not in stats["flags"]
