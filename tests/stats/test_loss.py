@@ -46,42 +46,34 @@ def say(mid: str, role: str, content: str) -> dict[str, Any]:
     return {"id": mid, "role": role, "content": content}
 
 
-def test_it_links_what_a_summary_lost_to_the_steps_that_needed_it(
-    api: Api, celery_worker_process: Any
-) -> None:
+def amnesia_session(name: str = "loss") -> list[dict[str, Any]]:
+    """A summary loses SO20260101007 at step 2, the user asks for it at step 5, and
+    step 6 fetches again what the summary folded."""
     head = [SYS, ASK, call(1), result(1)]
     summary = say("s1", "tool", "Two orders have problems.")
     folded = [SYS, ASK, call(1), summary, say("a2", "assistant", "Looking closer.")]
-    steps = [
-        step("loss", 0, head),
-        step("loss", 1, [*head, say("a2", "assistant", "Looking closer.")]),
+    later = [*folded, say("u4", "user", "Thanks, go on."), say("u5", "user", "And SO20260101007?")]
+    return [
+        {"type": "session", "id": f"{name}-start", "body": {"session_id": name}},
+        step(name, 0, head),
+        step(name, 1, [*head, say("a2", "assistant", "Looking closer.")]),
         step(
-            "loss",
+            name,
             2,
             [*head, say("a2", "assistant", "Looking closer.")],
             action={"action": "summarize", "target": "t1", "result": summary},
         ),
-        step("loss", 3, folded),
-        step("loss", 4, [*folded, say("u4", "user", "Thanks, go on.")]),
-        step(
-            "loss",
-            5,
-            [*folded, say("u4", "user", "Thanks, go on."), say("u5", "user", "And SO20260101007?")],
-        ),
-        step(
-            "loss",
-            6,
-            [
-                *folded,
-                say("u4", "user", "Thanks, go on."),
-                say("u5", "user", "And SO20260101007?"),
-                call(2),
-                result(2),
-            ],
-        ),
+        step(name, 3, folded),
+        step(name, 4, [*folded, say("u4", "user", "Thanks, go on.")]),
+        step(name, 5, later),
+        step(name, 6, [*later, call(2), result(2)]),
     ]
-    session = {"type": "session", "id": "s", "body": {"session_id": "loss"}}
-    assert api.ingest({"batch": [session, *steps]}).status_code == 207
+
+
+def test_it_links_what_a_summary_lost_to_the_steps_that_needed_it(
+    api: Api, celery_worker_process: Any
+) -> None:
+    assert api.ingest({"batch": amnesia_session()}).status_code == 207
     wait_for(lambda: api.get("/sessions/loss").json()["stats_status"] == "ready")
 
     lost_at = api.get("/sessions/loss/steps/2").json()["stats"]
