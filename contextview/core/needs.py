@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from contextview.core.calls import call_text, calls_of, result_call
@@ -37,20 +38,17 @@ _ASKING = frozenset({"task", "question"})
 Call = tuple[str, str]
 
 
-@dataclass(frozen=True, slots=True)
-class Loss:
-    text: str
-    key: str
-    step: int
-    op: int  # position in the step's stats.ops
+# One entity one operation lost: (text, key, step, op position in its stats.ops).
+# A plain tuple, made at C speed: a session's compactions lose thousands.
+Loss = tuple[str, str, int, int]
 
 
 @dataclass(slots=True)
 class LossTracker:
     """The losses of a session so far, and the needs already linked to them."""
 
-    # open losses by entity key
-    open: dict[str, list[Loss]] = field(default_factory=dict)
+    # open losses by entity key: the latest operation that lost each entity
+    open: dict[str, Loss] = field(default_factory=dict)
     # the losses of each operation, (step, op position), and the operations that
     # took each original out
     by_op: dict[tuple[int, int], list[Loss]] = field(default_factory=dict)
@@ -58,6 +56,16 @@ class LossTracker:
     # calls whose result was folded or dropped: the step it left at
     folded_calls: dict[Call, int] = field(default_factory=dict)
     linked: set[tuple[int, int, str, str]] = field(default_factory=set)
+    # the index of the step it expects next: it knows every step before it
+    next_index: int = 0
+
+    def clear(self) -> None:
+        self.open.clear()
+        self.by_op.clear()
+        self.by_original.clear()
+        self.folded_calls.clear()
+        self.linked.clear()
+        self.next_index = 0
 
     def restore(self, rows: Iterable[tuple[int, Mapping[str, Any]]]) -> None:
         """Rebuild from the stats of earlier steps, in index order: (index, stats)."""
@@ -71,30 +79,27 @@ class LossTracker:
                 self.folded_calls.pop((refetch["tool"], refetch["args"]), None)
             for tool, args in stats.get("folded_calls") or ():
                 self.folded_calls[(tool, args)] = index
+            self.next_index = index + 1
 
-    def _open_all(self, index: int, ops: Sequence[Mapping[str, Any]]) -> None:
+    def _open_all(
+        self, index: int, ops: Sequence[Mapping[str, Any]], cache: TextCache | None = None
+    ) -> None:
         open_ = self.open
         for k, entry in enumerate(ops):
             lost = entry["entities"]["lost"]
             if not lost:
                 continue
-            losses = [Loss(text, entity_key(text), index, k) for text in lost]
+            # The keys that step_stats worked out for the list, or worked out here.
+            keys = cache.keys_of(lost) if cache is not None else list(map(entity_key, lost))
+            losses = list(zip(lost, keys, repeat(index), repeat(k)))  # noqa: B905 (repeat)
             self.by_op[(index, k)] = losses
-            for loss in losses:
-                same = open_.get(loss.key)
-                if same is None:
-                    open_[loss.key] = [loss]
-                else:
-                    same.append(loss)
+            open_.update(zip(keys, losses, strict=True))
             for mid in entry.get("targets", ()):
                 self.by_original.setdefault(mid, []).append((index, k))
 
     def _close(self, loss: Loss) -> None:
-        same = self.open.get(loss.key)
-        if same is not None:
-            same[:] = [other for other in same if other is not loss]
-            if not same:
-                del self.open[loss.key]
+        if self.open.get(loss[1]) == loss:
+            del self.open[loss[1]]
 
     def needs_of(
         self,
@@ -122,15 +127,16 @@ class LossTracker:
             )
 
         def need(loss: Loss, how: str) -> None:
-            link = (loss.step, loss.op, loss.key, how)
+            text, key, step, op = loss
+            link = (step, op, key, how)
             if link in self.linked:
                 return
-            if how != "reloaded" and in_context(loss.key):
+            if how != "reloaded" and in_context(key):
                 # Still (or again) in the context: what is there was not forgotten.
                 self._close(loss)
                 return
             self.linked.add(link)
-            needs.append({"text": loss.text, "lost_at": loss.step, "op": loss.op, "how": how})
+            needs.append({"text": text, "lost_at": step, "op": op, "how": how})
 
         for position in new:
             m = before[position]
@@ -148,9 +154,9 @@ class LossTracker:
                         }
                     )
                     for key in cache.keys_of(cache.base_entities(m.text)):
-                        for loss in list(self.open.get(key, ())):
-                            if loss.step == lost_at:
-                                need(loss, "refetched")
+                        loss = self.open.get(key)
+                        if loss is not None and loss[2] == lost_at:
+                            need(loss, "refetched")
                     continue
             if not self.open:
                 continue
@@ -164,7 +170,8 @@ class LossTracker:
             else:
                 continue
             for key in cache.keys_of(cache.base_entities(text)):
-                for loss in list(self.open.get(key, ())):
+                loss = self.open.get(key)
+                if loss is not None:
                     need(loss, how)
         for mid in reloaded:
             for op in self.by_original.get(mid, ()):
@@ -177,6 +184,7 @@ class LossTracker:
         index: int,
         ops: Sequence[Mapping[str, Any]],
         folds: Sequence[tuple[Fold, Sequence[Message]]],
+        cache: TextCache | None = None,
     ) -> list[list[Any]]:
         """Register step `index`'s losses; the folded calls to keep in its stats.
 
@@ -184,7 +192,8 @@ class LossTracker:
         a lost entity still sits elsewhere in the context is asked only when a
         later step needs it (``needs_of``), not here for every loss.
         """
-        self._open_all(index, ops)
+        self._open_all(index, ops, cache)
+        self.next_index = index + 1
         calls: list[list[Any]] = []
         for fold, context in folds:
             for original in fold.originals:

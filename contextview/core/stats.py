@@ -176,6 +176,10 @@ class TextCache:
             cached = by_text[text] = pinned_entities(self.base_entities(text), text, pinned)
         return cached
 
+    def remember_keys(self, entities: list[str], keys: list[str]) -> None:
+        """Known keys of a list of entities, for `keys_of`."""
+        self._keys[id(entities)] = (entities, keys)
+
     def keys_of(self, entities: list[str]) -> list[str]:
         """The normalized key of each entity in a list that `entities` returned."""
         entry = self._keys.get(id(entities))
@@ -440,13 +444,13 @@ def _op_stats(
         ratio = tokens_out / tokens_in if tokens_in else None
         entities, keys = _entities_of(originals, cache, pinned)
         kept_in = cache.normalized(result.text) if result is not None else ""
-        lost = [e for e, key in zip(entities, keys, strict=True) if not is_kept_key(key, kept_in)]
-        lost = _ranked(lost, originals, cache, pinned)
+        gone = [i for i, key in enumerate(keys) if not is_kept_key(key, kept_in)]
+        lost = _ranked(entities, keys, gone, originals, cache, pinned)
     elif name == "drop":
         # Archived, not rewritten: everything it carried left the context with it.
         tokens_in = sum(tokens_of(m) for m in originals)
-        entities = _entities_of(originals, cache, pinned)[0]
-        lost = _ranked(list(entities), originals, cache, pinned)
+        entities, keys = _entities_of(originals, cache, pinned)
+        lost = _ranked(entities, keys, range(len(entities)), originals, cache, pinned)
     elif name == "reload":
         tokens_out = sum(tokens_of(m) for m in originals)
     elif name == "insert":
@@ -474,30 +478,37 @@ def _op_stats(
 
 
 def _ranked(
-    lost: list[str], originals: Sequence[Message], cache: TextCache, pinned: tuple[str, ...]
+    entities: list[str],
+    keys: list[str],
+    gone: Sequence[int],
+    originals: Sequence[Message],
+    cache: TextCache,
+    pinned: tuple[str, ...],
 ) -> list[str]:
-    """Lost entities, most likely to matter first: pinned, then the task's and question's.
+    """The lost entities (positions `gone`), most likely to matter first: pinned texts,
+    then what the task and the question held, then the rest.
 
     What a later step needed goes before all of them, once that is known
-    (``contextview.core.needs.link_needs``).
+    (``contextview.core.needs.link_needs``). The cache remembers the keys of the
+    list it returns, for whoever looks the losses up by key next.
     """
-    if len(lost) < 2:
-        return lost
-    first: set[str] = {normalize(p) for p in pinned}
-    asking = [m for m in originals if m.pinned or m.partition in ("task", "question")]
-    pinned_keys = set(first)
-    for m in asking:
-        first.update(cache.keys_of(cache.entities(m.text, pinned)))
-    if len(first) == len(pinned_keys) and not pinned_keys:
-        return lost
-    keys = [entity_key(e) for e in lost]
+    pinned_keys = {normalize(p) for p in pinned}
+    asking: set[str] = set()
+    for m in originals:
+        if m.pinned or m.partition in ("task", "question"):
+            asking.update(cache.keys_of(cache.entities(m.text, pinned)))
+    order = list(gone)
+    if len(order) > 1 and (pinned_keys or asking):
 
-    def rank(i: int) -> int:
-        if keys[i] in pinned_keys:
-            return 0
-        return 1 if keys[i] in first else 2
+        def rank(i: int) -> int:
+            if keys[i] in pinned_keys:
+                return 0
+            return 1 if keys[i] in asking else 2
 
-    return [lost[i] for i in sorted(range(len(lost)), key=rank)]
+        order.sort(key=rank)
+    lost = [entities[i] for i in order]
+    cache.remember_keys(lost, [keys[i] for i in order])
+    return lost
 
 
 def _entities_of(

@@ -180,11 +180,13 @@ def session_stats_compute(*, session_id: int) -> int:
     total = 0
     # Every step this run stored, by index: the session's sums need not read them back.
     computed: dict[int, dict[str, Any]] = {}
+    # What the session lost so far, carried from chunk to chunk of this run.
+    tracker = LossTracker()
     size = min(FIRST_CHUNK, CHUNK)
     with _session_lock(session_id), _cyclic_gc_paused():
         while True:
             started = time.perf_counter()
-            done, more = _compute_chunk(session_id, size, computed)
+            done, more = _compute_chunk(session_id, size, computed, tracker)
             total += done
             if not more:
                 return total
@@ -269,7 +271,10 @@ _PROGRESS_SQL = (
 
 @transaction.atomic
 def _compute_chunk(
-    session_id: int, size: int, computed: dict[int, dict[str, Any]]
+    session_id: int,
+    size: int,
+    computed: dict[int, dict[str, Any]],
+    tracker: LossTracker | None = None,
 ) -> tuple[int, bool]:
     """Compute and commit up to `size` steps from the first pending one; (how many, more?)."""
     session = Session.objects.filter(pk=session_id).first()
@@ -298,7 +303,7 @@ def _compute_chunk(
             # Steps after this chunk wait for a later one: pending, they are where
             # the next run starts if this one is killed.
             cursor.execute(_STALE_SQL, [session_id, steps[-1][1]])
-    computed.update(_compute_steps(session, steps, previous))
+    computed.update(_compute_steps(session, steps, previous, tracker or LossTracker()))
     if more:
         with connection.cursor() as cursor:
             cursor.execute(_PROGRESS_SQL, [session_id, session_id])
@@ -343,7 +348,10 @@ class _Chunk:
 
 
 def _compute_steps(
-    session: Session, steps: Sequence[tuple[Any, ...]], previous: tuple[Any, ...] | None
+    session: Session,
+    steps: Sequence[tuple[Any, ...]],
+    previous: tuple[Any, ...] | None,
+    tracker: LossTracker,
 ) -> dict[int, dict[str, Any]]:
     """Compute and store the stats of `steps` (rows of ``_STEPS_SQL``); by step index."""
     choice = session_encoding(session)
@@ -355,13 +363,15 @@ def _compute_steps(
     prev_new_tool = prev_new_call = None
     prev_after: list[CoreMessage] | None = None
     prev_index = -2
-    tracker = LossTracker()
+    if tracker.next_index != steps[0][1]:
+        tracker.clear()  # a new run, or steps were computed again in between
     if previous is not None:
         prev_before = chunk.contexts[bytes(previous[0])]
         prev_ids = {m.id for m in prev_before}
         prev_new_tool, prev_new_call = previous[1], previous[4]
         prev_after, prev_index = chunk.contexts[bytes(previous[2])], previous[3]
-        tracker.restore(_losses_before(session.pk, steps[0][1]))
+        if tracker.next_index != steps[0][1]:
+            tracker.restore(_losses_before(session.pk, steps[0][1]))
     unsaid: dict[int, Inferred] = {}  # inferred operations, by step pk
 
     meter = ContextMeter(chunk.tokens_of)
@@ -498,7 +508,7 @@ def _track_losses(
     pairs = [(f, before) for f in folds]
     if prev_after is not None:
         pairs += [(f, prev_after) for f in inferred.folds]
-    calls = tracker.lose(index, stats["ops"], pairs)
+    calls = tracker.lose(index, stats["ops"], pairs, chunk.texts)
     if calls:
         stats["folded_calls"] = calls
 

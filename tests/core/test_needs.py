@@ -63,7 +63,9 @@ class Session:
         if refetches:
             out["refetches"] = refetches
             out["flags"].append("refetch_after_fold")
-        out["folded_calls"] = self.tracker.lose(index, out["ops"], [(f, before) for f in folds])
+        out["folded_calls"] = self.tracker.lose(
+            index, out["ops"], [(f, before) for f in folds], self.cache
+        )
         self.stats[index] = out
         self.prev_ids = {m.id for m in before}
         self.prev_call = (out["new_tool"], out["new_call"])
