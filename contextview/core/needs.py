@@ -197,6 +197,8 @@ class LossTracker:
         calls: list[list[Any]] = []
         for fold, context in folds:
             for original in fold.originals:
+                if not original.extra and not isinstance(original.content, list):
+                    continue  # no arguments and no call id: nothing to match a refetch by
                 if original.tool is None and original.role not in ("tool", "tool_result"):
                     continue
                 position = _position(context, original.id)
