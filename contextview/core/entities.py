@@ -83,6 +83,10 @@ _NOT_ORDINAL = "(?<!第)(?<!第 )"
 _STATUS_WORDS = r"https?|status(?: code)?|code|状态码|错误码|返回码"
 _PATH_PART = r"[A-Za-z0-9_.\-]+"
 _EXTENSION = r"\.[A-Za-z][A-Za-z0-9]{0,7}"
+_MONTHS = (
+    "Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    "|Sep(?:t|tember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?"
+)
 # A bare file name needs a known extension: "e.g" and "example.com" are not files.
 _FILE_EXTENSIONS = (
     "py|pyi|js|mjs|ts|tsx|jsx|go|rs|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|sh|sql"
@@ -115,6 +119,8 @@ _ALTERNATIVES = (
         r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}"
         r"(?:T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+\-][0-9]{2}:?[0-9]{2})?)?(?![0-9])"
         r"|[0-9]{4}/[0-9]{1,2}/[0-9]{1,2}(?![0-9])"
+        rf"|[0-9]{{1,2}} (?:{_MONTHS}),? [0-9]{{4}}(?![0-9])"
+        rf"|(?:{_MONTHS}) [0-9]{{1,2}}, [0-9]{{4}}(?![0-9])"
         r"|[0-9]{4} ?年 ?[0-9]{1,2} ?月(?: ?[0-9]{1,2} ?[日号])?"
         r"|[0-9]{1,2} ?月 ?[0-9]{1,2} ?[日号]",
     ),
