@@ -63,6 +63,9 @@ _LATIN_UNITS = frozenset(
     mo month months y yr yrs year years
     b byte bytes bit bits k kb kib m mb mib g gb gib tb tib pb
     kbps mbps gbps qps rps tps rpm tpm req/s
+    ki mi gi ti
+    msg msgs message messages user users record records error errors file files
+    pod pods node nodes client clients order orders cent cents
     tok token tokens char chars characters line lines row rows item items
     request requests call calls step steps turn turns times px hz khz mhz ghz x
     """.split()
@@ -80,6 +83,10 @@ _NOT_ORDINAL = "(?<!第)(?<!第 )"
 _STATUS_WORDS = r"https?|status(?: code)?|code|状态码|错误码|返回码"
 _PATH_PART = r"[A-Za-z0-9_.\-]+"
 _EXTENSION = r"\.[A-Za-z][A-Za-z0-9]{0,7}"
+_MONTHS = (
+    "Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    "|Sep(?:t|tember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?"
+)
 # A bare file name needs a known extension: "e.g" and "example.com" are not files.
 _FILE_EXTENSIONS = (
     "py|pyi|js|mjs|ts|tsx|jsx|go|rs|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|sh|sql"
@@ -91,7 +98,10 @@ _FILE_EXTENSIONS = (
 # wins, so more specific shapes come first (a URL before the path inside it, a
 # date before its numbers, "128K" before a bare number).
 _ALTERNATIVES = (
-    ("url", r"""(?:https?|ftp|wss?)://[^\s<>"'`“”‘’「」『』（）()\[\]{}，。；！？、]+"""),
+    (
+        "url",
+        r"""(?:https?|ftp|wss?|s3|gs|file|redis|rediss|postgres(?:ql)?|mysql|mongodb(?:\+srv)?|amqps?|grpc)://[^\s<>"'`“”‘’「」『』（）()\[\]{}，。；！？、]+""",
+    ),
     ("email", r"(?<![.%+\-])[A-Za-z0-9._%+\-]++@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}"),
     ("winpath", r"""[A-Za-z]:\\(?:[^\s\\<>"'|?*]+\\)*[^\s\\<>"'|?*，。]+"""),
     (
@@ -109,6 +119,8 @@ _ALTERNATIVES = (
         r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}"
         r"(?:T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?(?:Z|[+\-][0-9]{2}:?[0-9]{2})?)?(?![0-9])"
         r"|[0-9]{4}/[0-9]{1,2}/[0-9]{1,2}(?![0-9])"
+        rf"|[0-9]{{1,2}} (?:{_MONTHS}),? [0-9]{{4}}(?![0-9])"
+        rf"|(?:{_MONTHS}) [0-9]{{1,2}}, [0-9]{{4}}(?![0-9])"
         r"|[0-9]{4} ?年 ?[0-9]{1,2} ?月(?: ?[0-9]{1,2} ?[日号])?"
         r"|[0-9]{1,2} ?月 ?[0-9]{1,2} ?[日号]",
     ),
@@ -130,15 +142,49 @@ _ALTERNATIVES = (
     (
         "ident",
         r"(?<![.\-/@])(?=[A-Za-z]*[0-9_.\-])(?>[A-Za-z][A-Za-z0-9]*(?:[_.\-][A-Za-z0-9]+)*)"
-        r"(?![A-Za-z0-9_\-/@])",
+        r"(?::[0-9]{2,5}(?![0-9]))?(?![A-Za-z0-9_\-/@])",
     ),
     (
         "errname",
-        r"(?:[A-Z][a-z0-9]+)+(?:Error|Exception|Timeout|Failure|Fault)(?![A-Za-z0-9_])"
+        r"[A-Z][A-Za-z0-9]*?(?:Error|Exception|Timeout|Failure|Fault|NotFound|Killed|BackOff)"
+        r"(?![A-Za-z0-9_])"
         r"|E[A-Z]{3,}(?![A-Za-z0-9_])",
     ),
     ("number", rf"{_NOT_ORDINAL}(?<![.,\-]){_NUMBER}(?![A-Za-z0-9_]|[.,][0-9])"),
 )
+# A line number that a tool printed before each line: Claude Code's Read tool
+# ("   106→"), `cat -n` ("   106\t") and `grep -n` ("app.py:106:").
+_LINE_NUMBER_AFTER = re.compile(r"→|\t")
+# Ids that tools and providers give their own calls and messages: plumbing, not
+# something the task is about.
+_CALL_ID = re.compile(r"(?:toolu|tooluse|call|fc|msg|chatcmpl|run|resp)[_\-][A-Za-z0-9_\-]{6,}")
+# Names of encodings, hashes and types that carry a digit but identify nothing.
+_CODE_WORDS = frozenset(
+    """
+    utf-8 utf8 utf-16 utf16 latin-1 iso-8859-1 ascii base64 base32 sha1 sha256 sha512 md5
+    int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64 bfloat16
+    x86_64 amd64 arm64 aarch64 i386 py3 python3 h264 mp3 mp4 ipv4 ipv6 oauth2 http2 s3 ec2
+    """.split()
+)
+# What makes a bare 1xx-5xx number a status code rather than a count: an error
+# or status word near it, or an HTTP request line just before it.
+_STATUS_CONTEXT = re.compile(
+    r"(?i:error|err|fail|status|code|http|gateway|timeout|timed out|returned|returns|got|"
+    r"response|错误|报错|超时|状态|返回|响应|失败|异常)"
+)
+# Error statuses so common that they are one without a word beside them.
+_ERROR_STATUSES = frozenset("400 401 403 404 409 429 500 502 503 504".split())
+_REQUEST_LINE = re.compile(r'HTTP/[0-9.]+"?\s*$')
+_REQUEST = re.compile(r"(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) /")
+_IP = re.compile(r"(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?::[0-9]{1,5})?")
+# A number that a word before it makes an identifier: "order 12345", "#4512".
+_ID_BEFORE = re.compile(
+    r"(?i:no\.?|id|ticket|issue|pr|order|pid|port|errno|sqlstate|code|号|编号|单号)"
+    r"[\"']?\s*[:：=]?\s*[\"']?\s*$"
+)
+_LINE_BEFORE = re.compile(r"(?i:line|行) ?$")
+# A snake_case name of an error ("rate_limit_error") is an error code.
+_ERROR_WORD = re.compile(r"(?i:_error|_err|_exception|_fail)")
 # Every entity starts at the start of an ASCII token (or at a status word such as
 # 状态码), and a token starting with a lowercase letter is only worth the full
 # scan when a digit or one of _@/:.- follows, or it is a status word. Testing
@@ -152,7 +198,8 @@ _ENTITY = re.compile(
     _TOKEN_START + "(?:" + "|".join(f"(?P<{name}>{rx})" for name, rx in _ALTERNATIVES) + ")"
 )
 _URL_TRAILING = ".,;:!?'\")]}>"
-_CAPS_SNAKE = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+_CAPS_SNAKE = re.compile(r"(?=[A-Z0-9.]*_)[A-Z][A-Z0-9]*(?:[_.][A-Z0-9]+)+")
+_ERRNAME = re.compile(dict(_ALTERNATIVES)["errname"])
 # errno names carry no digit or underscore but are error codes all the same.
 _ERRNO = frozenset(
     {
@@ -189,10 +236,11 @@ _JSON_KEY_AFTER = re.compile(r"\s*:")
 _JSON_ITEM_AFTER = re.compile(r"\s*[,\]}]")
 # Entities that may hold identifiers, and those identifiers: a letter, a digit
 # somewhere, three characters at least.
+_PATHS = frozenset({"abspath", "relpath"})
 _CONTAINERS = frozenset({"url", "email", "winpath", "abspath", "relpath"})
 _INNER_ID = re.compile(
     r"(?<![A-Za-z0-9_\-])(?=[A-Za-z0-9_\-]*[0-9])"
-    r"[A-Za-z][A-Za-z0-9]*(?:[_\-][A-Za-z0-9]+)*(?![A-Za-z0-9_\-])"
+    r"[A-Za-z][A-Za-z0-9]*(?:[_\-][A-Za-z0-9]+)*(?![A-Za-z0-9_\-]|\.[A-Za-z])"
 )
 # The normalized form of a `status` entity, e.g. "http 502", "状态码:504".
 _STATUS_CODE = re.compile(rf"(?:{_STATUS_WORDS})[ :=]*([1-5][0-9]{{2}})")
@@ -202,16 +250,71 @@ def _digits(value: str) -> int:
     return sum(c.isdigit() for c in value)
 
 
+def _is_status_code(text: str, start: int, end: int) -> bool:
+    value = text[start:end]
+    if len(value) != 3 or value[0] not in "12345":
+        return False
+    if value in _ERROR_STATUSES:
+        return True
+    before = text[max(0, start - 24) : start]
+    if before.rstrip()[-1:].isdigit():
+        return False  # "200 512": the number after a status is a size
+    if _REQUEST_LINE.search(before):
+        return True
+    return bool(_STATUS_CONTEXT.search(before) or _STATUS_CONTEXT.search(text, end, end + 16))
+
+
+def _bare_number(text: str, start: int, end: int) -> str | None:
+    """A number with no unit counts as a status code in context, or an identifier."""
+    value = text[start:end]
+    if text[start - 1 : start] == ":" and text[end : end + 1] == ":":
+        return None  # grep -n: "app.py:106:"
+    if (
+        "." in value
+        or _LINE_NUMBER_AFTER.match(text, end)
+        or _LINE_BEFORE.search(text, max(0, start - 6), start)
+    ):
+        return None  # 0.203, 5.3: measurements; 106→, line 355: a line number
+    if _digits(value) >= 10 and "," not in value:
+        return value  # a trade number, a tracking number: nothing else is that long
+    if _is_status_code(text, start, end):
+        return value
+    if _digits(value) >= 3 and start > 0 and text[start - 1] == "#":
+        return value  # issue #931
+    if _digits(value) >= 4 and _ID_BEFORE.search(text, max(0, start - 12), start):
+        return value
+    return None
+
+
 def _value(m: re.Match[str]) -> str | None:
     """The entity a match stands for, or None for a shape that is only noise."""
     kind = m.lastgroup
     value = m.group()
     if kind == "url":
         return value.rstrip(_URL_TRAILING)
+    if kind == "dotted":
+        # An address counts; a version (5.8.1) does not.
+        return value if _IP.fullmatch(value) else None
+    if kind in _PATHS:
+        return value.rstrip(".")
     if kind == "ident":
+        if (
+            "." in value
+            and not any(c.isdigit() for c in value)
+            and not _CAPS_SNAKE.fullmatch(value)
+        ):
+            # A qualified name (json.decoder.JSONDecodeError, settings.MAX_RETRIES):
+            # the error or constant at its end is the entity.
+            last = value.rsplit(".", 1)[1]
+            if _ERRNAME.fullmatch(last) or _CAPS_SNAKE.fullmatch(last):
+                return last
+        if _CALL_ID.fullmatch(value) or value.casefold() in _CODE_WORDS:
+            return None
         if any(c.isdigit() for c in value):
             return value if len(value) >= 3 else None
-        return value if _CAPS_SNAKE.fullmatch(value) else None
+        if _CAPS_SNAKE.fullmatch(value) or _ERROR_WORD.search(value):
+            return value
+        return None
     if kind == "errname":
         return value if value in _ERRNO or not value.isupper() else None
     if kind == "quantity":
@@ -220,14 +323,34 @@ def _value(m: re.Match[str]) -> str | None:
             return value
         # "123 apples": not a unit, but the number may still count on its own.
         number = value[: m.start("unit") - m.start()]
-        if number.endswith(" ") and _digits(number) >= 3:
-            return number.rstrip()
+        if number.endswith(" "):
+            return _bare_number(m.string, m.start(), m.start() + len(number.rstrip()))
         return None
     if kind == "number":
-        # "1", "2", "90", "5.3" are list markers and small counts; 504, 2026,
-        # 16000 and 0.05 are things a summary must carry.
-        return value if _digits(value) >= 3 else None
+        return _bare_number(m.string, m.start(), m.end())
     return value
+
+
+def _noise_id(value: str) -> bool:
+    return bool(_CALL_ID.fullmatch(value)) or value.casefold() in _CODE_WORDS
+
+
+def _code_literal(text: str, start: int, end: int) -> bool:
+    """Whether the quote at text[start:end] is a string literal in code.
+
+    Code puts a literal after an operator or an opening bracket ("raise
+    ValueError("not found")", "x = 'a b'") or before a closing one; prose puts
+    a quote after a word.
+    """
+    before = text[max(0, start - 8) : start].rstrip(" ")
+    if (
+        before
+        and before[-1] in "([{=+,<>!%|&?:\"'"
+        or before.endswith(("return", "in", "f", "r", "b"))
+    ):
+        return not before.endswith(("said", "says"))
+    after = text[end : end + 2].lstrip(" ")
+    return bool(after) and after[0] in ")]};%"
 
 
 def _jsonish(text: str, start: int, end: int) -> bool:
@@ -249,7 +372,7 @@ def _scan(text: str) -> list[tuple[int, str]]:
                 # The order number in "/api/orders/SO20260101007" is an entity
                 # of its own: a summary may keep it and drop the path.
                 for part in _INNER_ID.finditer(text, m.start() + 1, m.start() + len(value)):
-                    if part.end() - part.start() >= 3:
+                    if part.end() - part.start() >= 3 and not _noise_id(part.group()):
                         found.append((part.start(), part.group()))
                         ends.append(part.end())
     starts = [start for start, _ in found]
@@ -259,8 +382,12 @@ def _scan(text: str) -> list[tuple[int, str]]:
         inner = m.group(kind).strip()
         if not inner or _BARE_WORD.fullmatch(inner):
             continue
-        if kind in ("dq", "sq") and _jsonish(text, m.start(), m.end()):
+        if kind in ("dq", "sq") and (
+            _jsonish(text, m.start(), m.end()) or _code_literal(text, m.start(), m.end())
+        ):
             continue
+        if _REQUEST.match(inner):
+            continue  # a log's request line: its path and ids are found already
         # A quote around an order number or a path is the log's or the data's,
         # not the writer's: the entities inside are what matter, and already found.
         k = bisect_left(starts, m.start(kind))

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
+from contextview.core.calls import result_call
 from contextview.core.entities import (
     entity_key,
     extract_entities,
@@ -49,14 +50,17 @@ from contextview.core.sequences import common_prefix, common_suffix
 
 FLAGS = (
     "after_mismatch",
+    "amnesia",
     "budget_exceeded",
     "entity_loss",
     "over_70",
     "over_90",
     "partition_over",
+    "pinned_mid",
     "pinned_missing",
     "ratio_aggressive",
     "ratio_ineffective",
+    "refetch_after_fold",
     "reload_regret",
     "repeated_tool_call",
     "token_estimate_off",
@@ -69,13 +73,15 @@ OVER_90 = 0.9
 RATIO_INEFFECTIVE = 0.8
 RATIO_AGGRESSIVE = 0.05
 ESTIMATE_OFF = 0.1
+# pinned_mid: a pinned text in the middle third of a context longer than this.
+PINNED_MID_MIN_TOKENS = 8000
 
 REWARD_EFFECTIVE = 1.0
 REWARD_SUMMARIZE_IN_BUDGET = 0.2
 PENALTY_RELOAD_REGRET = 1.0
 PENALTY_BUDGET = 0.5
 PENALTY_REPEATED_TOOL = 0.3
-PENALTY_ENTITY_LOSS = 0.5
+PENALTY_NEEDED_LOSS = 0.5
 
 TokensOf = Callable[[Message], int]
 _is_pinned = attrgetter("pinned")
@@ -102,8 +108,9 @@ class StepInput:
     inferred_folds: Sequence[Fold] = ()
     # ids folded or dropped in earlier steps of the session
     folded_earlier: Set[str] = frozenset()
-    # the tool of the previous step's new tool message
+    # the tool of the previous step's new tool message, and its arguments when known
     prev_new_tool: str | None = None
+    prev_new_call: str | None = None
     # ids of the previous step's before context; None for a session's first step
     prev_ids: Set[str] | None = None
     # the session's budget as sent: max_tokens, reserved_tokens, partitions
@@ -121,6 +128,8 @@ class StepInput:
     context_window: int | None = None
     tools_tokens: int = 0
     reported_by_usage: bool = False
+    # the provider's usage as reported (input_tokens, cache_read_tokens, ...)
+    usage: Mapping[str, Any] | None = None
 
 
 class TextCache:
@@ -173,6 +182,10 @@ class TextCache:
         if cached is None:
             cached = by_text[text] = pinned_entities(self.base_entities(text), text, pinned)
         return cached
+
+    def remember_keys(self, entities: list[str], keys: list[str]) -> None:
+        """Known keys of a list of entities, for `keys_of`."""
+        self._keys[id(entities)] = (entities, keys)
 
     def keys_of(self, entities: list[str]) -> list[str]:
         """The normalized key of each entity in a list that `entities` returned."""
@@ -372,12 +385,27 @@ def _relative_error(reported: int | None, measured: int) -> float | None:
     return (reported - measured) / measured
 
 
-def _new_tool(before: Sequence[Message], prev_ids: Set[str] | None) -> str | None:
-    """The tool of the latest tool message that the previous step's context did not have."""
-    for m in reversed(before):
+def _new_call(
+    before: Sequence[Message], prev_ids: Set[str] | None
+) -> tuple[str, str | None] | None:
+    """(tool, arguments key) of the latest tool message the previous step's context did not have."""
+    for i in range(len(before) - 1, -1, -1):
+        m = before[i]
         if m.tool is not None and (prev_ids is None or m.id not in prev_ids):
-            return m.tool
+            call = result_call(before, i)
+            return (m.tool, call[1] if call is not None else None)
     return None
+
+
+def op_reward(entry: Mapping[str, Any], *, needed: bool) -> float:
+    """The reward of one operation's stats; `needed`: it lost what a later step needed."""
+    if entry["op"] not in REPLACING_OPS:
+        return 0.0
+    if needed:
+        return -PENALTY_NEEDED_LOSS
+    if entry["tokens_in"] > 0 and entry["tokens_out"] * 2 <= entry["tokens_in"]:
+        return REWARD_EFFECTIVE
+    return 0.0
 
 
 class _Lookup:
@@ -451,12 +479,13 @@ def _op_stats(
         ratio = tokens_out / tokens_in if tokens_in else None
         entities, keys = _entities_of(originals, cache, pinned)
         kept_in = cache.normalized(result.text) if result is not None else ""
-        lost = [e for e, key in zip(entities, keys, strict=True) if not is_kept_key(key, kept_in)]
+        gone = [i for i, key in enumerate(keys) if not is_kept_key(key, kept_in)]
+        lost = _ranked(entities, keys, gone, originals, cache, pinned)
     elif name == "drop":
         # Archived, not rewritten: everything it carried left the context with it.
         tokens_in = sum(tokens_of(m) for m in originals)
-        entities = _entities_of(originals, cache, pinned)[0]
-        lost = list(entities)
+        entities, keys = _entities_of(originals, cache, pinned)
+        lost = _ranked(entities, keys, range(len(entities)), originals, cache, pinned)
     elif name == "reload":
         tokens_out = sum(tokens_of(m) for m in originals)
     elif name == "insert":
@@ -474,8 +503,47 @@ def _op_stats(
         "tokens_in": tokens_in,
         "tokens_out": tokens_out,
         "ratio": ratio,
-        "entities": {"total": len(entities), "kept": len(entities) - len(lost), "lost": lost},
+        "entities": {
+            "total": len(entities),
+            "kept": len(entities) - len(lost),
+            "lost": lost,
+            "needed_later": [],
+        },
     }
+
+
+def _ranked(
+    entities: list[str],
+    keys: list[str],
+    gone: Sequence[int],
+    originals: Sequence[Message],
+    cache: TextCache,
+    pinned: tuple[str, ...],
+) -> list[str]:
+    """The lost entities (positions `gone`), most likely to matter first: pinned texts,
+    then what the task and the question held, then the rest.
+
+    What a later step needed goes before all of them, once that is known
+    (``contextview.core.needs.link_needs``). The cache remembers the keys of the
+    list it returns, for whoever looks the losses up by key next.
+    """
+    pinned_keys = {normalize(p) for p in pinned}
+    asking: set[str] = set()
+    for m in originals:
+        if m.pinned or m.partition in ("task", "question"):
+            asking.update(cache.keys_of(cache.entities(m.text, pinned)))
+    order = list(gone)
+    if len(order) > 1 and (pinned_keys or asking):
+
+        def rank(i: int) -> int:
+            if keys[i] in pinned_keys:
+                return 0
+            return 1 if keys[i] in asking else 2
+
+        order.sort(key=rank)
+    lost = [entities[i] for i in order]
+    cache.remember_keys(lost, [keys[i] for i in order])
+    return lost
 
 
 def _entities_of(
@@ -604,10 +672,11 @@ def step_stats(
         "before": _relative_error(step.reported_before, before_tokens),
         "after": _relative_error(step.reported_after, after_tokens),
     }
+    unseen = _unseen_tokens(step.usage, before_tokens)
     # The flag concerns the agent's own estimates; provider usage also counts what
-    # the log does not hold (system prompt, tool schemas), so it is left out.
+    # the log does not hold (system prompt, tool schemas): that is unseen_tokens.
     own_errors = [reported_error["after"]]
-    if not step.reported_by_usage:
+    if not step.reported_by_usage and unseen is None:
         own_errors.append(reported_error["before"])
     if any(e is not None and abs(e) > ESTIMATE_OFF for e in own_errors):
         flags.add("token_estimate_off")
@@ -639,9 +708,8 @@ def step_stats(
             flags.add("ratio_aggressive")
         if entry["entities"]["lost"]:
             flags.add("entity_loss")
-            reward -= PENALTY_ENTITY_LOSS
-        elif entry["tokens_in"] > 0 and entry["tokens_out"] * 2 <= entry["tokens_in"]:
-            reward += REWARD_EFFECTIVE
+        # Whether a later step needed what it lost is settled at aggregation.
+        reward += op_reward(entry, needed=False)
         if entry["op"] == "summarize" and limit is not None and not exceeded:
             reward += REWARD_SUMMARIZE_IN_BUDGET
 
@@ -656,16 +724,23 @@ def step_stats(
         overflow = (after_tokens - limit) / limit if limit > 0 else 1.0
         reward -= PENALTY_BUDGET * (1 + min(1.0, overflow))
 
-    new_tool = _new_tool(step.before, step.prev_ids)
+    new_call = _new_call(step.before, step.prev_ids)
+    new_tool, new_args = new_call if new_call is not None else (None, None)
     if new_tool is not None and new_tool == step.prev_new_tool:
-        flags.add("repeated_tool_call")
-        reward -= PENALTY_REPEATED_TOOL
+        # The same tool with other arguments is a new question, not a repeat.
+        if new_args is None or step.prev_new_call is None or new_args == step.prev_new_call:
+            flags.add("repeated_tool_call")
+            reward -= PENALTY_REPEATED_TOOL
 
     missing = _missing_pinned(step, lookup, cache, pinned)
     if missing:
         flags.add("pinned_missing")
+    if after_tokens > PINNED_MID_MIN_TOKENS and _pinned_mid(
+        step.after, after_tokens, tokens_of, cache, pinned
+    ):
+        flags.add("pinned_mid")
 
-    out = {
+    out: dict[str, Any] = {
         "tokens": {"before": before_tokens, "after": after_tokens},
         "partitions": partitions,
         "occupancy": occupancy,
@@ -678,12 +753,43 @@ def step_stats(
         "missing_pinned": missing,
         "regretted_reloads": regretted,
         "new_tool": new_tool,
+        "new_call": new_args,
+        "reward_base": round(reward, 4) + 0.0,
     }
     if estimated is not None and (estimated["before"] or estimated["after"]):
         # Images and files are counted by rule, not measured (contract v1.1).
         out["estimated"] = True
         out["estimated_tokens"] = estimated
+    if unseen is not None:
+        out["unseen_tokens"] = unseen
     return out
+
+
+def _unseen_tokens(usage: Mapping[str, Any] | None, measured: int) -> int | None:
+    """Reported input minus measured: what the provider read that the log does not hold."""
+    reported = usage_before(usage) if isinstance(usage, Mapping) else None
+    return None if reported is None else reported - measured
+
+
+def _pinned_mid(
+    after: Sequence[Message],
+    total: int,
+    tokens_of: TokensOf,
+    cache: TextCache,
+    pinned: tuple[str, ...],
+) -> bool:
+    """Whether a pinned text or message starts in the middle third of `after`."""
+    if not pinned and not any(map(_is_pinned, after)):
+        return False
+    low, high = total / 3, 2 * total / 3
+    at = 0
+    for m in after:
+        if at >= high:
+            break
+        if at >= low and (m.pinned or (pinned and cache.pinned_in(pinned, m.text))):
+            return True
+        at += tokens_of(m)
+    return False
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -27,6 +27,7 @@ from contextview.core.lru import SizedLRU
 from contextview.core.model import Fold as CoreFold
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
+from contextview.core.needs import LossTracker, link_needs, new_positions
 from contextview.core.parts import Reading
 from contextview.core.refs import decode_many
 from contextview.core.stats import (
@@ -186,11 +187,13 @@ def session_stats_compute(*, session_id: int) -> int:
     total = 0
     # Every step this run stored, by index: the session's sums need not read them back.
     computed: dict[int, dict[str, Any]] = {}
+    # What the session lost so far, carried from chunk to chunk of this run.
+    tracker = LossTracker()
     size = min(FIRST_CHUNK, CHUNK)
     with _session_lock(session_id), _cyclic_gc_paused():
         while True:
             started = time.perf_counter()
-            done, more = _compute_chunk(session_id, size, computed)
+            done, more = _compute_chunk(session_id, size, computed, tracker)
             total += done
             if not more:
                 return total
@@ -227,8 +230,8 @@ _STEPS_SQL = (
     "FROM cv_step WHERE session_id = %s AND index >= %s ORDER BY index LIMIT %s"
 )
 _PREVIOUS_SQL = (
-    "SELECT before_refs, stats ->> 'new_tool', after_refs, index FROM cv_step "
-    "WHERE session_id = %s AND index < %s ORDER BY index DESC LIMIT 1"
+    "SELECT before_refs, stats ->> 'new_tool', after_refs, index, stats ->> 'new_call' "
+    "FROM cv_step WHERE session_id = %s AND index < %s ORDER BY index DESC LIMIT 1"
 )
 _OPS_SQL = (
     "SELECT step_id, op, targets, form, result_id, reason, params FROM cv_operation "
@@ -242,6 +245,20 @@ _FOLDS_SQL = (
 )
 
 
+# What earlier steps lost and which needs they already linked (``LossTracker.restore``).
+_LOSSES_SQL = (
+    "SELECT index, stats -> 'needs', stats -> 'refetches', stats -> 'folded_calls', "
+    "jsonb_path_query_array(stats, '$.ops[*].targets'), "
+    "jsonb_path_query_array(stats, '$.ops[*].entities.lost') FROM cv_step "
+    "WHERE session_id = %s AND index < %s AND stats_status = 'ready' AND (stats ?| "
+    "array['needs', 'refetches', 'folded_calls'] "
+    "OR jsonb_path_exists(stats, '$.ops[*].entities.lost[0]')) ORDER BY index"
+)
+_RESTATS_SQL = (
+    "UPDATE cv_step SET stats = x.s::jsonb FROM unnest(%s::bigint[], %s::text[]) AS x(i, s) "
+    "WHERE cv_step.session_id = %s AND cv_step.index = x.i "
+    "AND cv_step.stats IS DISTINCT FROM x.s::jsonb"
+)
 _WRITE_SQL = (
     "UPDATE cv_step SET stats = x.s::jsonb, stats_status = 'ready' "
     "FROM unnest(%b::bigint[], %b::text[]) AS x(i, s) WHERE cv_step.id = x.i"
@@ -260,7 +277,10 @@ _PROGRESS_SQL = (
 
 @transaction.atomic
 def _compute_chunk(
-    session_id: int, size: int, computed: dict[int, dict[str, Any]]
+    session_id: int,
+    size: int,
+    computed: dict[int, dict[str, Any]],
+    tracker: LossTracker | None = None,
 ) -> tuple[int, bool]:
     """Compute and commit up to `size` steps from the first pending one; (how many, more?)."""
     session = Session.objects.filter(pk=session_id).first()
@@ -289,7 +309,7 @@ def _compute_chunk(
             # Steps after this chunk wait for a later one: pending, they are where
             # the next run starts if this one is killed.
             cursor.execute(_STALE_SQL, [session_id, steps[-1][1]])
-    computed.update(_compute_steps(session, steps, previous))
+    computed.update(_compute_steps(session, steps, previous, tracker or LossTracker()))
     if more:
         with connection.cursor() as cursor:
             cursor.execute(_PROGRESS_SQL, [session_id, session_id])
@@ -338,7 +358,10 @@ class _Chunk:
 
 
 def _compute_steps(
-    session: Session, steps: Sequence[tuple[Any, ...]], previous: tuple[Any, ...] | None
+    session: Session,
+    steps: Sequence[tuple[Any, ...]],
+    previous: tuple[Any, ...] | None,
+    tracker: LossTracker,
 ) -> dict[int, dict[str, Any]]:
     """Compute and store the stats of `steps` (rows of ``_STEPS_SQL``); by step index."""
     choice = session_encoding(session)
@@ -347,14 +370,18 @@ def _compute_steps(
     folded_earlier = chunk.folded_before
     prev_ids: set[str] | None = None
     prev_before: list[CoreMessage] | None = None
-    prev_new_tool = None
+    prev_new_tool = prev_new_call = None
     prev_after: list[CoreMessage] | None = None
     prev_index = -2
+    if tracker.next_index != steps[0][1]:
+        tracker.clear()  # a new run, or steps were computed again in between
     if previous is not None:
         prev_before = chunk.contexts[bytes(previous[0])]
         prev_ids = {m.id for m in prev_before}
-        prev_new_tool = previous[1]
+        prev_new_tool, prev_new_call = previous[1], previous[4]
         prev_after, prev_index = chunk.contexts[bytes(previous[2])], previous[3]
+        if tracker.next_index != steps[0][1]:
+            tracker.restore(_losses_before(session.pk, steps[0][1]))
     unsaid: dict[int, Inferred] = {}  # inferred operations, by step pk
 
     meter = ContextMeter(chunk.tokens_of)
@@ -395,6 +422,7 @@ def _compute_steps(
                     inferred_folds=inferred.folds,
                     folded_earlier=folded_earlier,
                     prev_new_tool=prev_new_tool,
+                    prev_new_call=prev_new_call,
                     prev_ids=prev_ids,
                     budget=session.budget,
                     pinned=session.pinned or (),
@@ -405,6 +433,7 @@ def _compute_steps(
                     context_window=window or session.context_window,
                     tools_tokens=chunk.tools_tokens.get(tools_pk, 0),
                     reported_by_usage=own_before is None and usage is not None,
+                    usage=usage,
                 ),
                 tokens_of=chunk.tokens_of,
                 cache=chunk.texts,
@@ -413,6 +442,19 @@ def _compute_steps(
             )
             if choice.note:
                 stats["encoding_note"] = choice.note
+            _track_losses(
+                tracker,
+                stats,
+                index,
+                before,
+                after,
+                prev_after,
+                ops,
+                folds,
+                inferred,
+                chunk,
+                prev_ids,
+            )
             computed[index] = stats
             written.append(pk)
             results.append(orjson.dumps(stats).decode())
@@ -424,7 +466,7 @@ def _compute_steps(
             prev_ids = _ids_of(before, prev_before, prev_ids)
             prev_before = before
             prev_after, prev_index = after, index
-            prev_new_tool = stats.get("new_tool")
+            prev_new_tool, prev_new_call = stats.get("new_tool"), stats.get("new_call")
         if written:
             cursor.execute(_WRITE_SQL, [written, results])
         _write_inferred_folds(cursor, session, [row[0] for row in steps], unsaid, chunk.pk_of)
@@ -432,6 +474,62 @@ def _compute_steps(
 
 
 NOTHING_INFERRED = Inferred()
+
+
+def _losses_before(session_pk: int, index: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """What ``LossTracker.restore`` reads: the loss records of the steps before `index`."""
+    with connection.cursor() as cursor:
+        cursor.execute(_LOSSES_SQL, [session_pk, index])
+        rows = cursor.fetchall()
+    for step_index, needs, refetches, calls, targets, lost in rows:
+        ops = [
+            {"targets": t, "entities": {"lost": e}}
+            for t, e in zip(json_value(targets) or (), json_value(lost) or (), strict=True)
+        ]
+        yield (
+            step_index,
+            {
+                "needs": json_value(needs),
+                "refetches": json_value(refetches),
+                "folded_calls": json_value(calls),
+                "ops": ops,
+            },
+        )
+
+
+def _track_losses(
+    tracker: LossTracker,
+    stats: dict[str, Any],
+    index: int,
+    before: list[CoreMessage],
+    after: list[CoreMessage],
+    prev_after: list[CoreMessage] | None,
+    ops: Sequence[CoreOperation],
+    folds: Sequence[CoreFold],
+    inferred: Inferred,
+    chunk: _Chunk,
+    prev_ids: set[str] | None,
+) -> None:
+    """What step `index` needed of earlier losses, and what it lost itself, into its stats."""
+    reloaded = [t for op in ops if op.op == "reload" for t in op.targets]
+    needs, refetches = tracker.needs_of(
+        index, before, new_positions(before, prev_ids), reloaded, chunk.texts, chunk.tokens_of
+    )
+    flags = stats["flags"]
+    if needs:
+        stats["needs"] = needs
+        flags.append("amnesia")
+    if refetches:
+        stats["refetches"] = refetches
+        flags.append("refetch_after_fold")
+    if needs or refetches:
+        flags.sort()
+    pairs = [(f, before) for f in folds]
+    if prev_after is not None:
+        pairs += [(f, prev_after) for f in inferred.folds]
+    calls = tracker.lose(index, stats["ops"], pairs, chunk.texts)
+    if calls:
+        stats["folded_calls"] = calls
 
 
 def _write_inferred_folds(
@@ -619,6 +717,7 @@ def _ids_of(
 def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = None) -> None:
     """Sum the session's step stats; `computed` holds those this run just stored."""
     stats: list[dict[str, Any]] | None = None
+    indexes: list[int] = []
     pending = False
     if computed is not None:
         # Statuses alone are cheap to read: when the ready steps are exactly the
@@ -633,16 +732,29 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
         ready = [index for index, is_ready in rows if is_ready]
         if len(ready) == len(computed) and all(index in computed for index in ready):
             stats = [computed[index] for index in ready]
+            indexes = ready
             pending = len(ready) != len(rows)
     if stats is None:
         rows = (
             Step.objects.filter(session=session)
             .order_by("index")
-            .values_list("stats", "stats_status")
+            .values_list("stats", "stats_status", "index")
         )
-        stats = [s for s, status in rows if status == "ready" and s is not None]
-        pending = any(status != "ready" for _, status in rows)
+        kept = [(s, i) for s, status, i in rows if status == "ready" and s is not None]
+        stats = [s for s, _ in kept]
+        indexes = [i for _, i in kept]
+        pending = any(status != "ready" for _, status, _ in rows)
+    by_index = dict(zip(indexes, stats, strict=True))
+    amnesia, refetches, changed = link_needs(by_index)
+    if changed:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _RESTATS_SQL,
+                [changed, [orjson.dumps(by_index[i]).decode() for i in changed], session.pk],
+            )
     aggregates: dict[str, Any] = session_aggregates(stats)
+    aggregates["amnesia"] = amnesia
+    aggregates["refetches"] = refetches
     choice = session_encoding(session)
     aggregates["encoding"] = choice.name
     if choice.note:

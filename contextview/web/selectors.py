@@ -61,7 +61,10 @@ FLAG_HELP = {
     "ratio_aggressive": "a compression kept less than 5% of the tokens it was given",
     "entity_loss": "a key entity (id, number, code, pinned text) did not survive a rewrite",
     "reload_regret": "this step reloads something folded in an earlier step",
-    "repeated_tool_call": "the same tool as the previous step's new tool message",
+    "repeated_tool_call": "the same tool call (tool and arguments) as the previous step's",
+    "amnesia": "this step needs something an earlier operation lost",
+    "refetch_after_fold": "a tool call repeats, with its arguments, one whose result was folded",
+    "pinned_mid": "a pinned text sits in the middle third of a context over 8,000 tokens",
     "pinned_missing": "a pinned text is not in the context after this step",
     "after_mismatch": "the agent's after context differs from applying its operations",
     "token_estimate_off": "the agent's own token counts are off by more than 10%",
@@ -802,6 +805,15 @@ class OpView:
         entities = (self.stats or {}).get("entities") or {}
         lost = entities.get("lost") if isinstance(entities, dict) else None
         return [str(x) for x in lost] if isinstance(lost, list) else []
+
+    @property
+    def needed_later(self) -> list[dict[str, Any]]:
+        """The lost entities a later step needed: text, step, how (most important first)."""
+        entities = (self.stats or {}).get("entities") or {}
+        needed = entities.get("needed_later") if isinstance(entities, dict) else None
+        if not isinstance(needed, list):
+            return []
+        return [n for n in needed if isinstance(n, dict) and isinstance(n.get("step"), int)]
 
 
 @dataclass

@@ -9,6 +9,7 @@ import pytest
 
 from contextview.core.apply import apply_operations
 from contextview.core.model import Fold, Message, Operation
+from contextview.core.needs import link_needs
 from contextview.core.stats import FLAGS, StepInput, session_aggregates, step_stats
 from contextview.core.tokens import TokenCounter
 from tests.core.factories import NGINX_LOG, SUMMARY, msg, seed_context
@@ -339,9 +340,19 @@ def test_it_gives_nothing_for_a_summary_that_saves_too_little() -> None:
     assert stats(step)["reward"] == 0.0
 
 
-def test_it_penalizes_entity_loss_reloads_repeats_and_overflow() -> None:
+def test_it_penalizes_needed_loss_reloads_repeats_and_overflow() -> None:
     loss = stats(summarize(seed_context(), "tool_result_32", "inventory timed out"))
+    # Losing what no later step needed costs nothing: the summary halved the tokens.
+    assert "entity_loss" in loss["flags"] and loss["reward"] == 1.0
+    needing = {
+        "text": loss["ops"][0]["entities"]["lost"][-1],
+        "lost_at": 0,
+        "op": 0,
+        "how": "asked",
+    }
+    link_needs({0: loss, 1: {"ops": [], "reward": 0.0, "needs": [needing]}})
     assert loss["reward"] == -0.5
+    assert loss["ops"][0]["entities"]["lost"][0] == needing["text"]
     assert stats(reload_step("tool_result_32", {"tool_result_32"}))["reward"] == -1.0
     assert stats(tool_step("read_file", {"u1", "t1"}))["reward"] == -0.3
     # 110 tokens over a limit of 100: -0.5 * (1 + 0.1)
@@ -377,7 +388,7 @@ def test_it_measures_the_folds_that_apply_produces() -> None:
         "tokens_in": len(before[3].text.split()),
         "tokens_out": 0,
         "ratio": None,
-        "entities": {"total": 2, "kept": 0, "lost": ["504", "3 s"]},
+        "entities": {"total": 2, "kept": 0, "lost": ["504", "3 s"], "needed_later": []},
     }
 
 

@@ -410,5 +410,5 @@ def test_it_raises_the_flags_each_demo_is_built_to_show() -> None:
     assert not orders[3][0] & {"over_70", "over_90"}
 
     research = core_flags(by_name("edit-research"))
-    assert "entity_loss" in research[4][0] and "1973" in research[4][1]
+    assert "entity_loss" in research[4][0] and "20 October 1973" in research[4][1]
     assert "token_estimate_off" in research[2][0] & research[4][0]

@@ -1,0 +1,113 @@
+"""Tool calls: which tool was called with which arguments, whatever the spelling.
+
+Agents log a call in several shapes: OpenAI's ``tool_calls`` on the assistant
+message (``function.name``, ``function.arguments`` as JSON text), Anthropic's
+``tool_use`` blocks (``name``, ``input``), the contract's ``tool_call`` parts
+(``name``, ``arguments``), or the arguments on the tool message itself. A tool
+result names its call by ``tool_call_id`` (or ``tool_use_id``). This module is
+the one place that reads them, so "the same call again" means one thing for
+``repeated_tool_call`` and ``refetch_after_fold`` alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import orjson
+
+from contextview.core.model import Message
+
+_CALL_PARTS = frozenset({"tool_call", "tool_use", "function_call"})
+_ARG_KEYS = ("arguments", "args", "input", "tool_input")
+# How far back from a tool result its call is looked for.
+CALL_LOOKBACK = 16
+
+
+def args_key(arguments: Any) -> str:
+    """Arguments in one canonical text: JSON with sorted keys (JSON text is parsed first)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return str(arguments).strip()
+    try:
+        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return str(arguments)
+
+
+def calls_of(message: Message) -> Iterator[tuple[str | None, str | None, Any]]:
+    """(call id, tool name, arguments) of each call an assistant message makes."""
+    extra = message.extra or {}
+    for call in extra.get("tool_calls") or ():
+        if isinstance(call, dict):
+            function = call.get("function")
+            if isinstance(function, dict):
+                yield call.get("id"), function.get("name"), function.get("arguments")
+            else:
+                yield call.get("id"), call.get("name"), _args_in(call)
+    if isinstance(message.content, list):
+        for part in message.content:
+            if isinstance(part, dict) and part.get("type") in _CALL_PARTS:
+                yield part.get("id") or part.get("call_id"), part.get("name"), _args_in(part)
+
+
+def _args_in(raw: dict[str, Any]) -> Any:
+    for key in _ARG_KEYS:
+        if key in raw:
+            return raw[key]
+    return None
+
+
+def call_id_of_result(message: Message) -> str | None:
+    """The id of the call a tool result answers, if it says."""
+    extra = message.extra or {}
+    for key in ("tool_call_id", "tool_use_id", "call_id"):
+        value = extra.get(key)
+        if isinstance(value, str):
+            return value
+    if isinstance(message.content, list):
+        for part in message.content:
+            if isinstance(part, dict) and part.get("type") in ("tool_result", "function_result"):
+                value = part.get("tool_call_id") or part.get("tool_use_id")
+                if isinstance(value, str):
+                    return value
+    return None
+
+
+def result_call(context: Sequence[Message], position: int) -> tuple[str, str | None] | None:
+    """(tool, arguments key or None) of the call whose result is context[position].
+
+    None when that message is no tool result. The arguments are the message's
+    own, or those of the call it names in one of the messages just before it.
+    """
+    message = context[position]
+    if message.tool is None and message.role not in ("tool", "tool_result"):
+        return None
+    tool = message.tool
+    extra = message.extra or {}
+    own = _args_in(extra)
+    if own is not None:
+        return (tool or str(extra.get("name") or ""), args_key(own))
+    call_id = call_id_of_result(message)
+    if call_id is not None:
+        for m in reversed(context[max(0, position - CALL_LOOKBACK) : position]):
+            if m.role not in ("assistant", None):
+                continue
+            for cid, name, arguments in calls_of(m):
+                if cid == call_id:
+                    key = args_key(arguments) if arguments is not None else None
+                    return (tool or name or "", key)
+    if tool is None:
+        tool = extra.get("name") if isinstance(extra.get("name"), str) else None
+    return (tool, None) if tool else None
+
+
+def call_text(message: Message) -> str:
+    """What an assistant message passes to its tools, as text (for finding entities in it)."""
+    texts = []
+    for _, _, arguments in calls_of(message):
+        if arguments is not None:
+            texts.append(arguments if isinstance(arguments, str) else args_key(arguments))
+    return "\n".join(texts)

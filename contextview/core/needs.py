@@ -1,0 +1,285 @@
+"""What the context lost, and whether a later step needed it.
+
+The contract's "Context loss": an entity an operation lost (explicit or
+inferred) is *needed later* by a step J that asks for it (a user or task
+message holds it), mentions it (the agent writes it or passes it to a tool),
+refetches it (a tool call repeats, with the same arguments, the one whose
+result held it) or reloads it (brings back the original that held it).
+
+Needing comes after losing, so the work has two halves:
+
+- `LossTracker`, run over a session's steps in order: each step first checks
+  what is new in its context against the losses still open, then registers
+  its own losses. It reads only the messages new in a step (and their
+  entities, once per distinct text through the ``TextCache``), never whole
+  contexts, and it keeps what it learnt in the step's stats (``needs``,
+  ``folded_calls``, ``refetches``, beside ``ops[].entities.lost``), so a computation resumed at any
+  step rebuilds it from the stats before that step (`LossTracker.restore`).
+- `link_needs`, at session aggregation: every need found on a step J becomes a
+  ``needed_later`` entry on the operation of step I that lost the entity, an
+  ``aggregates.amnesia`` entry, and that step's reward is settled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import Any
+
+from contextview.core.calls import call_text, calls_of, result_call
+from contextview.core.entities import entity_key, is_kept_key
+from contextview.core.model import Fold, Message
+from contextview.core.stats import TextCache, TokensOf, op_reward
+
+HOWS = ("asked", "mentioned", "refetched", "reloaded")
+# Partitions whose messages ask: the user's question and the task.
+_ASKING = frozenset({"task", "question"})
+Call = tuple[str, str]
+
+
+# One entity one operation lost: (text, key, step, op position in its stats.ops).
+# A plain tuple, made at C speed: a session's compactions lose thousands.
+Loss = tuple[str, str, int, int]
+
+
+@dataclass(slots=True)
+class LossTracker:
+    """The losses of a session so far, and the needs already linked to them."""
+
+    # open losses by entity key: the latest operation that lost each entity
+    open: dict[str, Loss] = field(default_factory=dict)
+    # the losses of each operation, (step, op position), and the operations that
+    # took each original out
+    by_op: dict[tuple[int, int], list[Loss]] = field(default_factory=dict)
+    by_original: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    # calls whose result was folded or dropped: the step it left at
+    folded_calls: dict[Call, int] = field(default_factory=dict)
+    linked: set[tuple[int, int, str, str]] = field(default_factory=set)
+    # the index of the step it expects next: it knows every step before it
+    next_index: int = 0
+
+    def clear(self) -> None:
+        self.open.clear()
+        self.by_op.clear()
+        self.by_original.clear()
+        self.folded_calls.clear()
+        self.linked.clear()
+        self.next_index = 0
+
+    def restore(self, rows: Iterable[tuple[int, Mapping[str, Any]]]) -> None:
+        """Rebuild from the stats of earlier steps, in index order: (index, stats)."""
+        for index, stats in rows:
+            self._open_all(index, stats.get("ops") or ())
+            for need in stats.get("needs") or ():
+                self.linked.add(
+                    (need["lost_at"], need["op"], entity_key(need["text"]), need["how"])
+                )
+            for refetch in stats.get("refetches") or ():
+                self.folded_calls.pop((refetch["tool"], refetch["args"]), None)
+            for tool, args in stats.get("folded_calls") or ():
+                self.folded_calls[(tool, args)] = index
+            self.next_index = index + 1
+
+    def _open_all(
+        self, index: int, ops: Sequence[Mapping[str, Any]], cache: TextCache | None = None
+    ) -> None:
+        open_ = self.open
+        for k, entry in enumerate(ops):
+            lost = entry["entities"]["lost"]
+            if not lost:
+                continue
+            # The keys that step_stats worked out for the list, or worked out here.
+            keys = cache.keys_of(lost) if cache is not None else list(map(entity_key, lost))
+            losses = list(zip(lost, keys, repeat(index), repeat(k)))  # noqa: B905 (repeat)
+            self.by_op[(index, k)] = losses
+            open_.update(zip(keys, losses, strict=True))
+            for mid in entry.get("targets", ()):
+                self.by_original.setdefault(mid, []).append((index, k))
+
+    def _close(self, loss: Loss) -> None:
+        if self.open.get(loss[1]) == loss:
+            del self.open[loss[1]]
+
+    def needs_of(
+        self,
+        index: int,
+        before: Sequence[Message],
+        new: Sequence[int],
+        reloaded: Iterable[str],
+        cache: TextCache,
+        tokens_of: TokensOf,
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(needs, refetches) of step `index`, whose before holds new messages at `new`."""
+        needs: list[dict[str, Any]] = []
+        refetches: list[dict[str, Any]] = []
+        if not self.open and not self.folded_calls:
+            return needs, refetches
+
+        fresh = set(new)
+
+        def in_context(key: str) -> bool:
+            # Looked for only when a need is found, which happens once per loss and way.
+            return any(
+                is_kept_key(key, cache.normalized(m.text))
+                for i, m in enumerate(before)
+                if i not in fresh
+            )
+
+        def need(loss: Loss, how: str) -> None:
+            text, key, step, op = loss
+            link = (step, op, key, how)
+            if link in self.linked:
+                return
+            if how != "reloaded" and in_context(key):
+                # Still (or again) in the context: what is there was not forgotten.
+                self._close(loss)
+                return
+            self.linked.add(link)
+            needs.append({"text": text, "lost_at": step, "op": op, "how": how})
+
+        for position in new:
+            m = before[position]
+            if self.folded_calls:
+                call = result_call(before, position)
+                if call is not None and call[1] is not None and call in self.folded_calls:
+                    lost_at = self.folded_calls.pop(call)  # back in the context
+                    refetches.append(
+                        {
+                            "tool": call[0],
+                            "args": call[1],
+                            "lost_at": lost_at,
+                            "refetched_at": index,
+                            "tokens": tokens_of(m),
+                        }
+                    )
+                    for key in cache.keys_of(cache.base_entities(m.text)):
+                        loss = self.open.get(key)
+                        if loss is not None and loss[2] == lost_at:
+                            need(loss, "refetched")
+                    continue
+            if not self.open:
+                continue
+            if m.role == "user" or m.partition in _ASKING:
+                how = "asked"
+                text = m.text
+            elif m.role == "assistant":
+                how = "mentioned"
+                args = call_text(m) if m.extra or isinstance(m.content, list) else ""
+                text = f"{m.text}\n{args}" if args else m.text
+            else:
+                continue
+            for key in cache.keys_of(cache.base_entities(text)):
+                loss = self.open.get(key)
+                if loss is not None:
+                    need(loss, how)
+        for mid in reloaded:
+            for op in self.by_original.get(mid, ()):
+                for loss in self.by_op.get(op, ()):
+                    need(loss, "reloaded")
+        return needs, refetches
+
+    def lose(
+        self,
+        index: int,
+        ops: Sequence[Mapping[str, Any]],
+        folds: Sequence[tuple[Fold, Sequence[Message]]],
+        cache: TextCache | None = None,
+    ) -> list[list[Any]]:
+        """Register step `index`'s losses; the folded calls to keep in its stats.
+
+        `folds` pairs each fold with the context its originals sat in. Whether
+        a lost entity still sits elsewhere in the context is asked only when a
+        later step needs it (``needs_of``), not here for every loss.
+        """
+        self._open_all(index, ops, cache)
+        self.next_index = index + 1
+        calls: list[list[Any]] = []
+        for fold, context in folds:
+            for original in fold.originals:
+                if not original.extra and not isinstance(original.content, list):
+                    continue  # no arguments and no call id: nothing to match a refetch by
+                if original.tool is None and original.role not in ("tool", "tool_result"):
+                    continue
+                position = _position(context, original.id)
+                call = result_call(context, position) if position is not None else None
+                if call is not None and call[1] is not None:
+                    self.folded_calls[(call[0], call[1])] = index
+                    calls.append([call[0], call[1]])
+        return calls
+
+
+def _position(context: Sequence[Message], mid: str) -> int | None:
+    for i in range(len(context) - 1, -1, -1):
+        if context[i].id == mid:
+            return i
+    return None
+
+
+def new_positions(before: Sequence[Message], known: set[str] | None) -> list[int]:
+    """Positions of the messages at the end of `before` that `known` ids do not hold."""
+    if known is None:
+        return []
+    out: list[int] = []
+    for i in range(len(before) - 1, -1, -1):
+        if before[i].id in known:
+            break
+        out.append(i)
+    out.reverse()
+    return out
+
+
+def link_needs(
+    stats_by_index: Mapping[int, dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[int]]:
+    """(aggregates.amnesia, aggregates.refetches, indexes of steps whose stats changed).
+
+    Fills ``needed_later`` on the operations that lost what later steps
+    needed, lists those entities first in ``lost``, and settles the reward of
+    their steps; stats are changed in place.
+    """
+    amnesia: list[dict[str, Any]] = []
+    refetches: list[dict[str, Any]] = []
+    later: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for index in sorted(stats_by_index):
+        stats = stats_by_index[index]
+        for need in stats.get("needs") or ():
+            amnesia.append(
+                {
+                    "text": need["text"],
+                    "lost_at": need["lost_at"],
+                    "needed_at": index,
+                    "how": need["how"],
+                }
+            )
+            later.setdefault((need["lost_at"], need["op"]), []).append(
+                {"text": need["text"], "step": index, "how": need["how"]}
+            )
+        for refetch in stats.get("refetches") or ():
+            refetches.append({k: refetch[k] for k in ("tool", "lost_at", "refetched_at", "tokens")})
+    changed: list[int] = []
+    for index, stats in stats_by_index.items():
+        ops = stats.get("ops") or ()
+        if not any(
+            (index, k) in later or op["entities"].get("needed_later") for k, op in enumerate(ops)
+        ):
+            continue
+        reward = stats.get("reward_base", stats["reward"])
+        for k, op in enumerate(ops):
+            needed = later.get((index, k), [])
+            entities = op["entities"]
+            entities["needed_later"] = needed
+            if needed:
+                first = {entity_key(n["text"]) for n in needed}
+                lost = entities["lost"]
+                entities["lost"] = [e for e in lost if entity_key(e) in first] + [
+                    e for e in lost if entity_key(e) not in first
+                ]
+            reward += op_reward(op, needed=bool(needed)) - op_reward(op, needed=False)
+        reward = round(reward, 4) + 0.0
+        stats["reward"] = reward
+        changed.append(index)
+    return amnesia, refetches, sorted(changed)
+
+
+__all__ = ["HOWS", "LossTracker", "Loss", "calls_of", "link_needs", "new_positions"]

@@ -1,0 +1,114 @@
+"""What the context lost and whether it mattered, through ingest and a real worker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contextview.core.tokens import load_encoding
+from tests.api_client import Api, step
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+SYS = {"id": "sys", "role": "system", "content": "You look after an online shop's orders."}
+ASK = {"id": "u0", "role": "user", "content": "Which orders are stuck?"}
+RESULT = "SO20260101007 stuck for 48h; SO20260101042 has a wrong address"
+
+
+def call(n: int) -> dict[str, Any]:
+    return {
+        "id": f"call-{n}",
+        "role": "assistant",
+        "content": "Searching the orders.",
+        "tool_calls": [
+            {
+                "id": f"c{n}",
+                "type": "function",
+                "function": {"name": "search_orders", "arguments": '{"state": "stuck"}'},
+            }
+        ],
+    }
+
+
+def result(n: int) -> dict[str, Any]:
+    return {
+        "id": f"t{n}",
+        "role": "tool",
+        "tool": "search_orders",
+        "tool_call_id": f"c{n}",
+        "content": RESULT,
+    }
+
+
+def say(mid: str, role: str, content: str) -> dict[str, Any]:
+    return {"id": mid, "role": role, "content": content}
+
+
+def amnesia_session(name: str = "loss") -> list[dict[str, Any]]:
+    """A summary loses SO20260101007 at step 2, the user asks for it at step 5, and
+    step 6 fetches again what the summary folded."""
+    head = [SYS, ASK, call(1), result(1)]
+    summary = say("s1", "tool", "Two orders have problems.")
+    folded = [SYS, ASK, call(1), summary, say("a2", "assistant", "Looking closer.")]
+    later = [*folded, say("u4", "user", "Thanks, go on."), say("u5", "user", "And SO20260101007?")]
+    return [
+        {"type": "session", "id": f"{name}-start", "body": {"session_id": name}},
+        step(name, 0, head),
+        step(name, 1, [*head, say("a2", "assistant", "Looking closer.")]),
+        step(
+            name,
+            2,
+            [*head, say("a2", "assistant", "Looking closer.")],
+            action={"action": "summarize", "target": "t1", "result": summary},
+        ),
+        step(name, 3, folded),
+        step(name, 4, [*folded, say("u4", "user", "Thanks, go on.")]),
+        step(name, 5, later),
+        step(name, 6, [*later, call(2), result(2)]),
+    ]
+
+
+def test_it_links_what_a_summary_lost_to_the_steps_that_needed_it(
+    api: Api, celery_worker_process: Any
+) -> None:
+    assert api.ingest({"batch": amnesia_session()}).status_code == 207
+    wait_for(lambda: api.get("/sessions/loss").json()["stats_status"] == "ready")
+
+    lost_at = api.get("/sessions/loss/steps/2").json()["stats"]
+    entities = lost_at["ops"][0]["entities"]
+    assert {"text": "SO20260101007", "step": 5, "how": "asked"} in entities["needed_later"]
+    assert {"text": "SO20260101042", "step": 6, "how": "refetched"} in entities["needed_later"]
+    # What was needed later is listed first.
+    assert entities["lost"][0] in {"SO20260101007", "SO20260101042"}
+
+    asked = api.get("/sessions/loss/steps/5").json()["stats"]
+    assert "amnesia" in asked["flags"]
+    assert "amnesia" not in api.get("/sessions/loss/steps/4").json()["stats"]["flags"]
+
+    refetch = api.get("/sessions/loss/steps/6").json()["stats"]
+    assert "refetch_after_fold" in refetch["flags"]
+
+    aggregates = api.get("/sessions/loss").json()["aggregates"]
+    assert {"text": "SO20260101007", "lost_at": 2, "needed_at": 5, "how": "asked"} in aggregates[
+        "amnesia"
+    ]
+    tokens = len(load_encoding("cl100k_base").encode_ordinary(RESULT))
+    assert aggregates["refetches"] == [
+        {"tool": "search_orders", "lost_at": 2, "refetched_at": 6, "tokens": tokens}
+    ]
+    # Losing what step 5 asked for costs the summary its reward.
+    assert lost_at["reward"] < 0
+
+
+def test_it_reports_unseen_tokens_from_a_steps_provider_usage(
+    api: Api, celery_worker_process: Any
+) -> None:
+    usage = {"input_tokens": 900, "output_tokens": 20, "cache_read_tokens": 100}
+    first = step("usage", 0, [SYS, ASK], usage=usage)
+    assert api.ingest({"batch": [first]}).status_code == 207
+    wait_for(lambda: api.get("/sessions/usage/steps/0").json()["stats_status"] == "ready")
+    stats = api.get("/sessions/usage/steps/0").json()["stats"]
+    assert stats["unseen_tokens"] == 1000 - stats["tokens"]["before"]
+    assert "token_estimate_off" not in stats["flags"]
