@@ -83,7 +83,9 @@ def production_server(
     with django_db_blocker.unblock():
         url = database_url(connection.settings_dict)
     static_root = tmp_path / "static"
-    env = _gunicorn_env(url, _celery_test_queue, STATIC_ROOT=str(static_root))
+    env = _gunicorn_env(
+        url, _celery_test_queue, STATIC_ROOT=str(static_root), CONTEXTVIEW_TEST_HASHED_STATIC="1"
+    )
     collect = subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
         cwd=ROOT,
