@@ -166,11 +166,9 @@ def _static_files_in_place() -> Iterator[None]:
     from django.conf import settings
     from django.test.utils import override_settings
 
-    storages = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
-    with override_settings(STORAGES=storages):
+    from tests.plainstatic import plain_storages
+
+    with override_settings(STORAGES=plain_storages(settings.STORAGES)):
         yield
 
 

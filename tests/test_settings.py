@@ -105,7 +105,10 @@ def test_it_stops_on_a_bad_value_naming_the_variable() -> None:
 SERVE = """
 import json, django
 django.setup()
+from django.conf import settings
 from django.test import Client
+from tests.plainstatic import plain_storages
+settings.STORAGES = plain_storages(settings.STORAGES)
 client = Client()
 secure = client.get("/login/", HTTP_X_FORWARDED_PROTO="https")
 plain = client.get("/login/")

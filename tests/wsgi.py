@@ -14,12 +14,10 @@ celery_app.conf.task_default_queue = os.environ["CONTEXTVIEW_TEST_CELERY_QUEUE"]
 from django.conf import settings  # noqa: E402
 
 from contextview.wsgi import application  # noqa: E402
+from tests.plainstatic import plain_storages  # noqa: E402
 
 if not os.environ.get("CONTEXTVIEW_TEST_HASHED_STATIC"):
     # Nothing has opened a storage yet: the first use reads this.
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
+    settings.STORAGES = plain_storages(settings.STORAGES)
 
 __all__ = ["application"]
