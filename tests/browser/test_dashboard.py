@@ -47,10 +47,11 @@ def test_it_walks_through_a_session_in_the_browser(
     page.wait_for_selector('#step-view[data-step="1"]')
     assert page.url.endswith(f"/sessions/{session.pk}/steps/1/")
 
-    # A step from the list: what its summary lost stands out.
+    # A step from the list: what its summary lost stands out, first as needed later.
     page.click('table.steps a[data-step="0"]')
     page.wait_for_selector('#step-view[data-step="0"]')
-    assert page.locator('.lost-entity:text-is("SO20260101007")').is_visible()
+    assert page.locator('.lost-entity:text-is("SO20260101007")').first.is_visible()
+    assert page.locator(".needed-later", has_text="SO20260101007").is_visible()
 
     # Step 1 (j): a dropped message and a word-level change.
     page.keyboard.press("j")
