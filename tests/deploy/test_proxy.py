@@ -81,16 +81,22 @@ def test_it_publishes_only_the_proxy_in_the_compose_file() -> None:
     assert str(proxy["ports"][0]).endswith(f":{environment['PROXY_PORT']}")  # type: ignore[index]
     web_env = yaml.safe_load(COMPOSE.read_text())["x-app-env"]
     assert web_env["BEHIND_PROXY"] == "true"
-    # The app and the proxy read the same body limit, with the app's default.
-    default = f"${{INGEST_MAX_BYTES:-{20 * 1024 * 1024}}}"
-    assert web_env["INGEST_MAX_BYTES"] == environment["INGEST_MAX_BYTES"] == default  # type: ignore[index]
+    # The app and the proxy read the same body limits, with the app's defaults.
+    for name, mib in (("INGEST_MAX_BYTES", 20), ("OTLP_MAX_BYTES", 64), ("IMPORT_MAX_BYTES", 256)):
+        default = f"${{{name}:-{mib * 1024 * 1024}}}"
+        assert web_env[name] == environment[name] == default, name  # type: ignore[index]
+        assert getattr(settings, name) == mib * 1024 * 1024, name
 
 
 def test_it_buffers_requests_and_answers_with_the_apps_limits() -> None:
     directives = _directives(TEMPLATE.read_text())
     assert directives["proxy_request_buffering"] == ["on"]
     assert directives["proxy_buffering"] == ["on"]
-    assert directives["client_max_body_size"] == ["${INGEST_MAX_BYTES}"]
+    assert directives["client_max_body_size"] == [
+        "${INGEST_MAX_BYTES}",
+        "${OTLP_MAX_BYTES}",
+        "${IMPORT_MAX_BYTES}",
+    ]
     for timeout in ("client_header_timeout", "client_body_timeout", "proxy_read_timeout"):
         assert re.fullmatch(r"\d+s", directives[timeout][0]), timeout
     headers = {value.split()[0]: value.split()[1] for value in directives["proxy_set_header"]}
@@ -101,6 +107,8 @@ def test_it_buffers_requests_and_answers_with_the_apps_limits() -> None:
         "CONTEXTVIEW_UPSTREAM",
         "PROXY_PORT",
         "INGEST_MAX_BYTES",
+        "OTLP_MAX_BYTES",
+        "IMPORT_MAX_BYTES",
     }
 
 
@@ -130,6 +138,8 @@ def nginx_in_front_of(upstream: str) -> Iterator[str]:
                 "CONTEXTVIEW_UPSTREAM": upstream.removeprefix("http://"),
                 "PROXY_PORT": f"127.0.0.1:{port}",
                 "INGEST_MAX_BYTES": str(settings.INGEST_MAX_BYTES),
+                "OTLP_MAX_BYTES": str(settings.OTLP_MAX_BYTES),
+                "IMPORT_MAX_BYTES": str(settings.IMPORT_MAX_BYTES),
             }
         )
     )
@@ -254,6 +264,24 @@ def test_it_refuses_a_body_over_the_limit_as_json_even_chunked(proxy: str) -> No
             urllib.request.urlopen(request, timeout=30)
         assert refused.value.code == 413, chunked
         assert b"over the limit" in refused.value.read()
+
+
+@needs_nginx
+@pytest.mark.django_db(transaction=True)
+def test_it_lets_exports_and_uploads_larger_than_a_batch_through_to_the_app(proxy: str) -> None:
+    # Over the ingest limit, under the OTLP and import ones: the app answers (401 for
+    # the made-up key), not the proxy's 413.
+    body = b"x" * (settings.INGEST_MAX_BYTES + 1)
+    for path, kind in (("/v1/traces", "application/x-protobuf"), ("/api/v1/import", "text/plain")):
+        request = urllib.request.Request(
+            f"{proxy}{path}",
+            data=body,
+            method="POST",
+            headers={"Content-Type": kind, "Authorization": "Bearer x"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as answer:
+            urllib.request.urlopen(request, timeout=60)
+        assert answer.value.code == 401, (path, answer.value.code)
 
 
 @needs_nginx
