@@ -37,7 +37,7 @@ from contextview.core.monitors import (
 from contextview.monitors.models import Alert, Monitor, WebhookDelivery
 from contextview.monitors.selectors import alert_as_dict, window_sessions, window_tool_results
 from contextview.projects.models import Project
-from contextview.sessions.services import _text_storable as text_storable
+from contextview.sessions.services import text_storable
 
 SIGNATURE_HEADER = "X-Contextview-Signature"
 

@@ -57,7 +57,7 @@ def directives_pending_for(*, sessions: Sequence[Session]) -> list[dict[str, Any
     return [directive_as_dict(d) for d in pending]
 
 
-def _text_storable(field: str, value: str) -> str:
+def text_storable(field: str, value: str) -> str:
     """`value`, refused with an error naming `field` when PostgreSQL cannot store it."""
     if "\x00" in value:
         raise InputError(field, "must not contain a NUL character")
@@ -83,7 +83,7 @@ def directive_create(
     if type == Directive.Type.SET_MODE:
         if not isinstance(mode, str) or not mode.strip() or len(mode) > 64:
             raise InputError("mode", "a mode name is required (for example 'sliding')")
-        payload = {"mode": _text_storable("mode", mode.strip())}
+        payload = {"mode": text_storable("mode", mode.strip())}
     elif type == Directive.Type.RESTORE:
         if (
             not isinstance(targets, list)
@@ -92,7 +92,7 @@ def directive_create(
         ):
             raise InputError("targets", "a non-empty list of message ids is required")
         for n, target in enumerate(targets):
-            _text_storable(f"targets[{n}]", target)
+            text_storable(f"targets[{n}]", target)
         if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
             raise InputError("step", "must be a step index (an integer >= 0)")
         archived = set(
@@ -124,7 +124,7 @@ def directive_ack(*, directive: Directive, status: str, detail: str = "") -> boo
     """Record the agent's answer; False when it contradicts an earlier answer."""
     if status not in (Directive.Status.APPLIED, Directive.Status.REJECTED):
         raise InputError("status", "must be 'applied' or 'rejected'")
-    _text_storable("detail", detail)
+    text_storable("detail", detail)
     with transaction.atomic():
         updated = Directive.objects.filter(pk=directive.pk, status=Directive.Status.PENDING).update(
             status=status, detail=detail[:2000], resolved_at=timezone.now(), resolved_via="ack"
