@@ -22,23 +22,16 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
 from contextview.core.entities import entity_forms, entity_key, extract_entities_keyed
-from contextview.core.infer import COMPACTED, Inferred, infer_step
+from contextview.core.infer import COMPACTED, Inferred
 from contextview.core.lru import SizedLRU
 from contextview.core.model import Fold as CoreFold
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
-from contextview.core.needs import LossTracker, link_needs, new_positions
+from contextview.core.needs import LossTracker, link_needs
 from contextview.core.parts import Reading
 from contextview.core.refs import decode_many
-from contextview.core.stats import (
-    ContextMeter,
-    StepInput,
-    TextCache,
-    context_delta,
-    reported_before,
-    session_aggregates,
-    step_stats,
-)
+from contextview.core.session import SessionWalk, WalkedStep
+from contextview.core.stats import ContextMeter, TextCache, session_aggregates
 from contextview.core.tokens import EncodingChoice, TokenCounter, resolve_encoding
 from contextview.db import binary_cursor
 from contextview.sessions.models import Session, Step
@@ -366,20 +359,25 @@ def _compute_steps(
     """Compute and store the stats of `steps` (rows of ``_STEPS_SQL``); by step index."""
     choice = session_encoding(session)
     chunk = _chunk_read(session, steps, previous, choice.name)
-    # The core only reads these while computing a step; they change between steps.
-    folded_earlier = chunk.folded_before
-    prev_ids: set[str] | None = None
-    prev_before: list[CoreMessage] | None = None
-    prev_new_tool = prev_new_call = None
-    prev_after: list[CoreMessage] | None = None
-    prev_index = -2
+    walk = SessionWalk(
+        encoding=choice.name,
+        encoding_note=choice.note,
+        budget=session.budget,
+        pinned=session.pinned or (),
+        context_window=session.context_window,
+        folded=chunk.folded_before,
+        tracker=tracker,
+    )
     if tracker.next_index != steps[0][1]:
         tracker.clear()  # a new run, or steps were computed again in between
     if previous is not None:
-        prev_before = chunk.contexts[bytes(previous[0])]
-        prev_ids = {m.id for m in prev_before}
-        prev_new_tool, prev_new_call = previous[1], previous[4]
-        prev_after, prev_index = chunk.contexts[bytes(previous[2])], previous[3]
+        walk.resume(
+            index=previous[3],
+            before=chunk.contexts[bytes(previous[0])],
+            after=chunk.contexts[bytes(previous[2])],
+            new_tool=previous[1],
+            new_call=previous[4],
+        )
         if tracker.next_index != steps[0][1]:
             tracker.restore(_losses_before(session.pk, steps[0][1]))
     unsaid: dict[int, Inferred] = {}  # inferred operations, by step pk
@@ -396,84 +394,39 @@ def _compute_steps(
     with binary_cursor() as cursor, cursor.connection.pipeline():
         for row in steps:
             pk, index, before_refs, after_refs, own_before, reported_after, mismatch = row[:7]
-            compacted = row[7]
-            tools_pk, usage, window = row[8:]
-            usage = json_value(usage)
-            before = chunk.contexts[bytes(before_refs)]
-            after = chunk.contexts[bytes(after_refs)]
-            folds = chunk.folds.get(pk, no_folds)
-            ops = chunk.ops.get(pk, no_ops)
-            # No inference across a gap: what the missing steps did is not known.
-            inferred = (
-                infer_step(prev_after, before, compacted=compacted)
-                if prev_after is not None and index == prev_index + 1
-                else NOTHING_INFERRED
-            )
-            if inferred.ops:
-                unsaid[pk] = inferred
-            stats = step_stats(
-                StepInput(
-                    before=before,
-                    after=after,
-                    ops=ops,
-                    folds=folds,
-                    reloaded=[t for op in ops if op.op == "reload" for t in op.targets],
-                    inferred_ops=inferred.ops,
-                    inferred_folds=inferred.folds,
-                    folded_earlier=folded_earlier,
-                    prev_new_tool=prev_new_tool,
-                    prev_new_call=prev_new_call,
-                    prev_ids=prev_ids,
-                    budget=session.budget,
-                    pinned=session.pinned or (),
-                    reported_before=reported_before(own_before, usage),
-                    reported_after=reported_after,
+            compacted, tools_pk, usage, window = row[7:]
+            inferred, stats = walk.measure(
+                WalkedStep(
+                    index=index,
+                    before=chunk.contexts[bytes(before_refs)],
+                    after=chunk.contexts[bytes(after_refs)],
+                    ops=chunk.ops.get(pk, no_ops),
+                    folds=chunk.folds.get(pk, no_folds),
+                    compacted=compacted,
+                    before_tokens=own_before,
+                    after_tokens=reported_after,
                     after_mismatch=mismatch,
-                    encoding=choice.name,
-                    context_window=window or session.context_window,
+                    usage=json_value(usage),
+                    context_window=window,
                     tools_tokens=chunk.tools_tokens.get(tools_pk, 0),
-                    reported_by_usage=own_before is None and usage is not None,
-                    usage=usage,
                 ),
                 tokens_of=chunk.tokens_of,
                 cache=chunk.texts,
                 meter=meter,
                 estimate_meter=estimate_meter,
             )
-            if choice.note:
-                stats["encoding_note"] = choice.note
-            _track_losses(
-                tracker,
-                stats,
-                index,
-                before,
-                after,
-                prev_after,
-                ops,
-                folds,
-                inferred,
-                chunk,
-                prev_ids,
-            )
+            if inferred.ops:
+                unsaid[pk] = inferred
             computed[index] = stats
             written.append(pk)
             results.append(orjson.dumps(stats).decode())
             if len(written) == WRITE_BATCH:
                 cursor.execute(_WRITE_SQL, [written, results])
                 written, results = [], []
-            for f in (*folds, *inferred.folds):
-                folded_earlier.update(m.id for m in f.originals)
-            prev_ids = _ids_of(before, prev_before, prev_ids)
-            prev_before = before
-            prev_after, prev_index = after, index
-            prev_new_tool, prev_new_call = stats.get("new_tool"), stats.get("new_call")
         if written:
             cursor.execute(_WRITE_SQL, [written, results])
         _write_inferred_folds(cursor, session, [row[0] for row in steps], unsaid, chunk.pk_of)
     return computed
-
-
-NOTHING_INFERRED = Inferred()
 
 
 def _losses_before(session_pk: int, index: int) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -495,41 +448,6 @@ def _losses_before(session_pk: int, index: int) -> Iterator[tuple[int, dict[str,
                 "ops": ops,
             },
         )
-
-
-def _track_losses(
-    tracker: LossTracker,
-    stats: dict[str, Any],
-    index: int,
-    before: list[CoreMessage],
-    after: list[CoreMessage],
-    prev_after: list[CoreMessage] | None,
-    ops: Sequence[CoreOperation],
-    folds: Sequence[CoreFold],
-    inferred: Inferred,
-    chunk: _Chunk,
-    prev_ids: set[str] | None,
-) -> None:
-    """What step `index` needed of earlier losses, and what it lost itself, into its stats."""
-    reloaded = [t for op in ops if op.op == "reload" for t in op.targets]
-    needs, refetches = tracker.needs_of(
-        index, before, new_positions(before, prev_ids), reloaded, chunk.texts, chunk.tokens_of
-    )
-    flags = stats["flags"]
-    if needs:
-        stats["needs"] = needs
-        flags.append("amnesia")
-    if refetches:
-        stats["refetches"] = refetches
-        flags.append("refetch_after_fold")
-    if needs or refetches:
-        flags.sort()
-    pairs = [(f, before) for f in folds]
-    if prev_after is not None:
-        pairs += [(f, prev_after) for f in inferred.folds]
-    calls = tracker.lose(index, stats["ops"], pairs, chunk.texts)
-    if calls:
-        stats["folded_calls"] = calls
 
 
 def _write_inferred_folds(
@@ -693,25 +611,6 @@ def _tools_tokens(pks: set[int], encoding: str) -> dict[int, int]:
             texts: dict[int, Reading | str] = dict(cursor.fetchall())
         known.update(tokens_for_blobs(blobs=texts, encoding=encoding))
     return known
-
-
-def _ids_of(
-    before: list[CoreMessage], prev_before: list[CoreMessage] | None, prev_ids: set[str] | None
-) -> set[str]:
-    """The ids of `before`, from those of the previous step's before when little changed.
-
-    `prev_ids` is updated in place: the step that read it is done with it.
-    """
-    if prev_before is before and prev_ids is not None:
-        return prev_ids
-    delta = None if prev_before is None or prev_ids is None else context_delta(prev_before, before)
-    if delta is None:
-        return {m.id for m in before}
-    assert prev_ids is not None
-    removed, added = delta
-    prev_ids.difference_update(m.id for m in removed)
-    prev_ids.update(m.id for m in added)
-    return prev_ids
 
 
 def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = None) -> None:
