@@ -28,18 +28,18 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import BaseModel, ValidationError
 
-from contextview.core.apply import StepResult, derive_step
-from contextview.core.errors import NEVER_RECORDED, InputError
+from contextview.core.apply import StepResult
+from contextview.core.errors import InputError
 from contextview.core.messages import (
     blob_hash,
     canonical_json,
-    expand_runs,
     message_hash,
     message_payload,
 )
 from contextview.core.model import Message as CoreMessage
 from contextview.core.parts import tools_text
 from contextview.core.refs import decode_refs, encode_refs
+from contextview.core.session import SessionWalk
 from contextview.db import binary_cursor
 from contextview.ingest.body import Refused
 from contextview.ingest.schemas import (
@@ -107,12 +107,11 @@ class _StepRow:
 @dataclass
 class _SessionState:
     session: Session
-    latest: dict[str, CoreMessage] = field(default_factory=dict)
-    archive: dict[str, CoreMessage] = field(default_factory=dict)
+    # The core's view of the session, holding only what this batch refers to: the
+    # latest messages of ids sent alone, the archived originals reloads name, and
+    # the after contexts of the bases named ($base) and of the steps taken.
+    walk: SessionWalk = field(default_factory=SessionWalk)
     step_hashes: dict[int, bytes] = field(default_factory=dict)
-    # after contexts by step index: bases named by this batch's steps ($base),
-    # loaded from the database, and those of the steps this batch took
-    after_of: dict[int, list[CoreMessage]] = field(default_factory=dict)
     touched: bool = False
     fields: set[str] = field(default_factory=set)
 
@@ -511,16 +510,16 @@ def _process(
                 wanted_latest[pk] |= _id_alone_refs(e.body)  # type: ignore[arg-type]
                 wanted_archive[pk] |= _reload_targets(e.body)  # type: ignore[arg-type]
             for pk, latest in _load_by_id(cursor, store, wanted_latest, _LATEST_FROM).items():
-                by_pk[pk].latest.update(latest)
+                by_pk[pk].walk.latest.update(latest)
             for pk, archive in _load_by_id(cursor, store, wanted_archive, _ARCHIVED_FROM).items():
-                by_pk[pk].archive.update(archive)
+                by_pk[pk].walk.archive.update(archive)
             bases = {
                 (states[body.session_id].session.pk, body.obs.base)
                 for body in (e.body for e in steps)
                 if isinstance(body, StepBody) and body.obs.base is not None
             }
             for (pk, index), context in _load_bases(cursor, store, bases).items():
-                by_pk[pk].after_of[index] = context
+                by_pk[pk].walk.afters[index] = context
 
     rows: list[_StepRow] = []
     # Event ids this batch stored so far, and their hashes.
@@ -610,28 +609,15 @@ def _derive_or_refuse(
             f"body.index: step {body.index} of session {body.session_id!r} "
             "was already stored with different content",
         )
-    obs: Any = body.obs.messages
-    if body.obs.base is not None:
-        base = state.after_of.get(body.obs.base)
-        if base is None:
-            return EventResult(
-                e.head.id,
-                422,
-                f"body.obs.$base: step {body.obs.base} {NEVER_RECORDED} for this session",
-            )
-        try:
-            obs = expand_runs(obs, base, field="body.obs.messages")
-        except InputError as exc:
-            return EventResult(e.head.id, exc.status, str(exc))
-    ops_field = "body.actions" if body.actions is not None else "body.action"
+    walk = state.walk
     try:
-        result = derive_step(
-            obs=obs,
+        result = walk.derive(
+            body.index,
+            obs=body.obs.messages,
+            base=body.obs.base,
             ops_raw=body.actions if body.actions is not None else body.action,
-            ops_field=ops_field,
+            ops_field="body.actions" if body.actions is not None else "body.action",
             after_raw=body.after.messages if body.after is not None else None,
-            latest=state.latest,
-            archive=state.archive,
         )
     except InputError as exc:
         return EventResult(e.head.id, exc.status, str(exc))
@@ -650,14 +636,10 @@ def _derive_or_refuse(
     changed = {
         mid: m
         for mid, m in result.recorded.items()
-        if (old := state.latest.get(mid)) is not m and (old is None or hash_of(old) != hash_of(m))
+        if (old := walk.latest.get(mid)) is not m and (old is None or hash_of(old) != hash_of(m))
     }
-    state.latest.update(result.recorded)
-    for fold in result.folds:
-        for m in fold.originals:
-            state.archive[m.id] = m
+    walk.record(body.index, result)
     state.step_hashes[body.index] = body_hash
-    state.after_of[body.index] = result.after
     obs_extra = body.obs.model_extra or None
     return _StepRow(
         session=state.session,
