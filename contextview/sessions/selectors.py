@@ -14,12 +14,13 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 
 from contextview.core.diff import diff_contexts
-from contextview.core.infer import COMPACTED, Inferred, infer_step
+from contextview.core.infer import COMPACTED, Inferred
 from contextview.core.messages import message_payload
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
 from contextview.core.parts import READ_FIELDS, split_payload
 from contextview.core.refs import decode_many
+from contextview.core.session import SessionWalk
 from contextview.core.stats import reported_before
 from contextview.core.textsafe import restore, restore_json
 from contextview.db import binary_cursor
@@ -140,7 +141,7 @@ def step_changes(
     """The inferred operations of each step (by pk), from its predecessor's stored after.
 
     The statistics worker infers the same from the same stored contexts
-    (``contextview.core.infer.infer_step``), so what a step shows and what its
+    (``contextview.core.session.SessionWalk``), so what a step shows and what its
     stats measure agree, whatever order the steps arrived in.
     """
     wanted = {st.index - 1 for st in steps if st.index > 0}
@@ -151,20 +152,20 @@ def step_changes(
         )
     }
     contexts = contexts_by_refs(previous.values())
+    walk = SessionWalk(
+        afters={index: [s.message for s in contexts[refs]] for index, refs in previous.items()}
+    )
     out: dict[int, StepChange] = {}
     for st in steps:
         refs = previous.get(st.index - 1)
-        if refs is None:
-            out[st.pk] = StepChange(previous=None, inferred=Inferred())
-            continue
-        before_stored = befores[st.pk]
-        compacted = (st.obs_extra or {}).get(COMPACTED) is True
-        inferred = infer_step(
-            [s.message for s in contexts[refs]],
-            [s.message for s in before_stored],
-            compacted=compacted,
+        inferred = walk.infer(
+            st.index,
+            [s.message for s in befores[st.pk]],
+            compacted=(st.obs_extra or {}).get(COMPACTED) is True,
         )
-        out[st.pk] = StepChange(previous=contexts[refs], inferred=inferred)
+        out[st.pk] = StepChange(
+            previous=contexts[refs] if refs is not None else None, inferred=inferred
+        )
     return out
 
 
