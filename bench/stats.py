@@ -6,8 +6,9 @@
 Parts (each printed as a table row, then all as one JSON line):
 
 * ``core``: the 1,000-step, 200-message session of ``bench.ingest_gen``, its
-  contexts derived by the core, statistics computed by ``step_stats`` with every
-  content already tokenized: steps per second in this one process.
+  contexts derived by the core's session walk, which then measures each step
+  (inference, ``step_stats``, the loss tracker) with every content already
+  tokenized: steps per second in this one process.
 * ``tokenize``: the session's distinct texts counted by ``TokenCounter`` against
   tiktoken's ``encode_ordinary`` called directly on the same texts.
 * ``worker`` (with ``--database-url``): the session ingested through the ingest
@@ -29,42 +30,36 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 from bench.ingest_gen import long_session, session_event
 
 
-def _derive(events: list[dict[str, Any]]) -> Iterator[Any]:
-    """Each step's StepResult, with the session's latest messages and archive kept."""
-    from contextview.core.apply import derive_step
+def _derive(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Any]]:
+    """Each step's body and StepResult, taken by one session walk."""
+    from contextview.core.session import SessionWalk
 
-    latest: dict[str, Any] = {}
-    archive: dict[str, Any] = {}
+    walk = SessionWalk()
+    out = []
     for event in events:
         body = event["body"]
-        ops = body.get("actions", body.get("action"))
-        result = derive_step(
+        result = walk.take(
+            body["index"],
             obs=body["obs"]["messages"],
-            ops_raw=ops,
+            ops_raw=body.get("actions", body.get("action")),
             ops_field="body.actions" if "actions" in body else "body.action",
-            after_raw=None,
-            latest=latest,
-            archive=archive,
         )
-        latest.update(result.recorded)
-        for fold in result.folds:
-            for m in fold.originals:
-                archive[m.id] = m
-        yield body, result
+        out.append((body, result))
+    return out
 
 
 def bench_core(steps: int, max_context: int) -> dict[str, Any]:
-    from contextview.core.stats import ContextMeter, StepInput, TextCache, step_stats
+    from contextview.core.session import SessionWalk, WalkedStep
+    from contextview.core.stats import ContextMeter, TextCache
     from contextview.core.tokens import TokenCounter
 
     events = list(long_session("bench-stats", steps, max_context, seed=0, by_id=True))
-    derived = list(_derive(events))
+    derived = _derive(events)
     counter = TokenCounter("cl100k_base")
     tokens: dict[int, int] = {}
     for _, result in derived:
@@ -80,33 +75,21 @@ def bench_core(steps: int, max_context: int) -> dict[str, Any]:
     # Pass 1 extracts every text's entities (per-content work, like tokenizing);
     # passes 2 and 3 find them in the cache, as a recomputation would.
     for _ in range(3):
-        folded: set[str] = set()
-        prev_ids: set[str] | None = None
-        prev_tool = None
+        walk = SessionWalk(budget={"max_tokens": 128000, "reserved_tokens": 8000})
         meter = ContextMeter(tokens_of)
         started = time.perf_counter()
         for body, result in derived:
-            stats = step_stats(
-                StepInput(
-                    before=result.before,
-                    after=result.after,
-                    ops=result.ops,
-                    folds=result.folds,
-                    reloaded=result.reloaded,
-                    folded_earlier=frozenset(folded),
-                    prev_new_tool=prev_tool,
-                    prev_ids=prev_ids,
-                    budget={"max_tokens": 128000, "reserved_tokens": 8000},
-                    reported_before=body.get("before_tokens"),
-                    reported_after=body.get("after_tokens"),
+            walk.measure(
+                WalkedStep.of(
+                    body["index"],
+                    result,
+                    before_tokens=body.get("before_tokens"),
+                    after_tokens=body.get("after_tokens"),
                 ),
                 tokens_of=tokens_of,
                 cache=cache,
                 meter=meter,
             )
-            folded.update(m.id for f in result.folds for m in f.originals)
-            prev_ids = {m.id for m in result.before}
-            prev_tool = stats["new_tool"]
         timings.append(time.perf_counter() - started)
     cold, warm = timings[0], min(timings[1:])
     refs = sum(len(r.before) + len(r.after) for _, r in derived)

@@ -14,8 +14,8 @@ import pytest
 import tiktoken
 
 from bench.ingest_gen import distinct_content_bytes, long_session
-from contextview.core.apply import derive_step
-from contextview.core.stats import StepInput, step_stats
+from contextview.core.session import SessionWalk, WalkedStep
+from contextview.core.stats import TextCache
 from contextview.core.tokens import load_encoding
 from contextview.demo import fixtures
 from contextview.demo.scenarios import SCENARIOS, all_demo_sessions
@@ -343,46 +343,28 @@ def core_flags(events: list[Event]) -> list[tuple[set[str], list[str]]]:
     """Per step: the flags and lost entities the product's core computes, as its worker does."""
     encoding = load_encoding("cl100k_base")
     session = events[0]["body"]
-    latest: dict[str, Any] = {}
-    archive: dict[str, Any] = {}
-    folded: set[str] = set()
-    prev_ids: set[str] | None = None
-    prev_tool: str | None = None
-    out = []
+    walk = SessionWalk(budget=session.get("budget"), pinned=session.get("pinned") or ())
+    cache, out = TextCache(), []
     for event in events:
         if event["type"] != "step":
             continue
         body = event["body"]
-        derived = derive_step(
+        derived = walk.take(
+            body["index"],
             obs=body["obs"]["messages"],
             ops_raw=body["actions"] if "actions" in body else body["action"],
-            after_raw=None,
-            latest=latest,
-            archive=archive,
         )
         assert not derived.errors, derived.errors
-        latest.update(derived.recorded)
-        archive.update((m.id, m) for f in derived.folds for m in f.originals)
-        stats = step_stats(
-            StepInput(
-                before=derived.before,
-                after=derived.after,
-                ops=derived.ops,
-                folds=derived.folds,
-                reloaded=[t for op in derived.ops if op.op == "reload" for t in op.targets],
-                folded_earlier=frozenset(folded),
-                prev_new_tool=prev_tool,
-                prev_ids=prev_ids,
-                budget=session.get("budget"),
-                pinned=session.get("pinned") or (),
-                reported_before=body.get("before_tokens"),
-                reported_after=body.get("after_tokens"),
+        _, stats = walk.measure(
+            WalkedStep.of(
+                body["index"],
+                derived,
+                before_tokens=body.get("before_tokens"),
+                after_tokens=body.get("after_tokens"),
             ),
             tokens_of=lambda m: len(encoding.encode(m.text)),
+            cache=cache,
         )
-        folded.update(m.id for f in derived.folds for m in f.originals)
-        prev_ids = {m.id for m in derived.before}
-        prev_tool = stats.get("new_tool")
         lost = [e for op in stats["ops"] for e in (op.get("entities") or {}).get("lost", [])]
         out.append((set(stats["flags"]), lost))
     return out

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from contextview.core.apply import derive_step
 from contextview.core.importers import HEAD_BYTES, TranscriptError, detect, read
+from contextview.core.session import SessionWalk
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -25,24 +25,16 @@ def events_of(name: str, **kwargs: Any) -> list[dict[str, Any]]:
 
 def replay(events: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """Each session's steps as the core derives them: (body, StepResult)."""
-    latest: dict[str, dict[str, Any]] = {}
-    archive: dict[str, dict[str, Any]] = {}
+    walks: dict[str, SessionWalk] = {}
     out: dict[str, list[Any]] = {}
     for event in events:
         if event["type"] != "step":
             continue
         body = event["body"]
         sid = body["session_id"]
-        result = derive_step(
-            obs=body["obs"]["messages"],
-            ops_raw=body.get("actions"),
-            after_raw=None,
-            latest=latest.setdefault(sid, {}),
-            archive=archive.setdefault(sid, {}),
+        result = walks.setdefault(sid, SessionWalk()).take(
+            body["index"], obs=body["obs"]["messages"], ops_raw=body.get("actions")
         )
-        latest[sid].update(result.recorded)
-        for fold in result.folds:
-            archive[sid].update({m.id: m for m in fold.originals})
         out.setdefault(sid, []).append((body, result))
     return out
 
