@@ -98,6 +98,9 @@ class SessionWalk:
     # after contexts by step index: those known so far (a `$base` names one, and
     # inference compares a step's obs with its predecessor's)
     afters: dict[int, Sequence[Message]] = field(default_factory=dict)
+    # how many of the latest afters `record` keeps (all, unless said): a mirror
+    # that only builds on the last step need not hold a long session's contexts
+    keep_afters: int | None = None
     # what each step walked folded (its own operations', then the inferred ones')
     folds: dict[int, list[Fold]] = field(default_factory=dict)
     # ids folded or dropped by the steps so far
@@ -145,7 +148,11 @@ class SessionWalk:
         for fold in result.folds:
             for m in fold.originals:
                 self.archive[m.id] = m
-        self.afters[index] = result.after
+        afters = self.afters
+        afters[index] = result.after
+        if self.keep_afters is not None and len(afters) > self.keep_afters:
+            for old in sorted(afters)[: len(afters) - self.keep_afters]:
+                del afters[old]
 
     def take(self, index: int, **event: Any) -> StepResult:
         """`derive` then `record`: the step as the server stores it."""

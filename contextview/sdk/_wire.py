@@ -2,7 +2,7 @@
 
 The server resolves a message sent as ``{"id": X}`` to the latest content the
 session recorded for X. Rather than guess what that is, the SDK runs the same
-derivation the server runs (``contextview.core.apply.derive_step``, plain
+derivation the server runs (``contextview.core.session.SessionWalk``, plain
 Python) on every step it sends, and keeps a mirror of the session's latest
 messages and archive. A message goes by id alone exactly when the mirror holds
 an identical message under that id, so the server resolves it to what the
@@ -32,9 +32,10 @@ from datetime import UTC, datetime
 from itertools import repeat
 from typing import Any
 
-from contextview.core.apply import StepResult, derive_step
+from contextview.core.apply import StepResult
 from contextview.core.errors import InputError
 from contextview.core.model import Message as CoreMessage
+from contextview.core.session import SessionWalk
 from contextview.sdk.ops import infer_ops
 
 Message = dict[str, Any]
@@ -227,15 +228,16 @@ class IdAssigner:
 
 
 class _Lru(OrderedDict[str, CoreMessage]):
+    """At most `limit` ids, the least recently recorded forgotten first."""
+
     def __init__(self, limit: int) -> None:
         super().__init__()
         self.limit = limit
 
-    def put_all(self, items: dict[str, CoreMessage]) -> None:
-        for key, value in items.items():
-            self[key] = value
-            self.move_to_end(key)
-        while len(self) > self.limit:
+    def __setitem__(self, key: str, value: CoreMessage) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        if len(self) > self.limit:
             self.popitem(last=False)
 
 
@@ -324,6 +326,8 @@ class SessionWire:
     max_ids: int = 50_000
     latest: _Lru = field(init=False)
     archive: _Lru = field(init=False)
+    # The session as the server walks it, on the mirror's latest and archive.
+    walk: SessionWalk = field(init=False)
     ids: IdAssigner = field(default_factory=IdAssigner)
     # ids the agent's contexts lost to drops and folds (for inferring reloads)
     folded: set[str] = field(default_factory=set)
@@ -336,11 +340,13 @@ class SessionWire:
     def __post_init__(self) -> None:
         self.latest = _Lru(self.max_ids)
         self.archive = _Lru(self.max_ids)
+        self.walk = SessionWalk(latest=self.latest, archive=self.archive, keep_afters=1)
 
     def reset(self) -> None:
         """Forget what the server holds: the next steps send every message in full."""
         self.latest.clear()
         self.archive.clear()
+        self.walk.afters.clear()
         self.base = None
 
     def encode_step(self, draft: StepDraft, event_id: str) -> tuple[Pending, str | None]:
@@ -364,7 +370,7 @@ class SessionWire:
         if ops is None and after is not None and draft.infer:
             ops = infer_ops(before, after, archived=self.folded)
         obs_in = self._known_parses(draft.before, before)
-        result, send_after, error = self._derive(obs_in, ops, after)
+        result, send_after, error = self._derive(draft.index, obs_in, ops, after)
         if result is not None:
             self._keep_parses(draft.before, before, result.before)
 
@@ -405,9 +411,8 @@ class SessionWire:
             "body": body,
         }
         if result is not None:
-            self.latest.put_all(result.recorded)
+            self.walk.record(draft.index, result)
             for fold in result.folds:
-                self.archive.put_all({m.id: m for m in fold.originals})
                 self.folded.update(m.id for m in fold.originals)
             if self.folded:  # empty until the agent folds something
                 self.folded.difference_update(m.id for m in result.after)
@@ -529,6 +534,7 @@ class SessionWire:
 
     def _derive(
         self,
+        index: int,
         before: list[Any],
         ops: list[dict[str, Any]] | None,
         after: list[Message] | None,
@@ -543,10 +549,7 @@ class SessionWire:
         strict: StepResult | None
         strict_error: str | None
         try:
-            strict = derive_step(
-                obs=before, ops_raw=ops_raw, after_raw=None, latest=self.latest,
-                archive=self.archive,
-            )  # fmt: skip
+            strict = self.walk.derive(index, obs=before, ops_raw=ops_raw)
         except InputError as exc:
             strict = None
             strict_error = str(exc)
@@ -557,10 +560,7 @@ class SessionWire:
         if strict is not None and _same_as_given(strict.after, after):
             return strict, False, None  # the common case, without parsing `after`
         try:
-            given = derive_step(
-                obs=before, ops_raw=ops_raw, after_raw=after, latest=self.latest,
-                archive=self.archive,
-            )  # fmt: skip
+            given = self.walk.derive(index, obs=before, ops_raw=ops_raw, after_raw=after)
         except InputError as exc:
             return None, True, str(exc)
         if strict is not None and not given.after_mismatch and strict.after == given.after:
