@@ -39,7 +39,7 @@ from contextview.core.stats import (
     session_aggregates,
     step_stats,
 )
-from contextview.core.tokens import EncodingChoice, TokenCounter, resolve_encoding
+from contextview.core.tokens import EncodingChoice, TokenCounter
 from contextview.db import binary_cursor
 from contextview.sessions.models import Session, Step
 from contextview.sessions.selectors import StoredMessage, json_value, messages_by_pk
@@ -65,7 +65,7 @@ def _counter(encoding: str) -> TokenCounter:
 
 
 def session_encoding(session: Session) -> EncodingChoice:
-    return resolve_encoding(encoding=session.encoding or None, model=session.model or None)
+    return session.encoding_choice()
 
 
 # What this worker process read or worked out per stored content. Messages, token

@@ -861,9 +861,8 @@ def _context_tokens(cells: Sequence[int | None]) -> int | None:
     return sum(t for t in cells if t is not None) if cells and None not in cells else None
 
 
-def _encoding(session: Session, step: Step | None = None) -> str:
-    stats = step.stats if step is not None and isinstance(step.stats, dict) else {}
-    return str(stats.get("encoding") or session.encoding or "cl100k_base")
+def _encoding(session: Session) -> str:
+    return session.encoding_choice().name
 
 
 _NEIGHBORS_SQL = """
@@ -904,7 +903,7 @@ def step_view(*, session: Session, step: Step) -> StepView:
     left = change.previous if since_previous and change.previous is not None else before
     right = before if since_previous else after
     tokens = token_counts(
-        blob_pks=(s.blob_pk for s in (*left, *before, *after)), encoding=_encoding(session, step)
+        blob_pks=(s.blob_pk for s in (*left, *before, *after)), encoding=_encoding(session)
     )
     stats = step.stats if isinstance(step.stats, dict) else None
     stat_ops = (stats or {}).get("ops") or []
@@ -1009,7 +1008,7 @@ def steps_compare(*, session: Session, start: Step, end: Step) -> CompareView:
     before = contexts[start.pk][0]
     after = contexts[end.pk][1]
     tokens = token_counts(
-        blob_pks=(s.blob_pk for s in (*before, *after)), encoding=_encoding(session, end)
+        blob_pks=(s.blob_pk for s in (*before, *after)), encoding=_encoding(session)
     )
     tb = [tokens.get(s.blob_pk) for s in before]
     ta = [tokens.get(s.blob_pk) for s in after]
@@ -1178,7 +1177,7 @@ def restore_preview(*, session: Session, step: Step, ids: Sequence[str]) -> Rest
         if k < len(after):
             sequence.append((after[k], False))
 
-    encoding = _encoding(session, step)
+    encoding = _encoding(session)
     counted = token_counts(blob_pks=(s.blob_pk for s, _ in sequence), encoding=encoding)
     missing = {s.blob_pk: s.message.reading for s, _ in sequence if s.blob_pk not in counted}
     if missing:
