@@ -214,7 +214,10 @@ class TextCache:
 
 
 @dataclass(slots=True)
-class _Budget:
+class Budget:
+    """A session's budget as the statistics read it: `limit` is what the context may
+    hold (max_tokens less reserved_tokens); the page's budget line is the same one."""
+
     max_tokens: int | None = None
     reserved_tokens: int = 0
     partitions: dict[str, int] = field(default_factory=dict)
@@ -233,9 +236,11 @@ def _count(value: Any) -> int | None:
     return int(value)
 
 
-def _budget(raw: Mapping[str, Any] | None, context_window: int | None = None) -> _Budget:
+def budget_of(raw: Mapping[str, Any] | None, context_window: int | None = None) -> Budget:
+    """The budget of a session's `budget` field; without max_tokens, the model's
+    context window (contract v1.1). Values that are not token counts are ignored."""
     if not raw:
-        return _Budget(max_tokens=context_window if context_window else None)
+        return Budget(max_tokens=context_window if context_window else None)
     max_tokens = _count(raw.get("max_tokens"))
     if max_tokens is None or max_tokens <= 0:
         max_tokens = context_window
@@ -246,7 +251,7 @@ def _budget(raw: Mapping[str, Any] | None, context_window: int | None = None) ->
             n = _count(value)
             if n is not None:
                 partitions[str(name)] = n
-    return _Budget(
+    return Budget(
         max_tokens=max_tokens if max_tokens is not None and max_tokens > 0 else None,
         reserved_tokens=max(0, _count(raw.get("reserved_tokens")) or 0),
         partitions=partitions,
@@ -626,7 +631,7 @@ def step_stats(
     if cache is None:
         cache = TextCache()
     pinned = tuple(step.pinned)
-    budget = _budget(step.budget, step.context_window)
+    budget = budget_of(step.budget, step.context_window)
     flags: set[str] = set()
 
     if meter is None:

@@ -28,7 +28,7 @@ from django.utils.safestring import SafeString, mark_safe
 from contextview.core.diff import diff_contexts
 from contextview.core.model import Message
 from contextview.core.refs import decode_refs
-from contextview.core.stats import reported_before
+from contextview.core.stats import budget_of, reported_before
 from contextview.core.tokens import EncodingUnavailable, TokenCounter
 from contextview.monitors.models import Alert
 from contextview.postmortems.markdown import render_markdown
@@ -1115,15 +1115,11 @@ class RestorePreview:
 
 
 def session_budget(session: Session) -> tuple[int | None, int | None]:
-    budget = session.budget if isinstance(session.budget, dict) else {}
-    max_tokens = budget.get("max_tokens")
-    reserved = budget.get("reserved_tokens") or 0
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
-        # Without a budget, the model's window (contract v1.1).
-        if not session.context_window:
-            return None, None
-        max_tokens = session.context_window
-    return max_tokens, max_tokens - (reserved if isinstance(reserved, int) else 0)
+    """The session's max_tokens and limit, by the rule the statistics use."""
+    budget = budget_of(
+        session.budget if isinstance(session.budget, dict) else None, session.context_window
+    )
+    return budget.max_tokens, budget.limit
 
 
 def restore_preview(*, session: Session, step: Step, ids: Sequence[str]) -> RestorePreview:
