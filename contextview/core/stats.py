@@ -48,28 +48,33 @@ from contextview.core.entities import (
 from contextview.core.model import PARTITIONS, REPLACING_OPS, Fold, Message, Operation
 from contextview.core.sequences import common_prefix, common_suffix
 
-FLAGS = (
-    "after_mismatch",
-    "amnesia",
-    "budget_exceeded",
-    "entity_loss",
-    "over_70",
-    "over_90",
-    "partition_over",
-    "pinned_mid",
-    "pinned_missing",
-    "ratio_aggressive",
-    "ratio_ineffective",
-    "refetch_after_fold",
-    "reload_regret",
-    "repeated_tool_call",
-    "token_estimate_off",
-)
+# Every flag a step can raise, with the one line the page and the reports show beside
+# it (the contract's Statistics section). In the order the dashboard lists them.
+FLAG_HELP: dict[str, str] = {
+    "over_70": "the context after this step is over 70% of the budget",
+    "over_90": "the context after this step is over 90% of the budget",
+    "budget_exceeded": "the context after this step is over max_tokens minus reserved_tokens",
+    "partition_over": "a partition is over its own budget",
+    "ratio_ineffective": "a compression kept more than 80% of the tokens it was given",
+    "ratio_aggressive": "a compression kept less than 5% of the tokens it was given",
+    "entity_loss": "a key entity (id, number, code, pinned text) did not survive a rewrite",
+    "reload_regret": "this step reloads something folded in an earlier step",
+    "repeated_tool_call": "the same tool call (tool and arguments) as the previous step's",
+    "amnesia": "this step needs something an earlier operation lost",
+    "refetch_after_fold": "a tool call repeats, with its arguments, one whose result was folded",
+    "pinned_mid": "a pinned text sits in the middle third of a context over 8,000 tokens",
+    "pinned_missing": "a pinned text is not in the context after this step",
+    "after_mismatch": "the agent's after context differs from applying its operations",
+    "token_estimate_off": "the agent's own token counts are off by more than 10%",
+}
+FLAGS = tuple(FLAG_HELP)
 
 # Thresholds of seed 002: its ContextBuilder compresses lightly at 70% and
 # forcibly at 90%; validate_compression warns below 0.05 and above 0.8.
 OVER_70 = 0.7
 OVER_90 = 0.9
+# The thresholds as the occupancy charts draw them, fractions of max_tokens, by flag.
+OCCUPANCY_THRESHOLDS = (("over_90", OVER_90), ("over_70", OVER_70))
 RATIO_INEFFECTIVE = 0.8
 RATIO_AGGRESSIVE = 0.05
 ESTIMATE_OFF = 0.1

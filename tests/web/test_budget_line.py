@@ -1,5 +1,6 @@
-"""One rule computes a session's budget limit: the line the page draws is the limit the
-statistics flag `budget_exceeded` against, with or without a declared budget."""
+"""One rule computes a session's budget limit and one list its thresholds: the lines the
+page draws are where the statistics flag budget_exceeded, over_70 and over_90, with or
+without a declared budget."""
 
 from __future__ import annotations
 
@@ -51,10 +52,17 @@ def test_the_page_draws_the_limit_the_statistics_flag_against(
         ]
     )
     page = login("viewer").get(f"/sessions/{session.pk}/").content.decode()
-    assert _meta(page)["budget"] == budget
+    meta = _meta(page)
+    assert meta["budget"] == budget
 
     stats = api.get("/sessions/b/steps/0").json()["stats"]
     after = stats["tokens"]["after"]
     limit = budget["limit"]
     assert limit is None or abs(after - limit) < 100, "the context should sit near the limit"
     assert ("budget_exceeded" in stats["flags"]) == (limit is not None and after > limit)
+    # The 70% and 90% lines drawn are where the statistics raise over_70 and over_90.
+    drawn = {line["flag"]: line["at"] for line in meta["lines"]}
+    assert drawn.keys() == {"budget", "over_70", "over_90"}
+    for flag in ("over_70", "over_90"):
+        top = budget["max_tokens"]
+        assert (flag in stats["flags"]) == (top is not None and after > top * drawn[flag]), flag
