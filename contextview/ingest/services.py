@@ -33,13 +33,13 @@ from contextview.core.errors import NEVER_RECORDED, InputError
 from contextview.core.messages import (
     blob_hash,
     canonical_json,
-    expand_runs,
     message_hash,
     message_payload,
 )
 from contextview.core.model import Message as CoreMessage
 from contextview.core.parts import tools_text
 from contextview.core.refs import decode_refs, encode_refs
+from contextview.core.runs import expand_runs
 from contextview.db import binary_cursor
 from contextview.ingest.body import Refused
 from contextview.ingest.schemas import (
