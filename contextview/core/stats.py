@@ -668,10 +668,9 @@ def step_stats(
             "before": before_tokens / budget.max_tokens,
             "after": after_tokens / budget.max_tokens,
         }
-        if after_tokens > budget.max_tokens * OVER_70:
-            flags.add("over_70")
-        if after_tokens > budget.max_tokens * OVER_90:
-            flags.add("over_90")
+        for flag, at in OCCUPANCY_THRESHOLDS:
+            if after_tokens > budget.max_tokens * at:
+                flags.add(flag)
     exceeded = limit is not None and after_tokens > limit
     if exceeded:
         flags.add("budget_exceeded")
