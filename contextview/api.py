@@ -475,21 +475,19 @@ def _json_body_doc(schema: dict[str, Any]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
+def _models_doc(*models: type[BaseModel]) -> dict[str, Any]:
+    """A request body that is one of `models`, each a named schema of the document."""
+    refs = [{"$ref": f"#/components/schemas/{m.__name__}"} for m in models]
+    defs = {m.__name__: m.model_json_schema() for m in models}
+    return _json_body_doc({**(refs[0] if len(refs) == 1 else {"oneOf": refs}), "$defs": defs})
+
+
 @api.post(
     "/sessions/{sessionid:session_id}/control/{directive_id}/ack",
     summary="Acknowledge a directive as applied or rejected",
     response={200: out.DirectiveOut, 400: ErrorOut, 404: ErrorOut, 409: ErrorOut},
     exclude_unset=True,
-    openapi_extra=_json_body_doc(
-        {
-            "type": "object",
-            "required": ["status"],
-            "properties": {
-                "status": {"enum": ["applied", "rejected"]},
-                "detail": {"type": "string"},
-            },
-        }
-    ),
+    openapi_extra=_models_doc(out.AckIn),
 )
 def control_ack(request: HttpRequest, session_id: str, directive_id: str) -> Any:
     session = _session_or_404(request, session_id)
@@ -528,26 +526,7 @@ def control_ack(request: HttpRequest, session_id: str, directive_id: str) -> Any
         404: ErrorOut,
         422: ErrorOut,
     },
-    openapi_extra=_json_body_doc(
-        {
-            "oneOf": [
-                {
-                    "type": "object",
-                    "required": ["type", "mode"],
-                    "properties": {"type": {"const": "set_mode"}, "mode": {"type": "string"}},
-                },
-                {
-                    "type": "object",
-                    "required": ["type", "targets"],
-                    "properties": {
-                        "type": {"const": "restore"},
-                        "targets": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                        "step": {"type": "integer", "minimum": 0},
-                    },
-                },
-            ]
-        }
-    ),
+    openapi_extra=_models_doc(out.SetModeIn, out.RestoreIn),
 )
 def directive_new(request: HttpRequest, session_id: str) -> Any:
     session = _session_or_404(request, session_id)

@@ -211,6 +211,26 @@ class DirectiveOut(Open):
     resolved_via: str | None = None
 
 
+class SetModeIn(BaseModel):
+    """Ask the agent to switch to another mode."""
+
+    type: Literal["set_mode"]
+    mode: str = Field(min_length=1, max_length=64, description="For example sliding")
+
+
+class RestoreIn(BaseModel):
+    """Ask the agent to put folded or dropped originals back into its context."""
+
+    type: Literal["restore"]
+    targets: list[str] = Field(min_length=1, description="Ids of archived originals")
+    step: int | None = Field(default=None, ge=0, description="The step to restore them at")
+
+
+class AckIn(BaseModel):
+    status: Literal["applied", "rejected"]
+    detail: str | None = None
+
+
 class ControlOut(Open):
     directives: list[DirectiveOut]
     cursor: str = Field(description="Pass back as ?after= to get only newer directives")
