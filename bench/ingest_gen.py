@@ -21,6 +21,8 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from contextview.core.runs import BASE_KEY, run_element
+
 Event = dict[str, Any]
 Message = dict[str, Any]
 
@@ -200,8 +202,8 @@ def long_session(
         obs_fields: dict[str, Any] = {}
         if runs and index and context:
             # This context is the last step's after (`context`) and what is new.
-            wire = [{"$run": [0, len(context)]}, *new]
-            obs_fields["$base"] = index - 1
+            wire = [run_element(0, len(context)), *new]
+            obs_fields[BASE_KEY] = index - 1
         else:
             for message in obs:
                 if by_id and message["id"] in recorded:

@@ -11,7 +11,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.urls import register_converter
 from ninja import NinjaAPI, Query, Schema, Swagger
 from ninja.security import HttpBearer
+from pydantic import BaseModel
 
+from contextview import api_schemas as out
+from contextview.api_schemas import DetailOut, ErrorOut
 from contextview.core.errors import InputError
 from contextview.core.importers import FORMATS
 from contextview.core.monitors import METRICS
@@ -77,20 +80,18 @@ class KeyAuth(HttpBearer):
         return key
 
 
-_ERROR_BODY = {
-    "content": {
-        "application/json": {
-            "schema": {"type": "object", "properties": {"error": {"type": "string"}}}
-        }
-    }
-}
+def _body(model: type[BaseModel]) -> dict[str, Any]:
+    ref = f"#/components/schemas/{model.__name__}"
+    return {"content": {"application/json": {"schema": {"$ref": ref}}}}
+
+
 # Answers that come from the API's own machinery rather than from a route's body, and
 # which routes can give them; documented on every route they apply to (see below).
-_COMMON_ANSWERS = {
-    400: "A path or query parameter holds a NUL character (%00)",
-    401: "Missing or bad key",
-    403: "The key may read but not write (on every route that changes state)",
-    422: "A parameter is missing or not of its type (the answer names it)",
+_COMMON_ANSWERS: dict[int, tuple[str, type[BaseModel]]] = {
+    400: ("A path or query parameter holds a NUL character (%00)", ErrorOut),
+    401: ("Missing or bad key", DetailOut),
+    403: ("The key may read but not write (on every route that changes state)", ErrorOut),
+    422: ("A parameter is missing or not of its type (the answer names it)", DetailOut),
 }
 
 
@@ -121,7 +122,10 @@ class DocumentedAPI(NinjaAPI):
                 }
                 for status, applies in due.items():
                     if applies and status not in answers:
-                        answers[status] = {"description": _COMMON_ANSWERS[status], **_ERROR_BODY}
+                        description, model = _COMMON_ANSWERS[status]
+                        answers[status] = {"description": description, **_body(model)}
+        for model in (ErrorOut, DetailOut):
+            components.setdefault(model.__name__, model.model_json_schema())
         return schema
 
 
@@ -292,7 +296,12 @@ def _session_or_404(request: HttpRequest, session_id: str) -> Session | JsonResp
     return session
 
 
-@api.get("/sessions", summary="List sessions, newest first", response={200: dict, 400: dict})
+@api.get(
+    "/sessions",
+    summary="List sessions, newest first",
+    response={200: out.SessionListOut, 400: ErrorOut},
+    exclude_unset=True,
+)
 def sessions_list(
     request: HttpRequest,
     agent: str | None = None,
@@ -323,7 +332,8 @@ def sessions_list(
 @api.get(
     "/sessions/{sessionid:session_id}/steps/{index}",
     summary="One step: contexts before and after, operations (own and inferred), folds, statistics",
-    response={200: dict, 404: dict},
+    response={200: out.StepOut, 404: ErrorOut},
+    exclude_unset=True,
 )
 def step_detail(request: HttpRequest, session_id: str, index: int) -> Any:
     session = _session_or_404(request, session_id)
@@ -338,7 +348,9 @@ def step_detail(request: HttpRequest, session_id: str, index: int) -> Any:
 @api.get(
     "/sessions/{sessionid:session_id}/diff",
     summary="How the context changed from step I's before to step J's after",
-    response={200: dict, 404: dict},
+    response={200: out.DiffOut, 404: ErrorOut},
+    exclude_unset=True,
+    by_alias=True,
 )
 def step_diff(
     request: HttpRequest,
@@ -360,7 +372,8 @@ def step_diff(
 @api.get(
     "/sessions/{sessionid:session_id}/archive",
     summary="Folded and dropped originals of a session",
-    response={200: dict, 404: dict},
+    response={200: out.ArchiveOut, 404: ErrorOut},
+    exclude_unset=True,
 )
 def session_archive(request: HttpRequest, session_id: str) -> Any:
     session = _session_or_404(request, session_id)
@@ -375,7 +388,8 @@ def session_archive(request: HttpRequest, session_id: str) -> Any:
 @api.get(
     "/stats/agents",
     summary="Per agent and mode: sessions, success rate, tokens per step, retention, violations",
-    response={200: dict},
+    response={200: out.AgentModeTableOut},
+    exclude_unset=True,
 )
 def stats_agents(request: HttpRequest) -> Any:
     return {"rows": agent_mode_table(project_id=_key(request).project.pk)}
@@ -400,7 +414,7 @@ def export_steps(
 @api.get(
     "/sessions/{sessionid:session_id}/report.md",
     summary="A Markdown report of the session for an incident review",
-    response={200: str, 404: dict},
+    response={200: str, 404: ErrorOut},
 )
 def report_md(request: HttpRequest, session_id: str) -> HttpResponse:
     session = _session_or_404(request, session_id)
@@ -416,7 +430,7 @@ def report_md(request: HttpRequest, session_id: str) -> HttpResponse:
 @api.get(
     "/sessions/{sessionid:session_id}/report.json",
     summary="The session report and every step as the read API gives it, streamed",
-    response={200: dict, 404: dict},
+    response={200: out.ReportOut, 404: ErrorOut},
 )
 def report_json(request: HttpRequest, session_id: str) -> HttpResponse:
     session = _session_or_404(request, session_id)
@@ -430,7 +444,8 @@ def report_json(request: HttpRequest, session_id: str) -> HttpResponse:
 @api.get(
     "/sessions/{sessionid:session_id}/control",
     summary="Pending directives for the agent",
-    response={200: dict, 400: dict, 404: dict},
+    response={200: out.ControlOut, 400: ErrorOut, 404: ErrorOut},
+    exclude_unset=True,
 )
 def control_list(request: HttpRequest, session_id: str, after: str | None = None) -> Any:
     session = _session_or_404(request, session_id)
@@ -460,20 +475,19 @@ def _json_body_doc(schema: dict[str, Any]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
+def _models_doc(*models: type[BaseModel]) -> dict[str, Any]:
+    """A request body that is one of `models`, each a named schema of the document."""
+    refs = [{"$ref": f"#/components/schemas/{m.__name__}"} for m in models]
+    defs = {m.__name__: m.model_json_schema() for m in models}
+    return _json_body_doc({**(refs[0] if len(refs) == 1 else {"oneOf": refs}), "$defs": defs})
+
+
 @api.post(
     "/sessions/{sessionid:session_id}/control/{directive_id}/ack",
     summary="Acknowledge a directive as applied or rejected",
-    response={200: dict, 400: dict, 404: dict, 409: dict},
-    openapi_extra=_json_body_doc(
-        {
-            "type": "object",
-            "required": ["status"],
-            "properties": {
-                "status": {"enum": ["applied", "rejected"]},
-                "detail": {"type": "string"},
-            },
-        }
-    ),
+    response={200: out.DirectiveOut, 400: ErrorOut, 404: ErrorOut, 409: ErrorOut},
+    exclude_unset=True,
+    openapi_extra=_models_doc(out.AckIn),
 )
 def control_ack(request: HttpRequest, session_id: str, directive_id: str) -> Any:
     session = _session_or_404(request, session_id)
@@ -505,27 +519,14 @@ def control_ack(request: HttpRequest, session_id: str, directive_id: str) -> Any
 @api.post(
     "/sessions/{sessionid:session_id}/directives",
     summary="Create a set_mode or restore directive",
-    response={201: dict, 400: dict, 403: dict, 404: dict, 422: dict},
-    openapi_extra=_json_body_doc(
-        {
-            "oneOf": [
-                {
-                    "type": "object",
-                    "required": ["type", "mode"],
-                    "properties": {"type": {"const": "set_mode"}, "mode": {"type": "string"}},
-                },
-                {
-                    "type": "object",
-                    "required": ["type", "targets"],
-                    "properties": {
-                        "type": {"const": "restore"},
-                        "targets": {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                        "step": {"type": "integer", "minimum": 0},
-                    },
-                },
-            ]
-        }
-    ),
+    response={
+        201: out.DirectiveOut,
+        400: ErrorOut,
+        403: ErrorOut,
+        404: ErrorOut,
+        422: ErrorOut,
+    },
+    openapi_extra=_models_doc(out.SetModeIn, out.RestoreIn),
 )
 def directive_new(request: HttpRequest, session_id: str) -> Any:
     session = _session_or_404(request, session_id)
@@ -597,10 +598,6 @@ class AlertListOut(Schema):
     alerts: list[AlertOut]
 
 
-class ErrorOut(Schema):
-    error: str
-
-
 @api.post(
     "/monitors",
     summary="Create a monitor; its webhook secret is in this answer only",
@@ -667,7 +664,8 @@ def alerts_list(request: HttpRequest, state: str | None = None) -> Any:
 @api.get(
     "/sessions/{sessionid:session_id}",
     summary="One session with its aggregates",
-    response={200: dict, 404: dict},
+    response={200: out.SessionOut, 404: ErrorOut},
+    exclude_unset=True,
 )
 def session_detail(request: HttpRequest, session_id: str) -> Any:
     session = _session_or_404(request, session_id)

@@ -13,6 +13,11 @@
     truncate: "square-open", drop: "x", reload: "circle", reorder: "star",
     pin: "cross", unpin: "cross-open", expire: "hourglass", keep: "circle-open",
   };
+  // How each occupancy line looks; where it goes the server says (data-meta, data-lines).
+  const LINE_STYLES = {
+    budget: ["#b91c1c", "solid"], over_90: ["#ea580c", "dash"], over_70: ["#ca8a04", "dot"],
+  };
+  function lineStyle(flag) { return LINE_STYLES[flag] || ["#6b7280", "dot"]; }
 
   // Plotly renders a few HTML-like tags (<b>, <a href>, <br>) and entities in names
   // and labels; agent-sent names must show as the text they are.
@@ -128,14 +133,15 @@
     const shapes = [], annotations = [];
     const budget = meta.budget || {};
     if (budget.max_tokens) {
-      [[1, "budget", "#b91c1c", "solid"], [0.9, "90%", "#ea580c", "dash"], [0.7, "70%", "#ca8a04", "dot"]]
-        .forEach(function (b) {
-          const y = budget.max_tokens * b[0];
-          shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: y, y1: y,
-                        line: { color: b[2], width: 1.2, dash: b[3] } });
-          annotations.push({ xref: "paper", x: 1, xanchor: "right", yref: "y", y: y, yanchor: "bottom",
-                             text: b[1] + " " + Math.round(y), showarrow: false, font: { size: 10, color: b[2] } });
-        });
+      // Where the lines go comes from the server (the thresholds the statistics flag).
+      (meta.lines || []).forEach(function (b) {
+        const style = lineStyle(b.flag), y = budget.max_tokens * b.at;
+        shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: y, y1: y,
+                      line: { color: style[0], width: 1.2, dash: style[1] } });
+        annotations.push({ xref: "paper", x: 1, xanchor: "right", yref: "y", y: y, yanchor: "bottom",
+                           text: text(b.label) + " " + Math.round(y), showarrow: false,
+                           font: { size: 10, color: style[0] } });
+      });
     }
     // Mode changes and applied directives on the timeline.
     let lastMode = null;
@@ -213,11 +219,11 @@
         });
       }
     });
-    const shapes = occupancy ? [[1, "#b91c1c", "solid"], [0.9, "#ea580c", "dash"], [0.7, "#ca8a04", "dot"]]
-      .map(function (b) {
-        return { type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: b[0], y1: b[0],
-                 line: { color: b[1], width: 1, dash: b[2] } };
-      }) : [];
+    const shapes = occupancy ? JSON.parse(el.dataset.lines || "[]").map(function (b) {
+      const style = lineStyle(b.flag);
+      return { type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: b.at, y1: b.at,
+               line: { color: style[0], width: 1, dash: style[1] } };
+    }) : [];
     window.Plotly.newPlot(el, traces, {
       height: 360, margin: { l: 60, r: 20, t: 20, b: 40 }, hovermode: "closest", shapes: shapes,
       xaxis: { title: { text: "step" }, rangemode: "tozero" },

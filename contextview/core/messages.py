@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from contextview.core.errors import NEVER_RECORDED, InputError
 from contextview.core.model import Message, default_partition
 from contextview.core.parts import payload
+from contextview.core.runs import RUN_KEY
 
 MAX_PARTITION_LENGTH = 64
 # What the store's columns hold (cv_message.msg_id, role, tool).
@@ -178,7 +179,7 @@ def parse_message(
             if recorded is not None:
                 return recorded
     if type(raw) is Message:
-        return raw  # already resolved: a message of a base context (expand_runs)
+        return raw  # already resolved: a message of a base context (core.runs)
     if not isinstance(raw, dict):
         raise InputError(field, "must be an object")
     if RUN_KEY in raw:
@@ -227,41 +228,6 @@ def parse_message(
         pinned=bool(pinned),
         extra=_extra(raw),
     )
-
-
-RUN_KEY = "$run"
-
-
-def expand_runs(raw: Any, base: Sequence[Message], *, field: str) -> Any:
-    """A context sent against a base: each ``{"$run": [start, count]}`` element
-    replaced by the messages at those positions of `base` (the base step's after).
-
-    Anything that is not a list is returned as it is, for `parse_message_list` to
-    report.
-    """
-    if not isinstance(raw, list):
-        return raw
-    out: list[Any] = []
-    for i, item in enumerate(raw):
-        if type(item) is not dict or RUN_KEY not in item:
-            out.append(item)
-            continue
-        span = item[RUN_KEY]
-        where = f"{field}[{i}].{RUN_KEY}"
-        if (
-            len(item) != 1
-            or type(span) is not list
-            or len(span) != 2
-            or not all(type(n) is int for n in span)
-        ):
-            raise InputError(where, "must be [start, count], two integers, and alone in its object")
-        start, count = span
-        if start < 0 or count < 1 or start + count > len(base):
-            raise InputError(
-                where, f"[{start}, {count}] is outside the base context of {len(base)} messages"
-            )
-        out.extend(base[start : start + count])
-    return out
 
 
 def parse_message_list(

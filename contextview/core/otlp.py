@@ -47,6 +47,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from contextview.core.runs import BASE_KEY, run_element
+
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 # Kept in the step's obs under its own name, where the server's inference reads it.
@@ -703,8 +705,8 @@ def step_event(
         while shared < limit and base_ids[shared] == messages[shared]["id"]:
             shared += 1
         if shared >= MIN_RUN:
-            obs["$base"] = base_index
-            messages = [{"$run": [0, shared]}, *messages[shared:]]
+            obs[BASE_KEY] = base_index
+            messages = [run_element(0, shared), *messages[shared:]]
     obs["messages"] = messages
     body: dict[str, Any] = {"session_id": call.session_id, "index": index, "obs": obs}
     if call.model:

@@ -22,9 +22,9 @@ from typing import Any
 from contextview.core.apply import StepResult, derive_step
 from contextview.core.errors import NEVER_RECORDED, InputError
 from contextview.core.infer import Inferred, infer_step
-from contextview.core.messages import expand_runs
 from contextview.core.model import Fold, Message, Operation
 from contextview.core.needs import LossTracker, new_positions
+from contextview.core.runs import expand_runs
 from contextview.core.stats import (
     ContextMeter,
     StepInput,

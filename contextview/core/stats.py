@@ -48,28 +48,33 @@ from contextview.core.entities import (
 from contextview.core.model import PARTITIONS, REPLACING_OPS, Fold, Message, Operation
 from contextview.core.sequences import common_prefix, common_suffix
 
-FLAGS = (
-    "after_mismatch",
-    "amnesia",
-    "budget_exceeded",
-    "entity_loss",
-    "over_70",
-    "over_90",
-    "partition_over",
-    "pinned_mid",
-    "pinned_missing",
-    "ratio_aggressive",
-    "ratio_ineffective",
-    "refetch_after_fold",
-    "reload_regret",
-    "repeated_tool_call",
-    "token_estimate_off",
-)
+# Every flag a step can raise, with the one line the page and the reports show beside
+# it (the contract's Statistics section). In the order the dashboard lists them.
+FLAG_HELP: dict[str, str] = {
+    "over_70": "the context after this step is over 70% of the budget",
+    "over_90": "the context after this step is over 90% of the budget",
+    "budget_exceeded": "the context after this step is over max_tokens minus reserved_tokens",
+    "partition_over": "a partition is over its own budget",
+    "ratio_ineffective": "a compression kept more than 80% of the tokens it was given",
+    "ratio_aggressive": "a compression kept less than 5% of the tokens it was given",
+    "entity_loss": "a key entity (id, number, code, pinned text) did not survive a rewrite",
+    "reload_regret": "this step reloads something folded in an earlier step",
+    "repeated_tool_call": "the same tool call (tool and arguments) as the previous step's",
+    "amnesia": "this step needs something an earlier operation lost",
+    "refetch_after_fold": "a tool call repeats, with its arguments, one whose result was folded",
+    "pinned_mid": "a pinned text sits in the middle third of a context over 8,000 tokens",
+    "pinned_missing": "a pinned text is not in the context after this step",
+    "after_mismatch": "the agent's after context differs from applying its operations",
+    "token_estimate_off": "the agent's own token counts are off by more than 10%",
+}
+FLAGS = tuple(FLAG_HELP)
 
 # Thresholds of seed 002: its ContextBuilder compresses lightly at 70% and
 # forcibly at 90%; validate_compression warns below 0.05 and above 0.8.
 OVER_70 = 0.7
 OVER_90 = 0.9
+# The thresholds as the occupancy charts draw them, fractions of max_tokens, by flag.
+OCCUPANCY_THRESHOLDS = (("over_90", OVER_90), ("over_70", OVER_70))
 RATIO_INEFFECTIVE = 0.8
 RATIO_AGGRESSIVE = 0.05
 ESTIMATE_OFF = 0.1
@@ -214,7 +219,10 @@ class TextCache:
 
 
 @dataclass(slots=True)
-class _Budget:
+class Budget:
+    """A session's budget as the statistics read it: `limit` is what the context may
+    hold (max_tokens less reserved_tokens); the page's budget line is the same one."""
+
     max_tokens: int | None = None
     reserved_tokens: int = 0
     partitions: dict[str, int] = field(default_factory=dict)
@@ -233,9 +241,11 @@ def _count(value: Any) -> int | None:
     return int(value)
 
 
-def _budget(raw: Mapping[str, Any] | None, context_window: int | None = None) -> _Budget:
+def budget_of(raw: Mapping[str, Any] | None, context_window: int | None = None) -> Budget:
+    """The budget of a session's `budget` field; without max_tokens, the model's
+    context window (contract v1.1). Values that are not token counts are ignored."""
     if not raw:
-        return _Budget(max_tokens=context_window if context_window else None)
+        return Budget(max_tokens=context_window if context_window else None)
     max_tokens = _count(raw.get("max_tokens"))
     if max_tokens is None or max_tokens <= 0:
         max_tokens = context_window
@@ -246,7 +256,7 @@ def _budget(raw: Mapping[str, Any] | None, context_window: int | None = None) ->
             n = _count(value)
             if n is not None:
                 partitions[str(name)] = n
-    return _Budget(
+    return Budget(
         max_tokens=max_tokens if max_tokens is not None and max_tokens > 0 else None,
         reserved_tokens=max(0, _count(raw.get("reserved_tokens")) or 0),
         partitions=partitions,
@@ -626,7 +636,7 @@ def step_stats(
     if cache is None:
         cache = TextCache()
     pinned = tuple(step.pinned)
-    budget = _budget(step.budget, step.context_window)
+    budget = budget_of(step.budget, step.context_window)
     flags: set[str] = set()
 
     if meter is None:
@@ -658,10 +668,9 @@ def step_stats(
             "before": before_tokens / budget.max_tokens,
             "after": after_tokens / budget.max_tokens,
         }
-        if after_tokens > budget.max_tokens * OVER_70:
-            flags.add("over_70")
-        if after_tokens > budget.max_tokens * OVER_90:
-            flags.add("over_90")
+        for flag, at in OCCUPANCY_THRESHOLDS:
+            if after_tokens > budget.max_tokens * at:
+                flags.add(flag)
     exceeded = limit is not None and after_tokens > limit
     if exceeded:
         flags.add("budget_exceeded")

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from contextview.core.diff import diff_contexts
+from contextview.core.stats import FLAG_HELP
 from contextview.postmortems.markdown import render_markdown
 from contextview.postmortems.models import Annotation, Incident
 from contextview.sessions.models import Directive, Session, Step
@@ -24,21 +25,6 @@ from contextview.sessions.services import directive_as_dict
 # A report shows the diffs of at most this many flagged steps (the timeline has all).
 MAX_FLAGGED = 50
 CHUNK = 500
-
-FLAG_EXPLANATIONS = {
-    "over_70": "the context after the step is over 70% of the budget",
-    "over_90": "the context after the step is over 90% of the budget",
-    "budget_exceeded": "the context after the step exceeds max_tokens - reserved_tokens",
-    "partition_over": "a partition is over its own budget",
-    "ratio_ineffective": "a compression kept more than 80% of its input tokens",
-    "ratio_aggressive": "a compression kept less than 5% of its input tokens",
-    "entity_loss": "a compression lost key entities (ids, numbers, codes, pinned texts)",
-    "reload_regret": "the step reloads something folded in an earlier step",
-    "repeated_tool_call": "the step's new tool message uses the same tool as the previous step's",
-    "pinned_missing": "a pinned text is not in the context after the step",
-    "after_mismatch": "the agent's own after-context differs from applying its operations",
-    "token_estimate_off": "the agent's token counts are off by more than 10%",
-}
 
 
 def session_timeline(session: Session) -> Iterator[dict[str, Any]]:
@@ -81,9 +67,7 @@ def _flagged_details(session: Session, indexes: list[int]) -> list[dict[str, Any
             {
                 "index": step.index,
                 "reason": step.reason or None,
-                "flags": [
-                    {"flag": f, "why": FLAG_EXPLANATIONS.get(f, "")} for f in stats.get("flags", [])
-                ],
+                "flags": [{"flag": f, "why": FLAG_HELP.get(f, "")} for f in stats.get("flags", [])],
                 "ops": stats.get("ops", []),
                 "diff": diff,
             }

@@ -35,6 +35,7 @@ from typing import Any
 from contextview.core.apply import StepResult
 from contextview.core.errors import InputError
 from contextview.core.model import Message as CoreMessage
+from contextview.core.runs import BASE_KEY, RUN_KEY, run_element, runs_in
 from contextview.core.session import SessionWalk
 from contextview.sdk.ops import infer_ops
 
@@ -47,10 +48,6 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=s
 # \u escapes, valid JSON that the server judges like any other text.
 _ASCII_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=str)
 
-# The wire extension: ``obs["$base"]`` names the step whose after context the
-# ``{"$run": [start, count]}`` elements of ``obs.messages`` are taken from.
-BASE_KEY = "$base"
-RUN_KEY = "$run"
 # `Pending.expand`'s list name for the messages a run stands for.
 RUN = "run"
 
@@ -306,20 +303,6 @@ class _Base:
         self.where = {m.id: position for position, m in enumerate(after)}
 
 
-def _close_run(
-    run: list[Message], start: int, wire: list[Message], expand: list[tuple[str, int, Message]]
-) -> int:
-    """Put a finished run on the wire: one run element, or an id alone for a single message."""
-    position = len(wire)
-    if len(run) == 1:
-        expand.append(("obs", position, run[0]))
-        wire.append({"id": run[0]["id"]})
-        return 0
-    wire.append({RUN_KEY: [start, len(run)]})
-    expand.extend((RUN, position, raw) for raw in run)
-    return 1
-
-
 @dataclass
 class SessionWire:
     session_id: str
@@ -441,39 +424,35 @@ class SessionWire:
         # Without a base no message is found in one: each goes by id alone or in full.
         base_after = base.after if base is not None else []
         where: dict[str, int] = base.where if base is not None else {}
-        runs = 0
-        run: list[Message] = []  # raw messages of the run being grown
-        start = end = 0  # its positions in the base after
-        for raw, parsed in zip(before, parsed_before, strict=True):
-            known = latest_get(parsed.id)
-            if known is not parsed and known != parsed:
-                if run:
-                    runs += _close_run(run, start, wire, expand)
-                    run = []
-                wire.append(raw)
+        known: list[bool] = []  # the mirror holds it as it is: it may go by id alone
+        positions: list[int | None] = []  # where the server's base holds it as it is
+        for parsed in parsed_before:
+            held = latest_get(parsed.id)
+            same = held is parsed or held == parsed
+            at = where.get(parsed.id) if same else None
+            if at is not None and not (base_after[at] is held or base_after[at] == parsed):
+                at = None
+            known.append(same)
+            positions.append(at)
+
+        runs = {first: (start, count) for first, start, count in runs_in(positions)}
+        i = 0
+        while i < len(before):
+            run = runs.get(i)
+            if run is not None:
+                start, count = run
+                expand.extend((RUN, len(wire), raw) for raw in before[i : i + count])
+                wire.append(run_element(start, count))
+                i += count
                 continue
-            at = where.get(parsed.id)
-            if at is not None and at == end and run:
-                # The server resolves the run to base_after[at]: the same message.
-                held = base_after[at]
-                if held is known or held == parsed:
-                    run.append(raw)
-                    end += 1
-                    continue
-            if run:
-                runs += _close_run(run, start, wire, expand)
-                run = []
-            if at is not None:
-                held = base_after[at]
-                if held is known or held == parsed:
-                    run = [raw]
-                    start, end = at, at + 1
-                    continue
-            expand.append(("obs", len(wire), raw))
-            wire.append({"id": raw["id"]})
-        if run:
-            runs += _close_run(run, start, wire, expand)
-        return runs
+            raw = before[i]
+            if known[i]:
+                expand.append(("obs", len(wire), raw))
+                wire.append({"id": raw["id"]})
+            else:
+                wire.append(raw)
+            i += 1
+        return len(runs)
 
     def _wire_after(
         self,

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from contextview.core.tokens import EncodingChoice, resolve_encoding
 from contextview.projects.models import ApiKey, Project
 
 
@@ -77,6 +78,11 @@ class Session(models.Model):
             models.Index(fields=["project", "agent"], name="session_agent"),
             models.Index(fields=["project", "status"], name="session_status"),
         ]
+
+    def encoding_choice(self) -> EncodingChoice:
+        """The encoding this session's tokens are counted with: the one rule
+        (`core.tokens.resolve_encoding`) that the worker, the page and the read API use."""
+        return resolve_encoding(encoding=self.encoding or None, model=self.model or None)
 
     def __str__(self) -> str:
         return self.external_id

@@ -345,7 +345,7 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
     """Steps as the read API gives them, with a fixed number of queries for any count."""
     contexts = step_contexts(steps)
     # Token counts exist per encoding; a session's steps are counted in one.
-    encoding = next((st.stats.get("encoding", "") for st in steps if st.stats), "")
+    encoding = session.encoding_choice().name
     tokens = token_counts(
         blob_pks=(s.blob_pk for b, a in contexts.values() for s in (*b, *a)), encoding=encoding
     )

@@ -32,7 +32,7 @@ from contextview.core.parts import Reading
 from contextview.core.refs import decode_many
 from contextview.core.session import SessionWalk, WalkedStep
 from contextview.core.stats import ContextMeter, TextCache, session_aggregates
-from contextview.core.tokens import EncodingChoice, TokenCounter, resolve_encoding
+from contextview.core.tokens import EncodingChoice, TokenCounter
 from contextview.db import binary_cursor
 from contextview.sessions.models import Session, Step
 from contextview.sessions.selectors import StoredMessage, json_value, messages_by_pk
@@ -58,7 +58,7 @@ def _counter(encoding: str) -> TokenCounter:
 
 
 def session_encoding(session: Session) -> EncodingChoice:
-    return resolve_encoding(encoding=session.encoding or None, model=session.model or None)
+    return session.encoding_choice()
 
 
 # What this worker process read or worked out per stored content. Messages, token

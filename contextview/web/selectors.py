@@ -28,7 +28,13 @@ from django.utils.safestring import SafeString, mark_safe
 from contextview.core.diff import diff_contexts
 from contextview.core.model import Message
 from contextview.core.refs import decode_refs
-from contextview.core.stats import reported_before
+from contextview.core.stats import (
+    FLAG_HELP,
+    FLAGS,
+    OCCUPANCY_THRESHOLDS,
+    budget_of,
+    reported_before,
+)
 from contextview.core.tokens import EncodingUnavailable, TokenCounter
 from contextview.monitors.models import Alert
 from contextview.postmortems.markdown import render_markdown
@@ -50,26 +56,6 @@ User = AbstractBaseUser | AnonymousUser
 
 STATUSES = [s.value for s in Session.Status]
 MODES = ["full", "sliding", "summary", "rag", "hybrid"]
-
-# One line per flag of the contract's Statistics section, shown beside the flag.
-FLAG_HELP = {
-    "over_70": "the context after this step is over 70% of the budget",
-    "over_90": "the context after this step is over 90% of the budget",
-    "budget_exceeded": "the context after this step is over max_tokens minus reserved_tokens",
-    "partition_over": "a partition is over its own budget",
-    "ratio_ineffective": "a compression kept more than 80% of the tokens it was given",
-    "ratio_aggressive": "a compression kept less than 5% of the tokens it was given",
-    "entity_loss": "a key entity (id, number, code, pinned text) did not survive a rewrite",
-    "reload_regret": "this step reloads something folded in an earlier step",
-    "repeated_tool_call": "the same tool call (tool and arguments) as the previous step's",
-    "amnesia": "this step needs something an earlier operation lost",
-    "refetch_after_fold": "a tool call repeats, with its arguments, one whose result was folded",
-    "pinned_mid": "a pinned text sits in the middle third of a context over 8,000 tokens",
-    "pinned_missing": "a pinned text is not in the context after this step",
-    "after_mismatch": "the agent's after context differs from applying its operations",
-    "token_estimate_off": "the agent's own token counts are off by more than 10%",
-}
-FLAGS = list(FLAG_HELP)
 
 
 # --- who sees what ---------------------------------------------------------------------
@@ -861,9 +847,8 @@ def _context_tokens(cells: Sequence[int | None]) -> int | None:
     return sum(t for t in cells if t is not None) if cells and None not in cells else None
 
 
-def _encoding(session: Session, step: Step | None = None) -> str:
-    stats = step.stats if step is not None and isinstance(step.stats, dict) else {}
-    return str(stats.get("encoding") or session.encoding or "cl100k_base")
+def _encoding(session: Session) -> str:
+    return session.encoding_choice().name
 
 
 _NEIGHBORS_SQL = """
@@ -904,7 +889,7 @@ def step_view(*, session: Session, step: Step) -> StepView:
     left = change.previous if since_previous and change.previous is not None else before
     right = before if since_previous else after
     tokens = token_counts(
-        blob_pks=(s.blob_pk for s in (*left, *before, *after)), encoding=_encoding(session, step)
+        blob_pks=(s.blob_pk for s in (*left, *before, *after)), encoding=_encoding(session)
     )
     stats = step.stats if isinstance(step.stats, dict) else None
     stat_ops = (stats or {}).get("ops") or []
@@ -1009,7 +994,7 @@ def steps_compare(*, session: Session, start: Step, end: Step) -> CompareView:
     before = contexts[start.pk][0]
     after = contexts[end.pk][1]
     tokens = token_counts(
-        blob_pks=(s.blob_pk for s in (*before, *after)), encoding=_encoding(session, end)
+        blob_pks=(s.blob_pk for s in (*before, *after)), encoding=_encoding(session)
     )
     tb = [tokens.get(s.blob_pk) for s in before]
     ta = [tokens.get(s.blob_pk) for s in after]
@@ -1116,15 +1101,20 @@ class RestorePreview:
 
 
 def session_budget(session: Session) -> tuple[int | None, int | None]:
-    budget = session.budget if isinstance(session.budget, dict) else {}
-    max_tokens = budget.get("max_tokens")
-    reserved = budget.get("reserved_tokens") or 0
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
-        # Without a budget, the model's window (contract v1.1).
-        if not session.context_window:
-            return None, None
-        max_tokens = session.context_window
-    return max_tokens, max_tokens - (reserved if isinstance(reserved, int) else 0)
+    """The session's max_tokens and limit, by the rule the statistics use."""
+    budget = budget_of(
+        session.budget if isinstance(session.budget, dict) else None, session.context_window
+    )
+    return budget.max_tokens, budget.limit
+
+
+def occupancy_lines() -> list[dict[str, Any]]:
+    """The lines an occupancy chart draws, as fractions of max_tokens: the budget and
+    the thresholds the statistics flag, so the page never states them on its own."""
+    return [
+        {"at": 1.0, "label": "budget", "flag": "budget"},
+        *({"at": at, "label": f"{at:.0%}", "flag": flag} for flag, at in OCCUPANCY_THRESHOLDS),
+    ]
 
 
 def restore_preview(*, session: Session, step: Step, ids: Sequence[str]) -> RestorePreview:
@@ -1178,7 +1168,7 @@ def restore_preview(*, session: Session, step: Step, ids: Sequence[str]) -> Rest
         if k < len(after):
             sequence.append((after[k], False))
 
-    encoding = _encoding(session, step)
+    encoding = _encoding(session)
     counted = token_counts(blob_pks=(s.blob_pk for s, _ in sequence), encoding=encoding)
     missing = {s.blob_pk: s.message.reading for s, _ in sequence if s.blob_pk not in counted}
     if missing:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.api_client import Api
+from tests.api_client import Api, step
 
 
 def _refs(node: Any) -> list[str]:
@@ -34,7 +34,8 @@ def test_it_serves_a_document_whose_references_all_resolve(api: Api) -> None:
 
 
 def test_it_lists_the_answers_every_route_can_give(api: Api) -> None:
-    paths = api.client.get("/api/v1/openapi.json").json()["paths"]
+    document = api.client.get("/api/v1/openapi.json").json()
+    paths = document["paths"]
     for path, methods in paths.items():
         for method, operation in methods.items():
             answers = set(operation["responses"])
@@ -47,10 +48,8 @@ def test_it_lists_the_answers_every_route_can_give(api: Api) -> None:
     assert "422" in paths["/api/v1/sessions"]["get"]["responses"]  # limit out of range
     assert "422" not in paths[f"{prefix}/archive"]["get"]["responses"]
     body = paths[f"{prefix}/directives"]["post"]["requestBody"]["content"]["application/json"]
-    assert {s["properties"]["type"]["const"] for s in body["schema"]["oneOf"]} == {
-        "set_mode",
-        "restore",
-    }
+    kinds = [_resolve(document, s["$ref"]) for s in body["schema"]["oneOf"]]
+    assert {k["properties"]["type"]["const"] for k in kinds} == {"set_mode", "restore"}
 
 
 def test_it_answers_what_the_document_says_where_ninja_checks(api: Api) -> None:
@@ -59,3 +58,76 @@ def test_it_answers_what_the_document_says_where_ninja_checks(api: Api) -> None:
     assert api.get("/sessions/a/diff", to=1).status_code == 422
     assert api.get("/sessions", limit=0).status_code == 422
     assert api.client.get("/api/v1/sessions/a/archive").status_code == 401
+
+
+# Read answers that are not one JSON document: a Markdown file, a stream of JSON lines.
+NOT_JSON = (".md", ".jsonl")
+
+
+def test_it_documents_the_shape_of_every_read_answer_and_of_a_directive(api: Api) -> None:
+    document = api.client.get("/api/v1/openapi.json").json()
+    paths = document["paths"]
+    reads = [p for p, methods in paths.items() if "get" in methods and not p.endswith(NOT_JSON)]
+    assert len(reads) >= 10
+    for path in reads:
+        answer = paths[path]["get"]["responses"]["200"]["content"]["application/json"]
+        schema = _resolve(document, answer["schema"]["$ref"])
+        assert schema["type"] == "object" and schema["properties"], path
+    directive = "/api/v1/sessions/{session_id}/directives"
+    created = paths[directive]["post"]["responses"]["201"]["content"]["application/json"]
+    assert created["schema"]["$ref"] == "#/components/schemas/DirectiveOut"
+    # Errors the API's machinery gives have their own, real shape.
+    step = paths["/api/v1/sessions/{session_id}/steps/{index}"]["get"]["responses"]
+    assert _resolve(document, step["401"]["content"]["application/json"]["schema"]["$ref"])[
+        "required"
+    ] == ["detail"]
+
+
+def test_real_answers_conform_to_the_document_and_keep_every_field_sent(api: Api) -> None:
+    import jsonschema_rs  # schemathesis's own validator
+
+    from tests.web.conftest import compute_stats, order_session_events
+
+    message = {"id": "t9", "role": "tool", "content": "ok", "tool": "Bash",
+               "tool_call_id": "call_9", "custom": {"k": 1}}  # fmt: skip
+    usage = {"input_tokens": 12, "provider_own": 1.5}
+    events = [
+        *order_session_events("order"),
+        step("agent", 0, [message], usage=usage, tools=[{"name": "Bash"}], model="gpt-4o"),
+    ]
+    assert api.ingest({"batch": events}).status_code == 207
+    compute_stats(api.project, "order")
+    assert (
+        api.post("/sessions/order/directives", {"type": "set_mode", "mode": "rag"}).status_code
+        == 201
+    )
+    document = api.client.get("/api/v1/openapi.json").json()
+
+    def conforms(path: str, route: str, **params: Any) -> Any:
+        response = api.get(path, **params)
+        assert response.status_code == 200, (path, response.content)
+        schema = document["paths"][route]["get"]["responses"]["200"]["content"]
+        validator = jsonschema_rs.validator_for(
+            {
+                "$ref": schema["application/json"]["schema"]["$ref"],
+                "components": document["components"],
+            }
+        )
+        validator.validate(response.json())
+        return response.json()
+
+    prefix = "/api/v1/sessions/{session_id}"
+    got = conforms("/sessions/agent/steps/0", f"{prefix}/steps/{{index}}")
+    # Fields beyond the documented ones are returned as sent, and none is added.
+    sent = {k: v for k, v in got["before"][0].items() if k not in ("partition", "tokens")}
+    assert sent == message and "pinned" not in got["before"][0]
+    assert got["usage"] == usage
+    for index in range(3):
+        conforms(f"/sessions/order/steps/{index}", f"{prefix}/steps/{{index}}")
+    diff = conforms("/sessions/order/diff", f"{prefix}/diff", **{"from": 0, "to": 2})
+    assert (diff["from"], diff["to"]) == (0, 2)
+    conforms("/sessions/order", prefix)
+    conforms("/sessions/order/archive", f"{prefix}/archive")
+    conforms("/sessions/order/control", f"{prefix}/control")
+    conforms("/sessions", "/api/v1/sessions")
+    conforms("/stats/agents", "/api/v1/stats/agents")

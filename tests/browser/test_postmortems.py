@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
+from contextview.core.stats import OVER_70, OVER_90
 from contextview.demo.scenarios import cm_order_timeout, mode_customer_chat
 from contextview.postmortems.services import annotation_create
 from tests.api_client import Api
@@ -150,6 +151,9 @@ def test_it_compares_sessions_draws_trends_and_downloads_the_dataset(
     page.wait_for_selector("#compare-chart .main-svg")
     names = page.evaluate("document.getElementById('compare-chart').data.map((t) => t.name)")
     assert {"cm-order-timeout", "mode-customer-chat"} <= set(names)
+    # Both have budgets: occupancy, with the budget, 90% and 70% lines the server gives.
+    lines = page.evaluate("document.getElementById('compare-chart').layout.shapes.map((s) => s.y0)")
+    assert lines == [1.0, OVER_90, OVER_70]
 
     # The overview, for a range of one's own.
     page.goto(f"{live_server.url}/projects/acme/overview/")

@@ -21,6 +21,8 @@ import httpx
 import pytest
 
 from contextview.core.apply import derive_step
+from contextview.core.errors import InputError
+from contextview.core.runs import RUN_KEY, expand_runs
 from contextview.sdk import Client
 from contextview.sdk._wire import SessionWire, StepDraft, encode_json
 from tests.sdk.conftest import Reader, mock_clients
@@ -63,16 +65,15 @@ class ResolvingServer:
     def _resolve(
         self, sid: str, messages: list[Message], base: list[Message] | None, field: str
     ) -> list[Message] | tuple[int, str]:
+        if base is None and any(RUN_KEY in m for m in messages):
+            return 400, "body.obs.$base: runs need a base"
+        try:  # the server's own expansion
+            messages = expand_runs(messages, base or [], field=field)
+        except InputError as exc:
+            return exc.status, str(exc)
         full: list[Message] = []
         for k, m in enumerate(messages):
-            if "$run" in m:
-                if base is None:
-                    return 400, "body.obs.$base: runs need a base"
-                start, count = m["$run"]
-                if start < 0 or count < 1 or start + count > len(base):
-                    return 400, f"{field}[{k}].$run: [{start}, {count}] is outside"
-                full.extend(base[start : start + count])
-            elif "content" not in m:
+            if "content" not in m:
                 known = self.latest.get((sid, str(m["id"])))
                 if known is None:
                     return 422, f"{field}[{k}].id: id {m['id']!r} was never recorded"

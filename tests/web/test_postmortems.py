@@ -18,6 +18,7 @@ from django.contrib.auth.models import User
 from django.http import QueryDict
 from django.test import Client
 
+from contextview.core.stats import OVER_70, OVER_90
 from contextview.demo.scenarios import cm_order_timeout, mode_customer_chat
 from contextview.postmortems.models import Annotation, Incident
 from contextview.postmortems.services import annotation_create, incident_mark
@@ -302,7 +303,7 @@ def test_it_reports_a_demo_session_as_one_self_contained_html_file(
     assert body.count('<tr id="step-') == 10
     flagged = body.split('id="flagged-3"')[1].split("</article>")[0]
     assert '<mark class="lost-entity">SO20260101007</mark>' in flagged
-    assert "repeated_tool_call" in flagged and "the same tool as the previous" in flagged
+    assert "repeated_tool_call" in flagged and "the same tool call (tool and arguments)" in flagged
     removed = flagged.split('class="cell k-removed"')[1].split('class="cell')[0]
     added = flagged.split('class="cell k-added"')[1].split('class="cell')[0]
     assert "tool_result_18" in removed and "upstream timed out" in removed and "sum_2" in added
@@ -378,6 +379,12 @@ def test_it_compares_two_sessions_side_by_side(
     assert [s["name"] for s in series] == ["cm-order-timeout", "mode-customer-chat"]
     assert [len(s["curve"]) for s in series] == [10, 20]
     assert all(s["max_tokens"] for s in series)  # both have budgets: occupancy overlaid
+    lines = json.loads(html.unescape(re.search(r'data-lines="([^"]*)"', page)[1]))
+    assert [(line["flag"], line["at"]) for line in lines] == [
+        ("budget", 1.0),
+        ("over_90", OVER_90),
+        ("over_70", OVER_70),
+    ]
     assert "entity_loss" in series[0]["curve"][2]["flags"]
     outcome = page.split('class="compare-outcome"')[1].split("</table>")[0]
     # 9%: the retention of cm-order-timeout's compactions (18 of its 202 key entities)

@@ -1,0 +1,241 @@
+"""The shapes of the read API's answers, for the OpenAPI document and generated clients.
+
+Each model is what a route already returns (``sessions.selectors``,
+``sessions.services``, ``stats.selectors``), written down. They are open: fields
+an agent sent beyond these (a message's ``tool_calls`` or ``name``, a provider's
+own usage counts) pass through as sent, and routes dump them with
+``exclude_unset`` so that a field a message did not have does not appear as null.
+Numbers that may be either kind are ``int | float``, so ninja never turns one
+into the other.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Number = int | float
+StatsStatus = Literal["pending", "ready", "failed"]
+
+
+class Open(BaseModel):
+    """A shape that keeps every field it is given, declared or not."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ErrorOut(BaseModel):
+    error: str = Field(description="What was wrong, naming the field or the missing thing")
+
+
+class DetailOut(BaseModel):
+    """How django-ninja itself answers a missing key (401) or a parameter it refused
+    (422): a text, or a list of what was wrong where."""
+
+    detail: str | list[Any]
+
+
+class MessageOut(Open):
+    """A message of a context, its content as it was sent; other fields the agent sent
+    with it (``tool_calls``, ``name``, ``tool_call_id`` ...) follow as sent."""
+
+    id: str
+    role: str | None
+    partition: str
+    content: str | list[Any] | None = Field(description="A string, or content parts as sent")
+    tokens: int | None = Field(description="Measured tokens; null until the workers count it")
+    tool: str | None = Field(default=None, description="Only on tool messages that name one")
+    pinned: bool | None = Field(default=None, description="Only when true")
+    expirable: bool | None = Field(default=None, description="Only when true")
+
+
+class OperationOut(Open):
+    op: str
+    form: str = Field(description="How the agent wrote it: an action or an edit")
+    targets: list[str]
+    result_id: str | None
+    reason: str | None
+    params: dict[str, Any]
+    inferred: bool | None = Field(default=None, description="Only on inferred operations")
+
+
+class FoldOut(Open):
+    op_index: int
+    result_id: str | None
+    originals: list[str]
+    inferred: bool | None = Field(default=None, description="Only on inferred operations' folds")
+
+
+class ReportedOut(Open):
+    before_tokens: Number | None
+    after_tokens: Number | None
+
+
+class StepOut(Open):
+    """One step: the contexts before and after, operations, folds and statistics."""
+
+    session_id: str
+    index: int
+    timestamp: str
+    mode: str | None
+    reason: str | None
+    obs_extra: dict[str, Any] | None
+    outcome: dict[str, Any] | None
+    before: list[MessageOut]
+    after: list[MessageOut]
+    after_given: bool
+    ops: list[OperationOut]
+    inferred_ops: list[OperationOut]
+    folds: list[FoldOut]
+    reported: ReportedOut
+    model: str | None
+    tools: list[Any] | None
+    output: dict[str, Any] | None
+    usage: dict[str, Any] | None
+    context_window: int | None
+    stats: dict[str, Any] | None = Field(
+        description="The contract's Statistics names; null until computed"
+    )
+    stats_status: StatsStatus
+
+
+class SessionOut(Open):
+    session_id: str
+    agent: str | None
+    model: str | None
+    encoding: str | None
+    mode: str | None
+    budget: dict[str, Any] | None
+    context_window: int | None
+    pinned: list[Any]
+    metadata: dict[str, Any] | None
+    status: Literal["running", "succeeded", "failed", "abandoned", "unknown"]
+    score: Number | None
+    started_at: str
+    ended_at: str | None
+    last_event_at: str
+    steps: int
+    aggregates: dict[str, Any] | None = Field(
+        description="The contract's aggregate names; null until computed"
+    )
+    stats_status: StatsStatus
+    stats_steps_done: int
+
+
+class SessionListOut(Open):
+    sessions: list[SessionOut]
+    next_cursor: str | None = Field(description="For ?cursor=, the next page; null at the end")
+
+
+class DiffMessageOut(Open):
+    id: str
+    role: str | None
+    partition: str
+    content: str | list[Any] | None
+
+
+class ChangedOut(Open):
+    id: str
+    before: DiffMessageOut
+    after: DiffMessageOut
+    words: list[list[str]] = Field(description="[tag, text] pairs: equal, insert, delete")
+
+
+class MovedOut(Open):
+    id: str
+    from_index: int
+    to_index: int
+
+
+class DiffOut(Open):
+    session_id: str
+    start: int = Field(alias="from")
+    to: int
+    added: list[DiffMessageOut]
+    removed: list[DiffMessageOut]
+    changed: list[ChangedOut]
+    moved: list[MovedOut]
+    unchanged: int
+
+
+class ArchivedOut(Open):
+    id: str
+    kind: str = Field(description="fold or drop")
+    step: int
+    op_index: int
+    op: str
+    inferred: bool
+    result_id: str | None
+    reloaded: bool
+    reloaded_at: int | None
+    message: MessageOut
+
+
+class ArchiveOut(Open):
+    session_id: str
+    originals: list[ArchivedOut]
+
+
+class AgentModeOut(Open):
+    agent: str | None
+    mode: str | None
+    sessions: int
+    ended: int
+    success_rate: float | None
+    steps: int
+    mean_tokens_per_step: float | None
+    entity_retention: float | None
+    budget_violations: int
+    reload_regrets: int
+
+
+class AgentModeTableOut(Open):
+    rows: list[AgentModeOut]
+
+
+class DirectiveOut(Open):
+    """A directive; the fields after `step` are in answers about one directive only."""
+
+    id: str
+    session_id: str
+    type: Literal["set_mode", "restore"]
+    mode: str | None = Field(default=None, description="set_mode only")
+    targets: list[str] | None = Field(default=None, description="restore only")
+    step: int | None = Field(default=None, description="restore only")
+    status: Literal["pending", "applied", "rejected"] | None = None
+    detail: str | None = None
+    created_at: str | None = None
+    created_by: str | None = None
+    resolved_at: str | None = None
+    resolved_via: str | None = None
+
+
+class SetModeIn(BaseModel):
+    """Ask the agent to switch to another mode."""
+
+    type: Literal["set_mode"]
+    mode: str = Field(min_length=1, max_length=64, description="For example sliding")
+
+
+class RestoreIn(BaseModel):
+    """Ask the agent to put folded or dropped originals back into its context."""
+
+    type: Literal["restore"]
+    targets: list[str] = Field(min_length=1, description="Ids of archived originals")
+    step: int | None = Field(default=None, ge=0, description="The step to restore them at")
+
+
+class AckIn(BaseModel):
+    status: Literal["applied", "rejected"]
+    detail: str | None = None
+
+
+class ControlOut(Open):
+    directives: list[DirectiveOut]
+    cursor: str = Field(description="Pass back as ?after= to get only newer directives")
+
+
+class ReportOut(Open):
+    report: dict[str, Any] = Field(description="Header, timeline, flagged steps, annotations")
+    steps: list[StepOut]
