@@ -250,6 +250,11 @@ STATS_SWEEP_AFTER_SECONDS = envint("STATS_SWEEP_AFTER_SECONDS", "60")
 STATS_CACHE_MB = envint("STATS_CACHE_MB", "256")
 # Work a statistics worker commits at once: a killed worker loses at most about this.
 STATS_CHUNK_MS = envint("STATS_CHUNK_MS", "1000")
+# A running session with no event for this long is shown as stale (its agent taken
+# for gone) and its pending directives as expired; its page polls for new steps
+# every LIVE_POLL_SECONDS.
+SESSION_STALE_AFTER_SECONDS = envint("SESSION_STALE_AFTER_SECONDS", "900", minimum=1)
+LIVE_POLL_SECONDS = envint("LIVE_POLL_SECONDS", "3", minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "sweep-pending-stats": {
         "task": "contextview.stats.tasks.sweep_pending_stats",

@@ -405,10 +405,26 @@
     // An outerHTML swap leaves ev.detail.target detached: look in the whole page.
     drawCharts(document);
   });
+  // The live tail redraws the step list: a list scrolled to its end stays at its end,
+  // so new steps come into view; the open step stays marked.
+  let listAtEnd = false;
+  document.addEventListener("htmx:beforeSwap", function (ev) {
+    const list = ev.detail.target;
+    if (!list || list.id !== "steps") return;
+    listAtEnd = list.scrollHeight - list.scrollTop - list.clientHeight < 8;
+  });
+  document.addEventListener("htmx:afterSettle", function (ev) {
+    const list = ev.detail.target;
+    if (!list || list.id !== "steps") return;
+    if (listAtEnd) list.scrollTop = list.scrollHeight;
+    markCurrentStep();
+  });
   document.addEventListener("directive-sent", function () {
     document.querySelectorAll(".sent-note").forEach(function (el) { el.hidden = false; });
   });
-  document.addEventListener("directives-settled", function () {
+  document.addEventListener("directives-settled", redrawOverview);
+  document.addEventListener("session-ended", redrawOverview);
+  function redrawOverview() {
     // A directive was applied: redraw the header and the timeline from the server.
     const url = window.location.pathname.replace(/steps\/\d+\/.*$/, "");
     if (!window.htmx) return;
@@ -417,7 +433,7 @@
         window.htmx.ajax("GET", url, { target: part, select: part, swap: "outerHTML" });
       }
     });
-  });
+  }
 
   function start() {
     document.querySelectorAll(".js-hide").forEach(function (el) { el.hidden = true; });

@@ -16,6 +16,7 @@ from difflib import SequenceMatcher
 from typing import Any
 from urllib.parse import quote
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, F, FloatField, Q, QuerySet
@@ -26,6 +27,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
 from contextview.core.diff import diff_contexts
+from contextview.core.liveness import Liveness, directive_expiry, liveness
 from contextview.core.model import Message
 from contextview.core.refs import decode_refs
 from contextview.core.stats import reported_before
@@ -513,6 +515,12 @@ def step_rows(
     return rows, has_prev, has_next
 
 
+def last_step_index(*, session: Session) -> int:
+    """The highest step index the session has (-1 without steps)."""
+    last = Step.objects.filter(session=session).order_by("-index").values_list("index", flat=True)
+    return last.first() if last.exists() else -1
+
+
 def _float(value: Any) -> float | None:
     try:
         return float(value) if value is not None else None
@@ -524,11 +532,27 @@ def _float(value: Any) -> float | None:
 AWAIT_STEP = timedelta(minutes=2)
 
 
+def stale_after() -> timedelta:
+    return timedelta(seconds=settings.SESSION_STALE_AFTER_SECONDS)
+
+
+def session_liveness(session: Session, *, now: datetime | None = None) -> Liveness:
+    """Whether the session's agent is live, quiet, stale or done (SESSION_STALE_AFTER_SECONDS)."""
+    return liveness(
+        status=session.status,
+        last_event_at=session.last_event_at,
+        now=now or timezone.now(),
+        stale_after=stale_after(),
+    )
+
+
 @dataclass
 class DirectiveRow:
     directive: Directive
     created_by: str
     applied_step: int | None
+    # Why a pending directive no longer waits for its agent ("" while it does).
+    expired: str = ""
 
     @property
     def awaits_step(self) -> bool:
@@ -572,15 +596,22 @@ def session_directives(*, session: Session, limit: int = 20) -> list[DirectiveRo
         .annotate(applied_step=shown_in)
         .order_by("-id")[:limit]
     )
+    alive = session_liveness(session)
     rows = []
     for d in directives:
+        expired = directive_expiry(
+            pending=d.status == Directive.Status.PENDING,
+            session=alive,
+            session_status=session.status,
+            stale_after=stale_after(),
+        )
         if d.created_by_user is not None:
             who = d.created_by_user.get_username()
         elif d.created_by_key is not None:
             who = f"key {d.created_by_key.prefix}…"
         else:
             who = "—"
-        rows.append(DirectiveRow(d, who, d.applied_step))  # type: ignore[attr-defined]
+        rows.append(DirectiveRow(d, who, d.applied_step, expired))  # type: ignore[attr-defined]
     return rows
 
 

@@ -13,6 +13,7 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import (
@@ -253,6 +254,12 @@ def _steps_window(
     after, before = _int(request.GET.get("after")), _int(request.GET.get("before"))
     if around is not None and after is None and before is None and around >= STEPS_PER_PAGE:
         after = around - STEPS_PER_PAGE // 2
+    return _window(session, after=after, before=before)
+
+
+def _window(
+    session: Session, *, after: int | None = None, before: int | None = None
+) -> dict[str, Any]:
     rows, has_prev, has_next = web.step_rows(
         session=session, after=after, before=before, limit=STEPS_PER_PAGE
     )
@@ -260,6 +267,30 @@ def _steps_window(
         "steps": rows,
         "steps_prev": rows[0].index if rows and has_prev else None,
         "steps_next": rows[-1].index if rows and has_next else None,
+        **_live(session, start=rows[0].index - 1 if rows else None, tail=not has_next),
+    }
+
+
+def _live_version(session: Session) -> str:
+    """What a watching page has seen of the session: a change means redraw."""
+    return ".".join(
+        str(v)
+        for v in (session.step_count, session.stats_steps_done, session.stats_status,
+                  session.status)
+    )  # fmt: skip
+
+
+def _live(session: Session, *, start: int | None, tail: bool) -> dict[str, Any]:
+    """The live tail's state and the address it polls: the list shown starts after
+    `start`; at the list's end (`tail`), new steps join it as they arrive."""
+    query = {"v": _live_version(session), "tail": "1" if tail else ""}
+    if start is not None:
+        query["after"] = str(start)
+    return {
+        "live": web.session_liveness(session),
+        "live_url": f"{reverse('web-live', args=[session.pk])}?{urlencode(query)}",
+        "live_every": settings.LIVE_POLL_SECONDS,
+        "stale_after": web.stale_after(),
     }
 
 
@@ -312,6 +343,50 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if _fragment(request) and request.htmx.target == "steps":
         return render(request, "session/_steps.html", {"session": session, **window})
     return _session_page(request, session, access, window=window)
+
+
+@login_required
+@require_GET
+def live_tail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """A running session's page asking what is new (every LIVE_POLL_SECONDS).
+
+    Nothing new: only the live bar, saying how long the agent has been silent.
+    New steps or statistics: the step list (grown at its end when the page showed
+    the end), the chart and flags, and the step count; the header is redrawn by the
+    page when the session ends.
+    """
+    session, _ = _session_or_404(request, pk)
+    if request.GET.get("v") == _live_version(session):
+        start = _int(request.GET.get("after"))
+        response = render(
+            request,
+            "session/_live.html",
+            {"session": session, **_live(session, start=start, tail=bool(request.GET.get("tail")))},
+        )
+        response["HX-Retarget"] = "#live-tail"
+        response["HX-Reswap"] = "outerHTML"
+        return response
+    window = _window(session, after=_int(request.GET.get("after")))
+    if request.GET.get("tail") and window["steps_next"] is not None:
+        # The end was in view and the list has outgrown its page: show the last page.
+        window = _window(session, before=web.last_step_index(session=session) + 1)
+    rows, _ = web.session_chart(session=session)
+    directives = web.session_directives(session=session)
+    step_url = reverse("web-step", args=[session.pk, 0])[: -len("0/")]
+    response = render(
+        request,
+        "session/_live_update.html",
+        {
+            "session": session,
+            "chart_meta": _chart_meta(session, directives, step_url=step_url),
+            "chart_rows": rows,
+            "flag_help": web.FLAG_HELP,
+            **window,
+        },
+    )
+    if session.status != Session.Status.RUNNING:
+        response["HX-Trigger"] = "session-ended"
+    return response
 
 
 @login_required
@@ -440,7 +515,10 @@ def restore_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
 
 def _watching(directives: list[web.DirectiveRow]) -> bool:
     """Whether the panel polls: an agent has not answered, or has and its step is not in."""
-    return any(d.directive.status == Directive.Status.PENDING or d.awaits_step for d in directives)
+    return any(
+        (d.directive.status == Directive.Status.PENDING and not d.expired) or d.awaits_step
+        for d in directives
+    )
 
 
 def _directives_response(
