@@ -47,11 +47,36 @@
     loadStep(link.getAttribute("href"));
   }, true);
 
+  // A fold opened in a step, and two steps compared, have addresses too: the fold
+  // opens in the step's fold panel, the comparison in the step panel; each is a
+  // history entry, and Back shows again the step (or comparison) it came from.
+  document.addEventListener("click", function (ev) {
+    if (ev.button !== 0 || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.altKey) return;
+    const link = ev.target.closest && ev.target.closest("a.open-fold");
+    if (!link || !document.getElementById("fold-panel") || !window.htmx) return;
+    ev.preventDefault();
+    ev.stopPropagation();
+    const url = link.getAttribute("href");
+    window.htmx.ajax("GET", url, { target: "#fold-panel", swap: "innerHTML show:#fold-panel:top" })
+      .then(function () { window.history.pushState({ cvStep: url }, "", url); });
+  }, true);
+
+  document.addEventListener("submit", function (ev) {
+    const form = ev.target;
+    if (!form.matches || !form.matches("form[data-panel]") || !document.getElementById("step-panel")) return;
+    ev.preventDefault();
+    const query = new URLSearchParams(new FormData(form)).toString();
+    loadStep(form.getAttribute("action") + "?" + query);
+  });
+
+  // The addresses the step panel shows: a step, a fold in a step, two steps compared.
+  const PANEL_PATH = /\/(steps\/\d+\/(fold\/)?|compare\/)$/;
+
   window.addEventListener("popstate", function (ev) {
     if (ev.state && ev.state.htmx) return; // htmx's own entry: htmx restores it
     const panel = document.getElementById("step-panel");
     const here = window.location.pathname + window.location.search;
-    if (panel && window.htmx && /\/steps\/\d+\/$/.test(window.location.pathname)) {
+    if (panel && window.htmx && PANEL_PATH.test(window.location.pathname)) {
       showStep(here);
     } else {
       window.location.reload(); // the session page without a step, or another page

@@ -396,6 +396,15 @@ def step_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
     shared, the whole session page with that step open."""
     session, access = _session_or_404(request, pk)
     step = _step_or_404(session, index)
+    return _step_response(request, session, access, step, fold=request.GET.get("fold", ""))
+
+
+def _step_response(
+    request: HtmxHttpRequest, session: Session, access: web.Access, step: Step, *, fold: str
+) -> HttpResponse:
+    """The step panel, or the whole session page with the step open; with `fold` (a
+    result id), that fold's originals open in it."""
+    index = step.index
     view = web.step_view(session=session, step=step)
     notes = web.annotation_views(session=session, user=request.user, step_index=index)
     context: dict[str, Any] = {
@@ -408,8 +417,8 @@ def step_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
         "noted": {a.annotation.message_id for a in notes if a.annotation.message_id},
         "labels": web.LABELS,
     }
-    if fold := request.GET.get("fold", ""):
-        # A fold's permalink: the step, with that fold's originals open.
+    if fold:
+        # A fold's address: the step, with that fold's originals open.
         context["fold"] = {
             "result_id": fold,
             "originals": web.fold_originals(session=session, step=step, result_id=fold),
@@ -432,6 +441,8 @@ def step_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
 @login_required
 @require_GET
 def compare_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Two steps compared: in the step panel (asked by htmx), or, loaded directly or
+    reloaded, the whole session page with the comparison open in it."""
     session, access = _session_or_404(request, pk)
     start_index, end_index = _int(request.GET.get("from")), _int(request.GET.get("to"))
     view = None
@@ -444,16 +455,14 @@ def compare_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             error = f"This session has no step {missing}."
         else:
             view = web.steps_compare(session=session, start=start, end=end)
-    context = _page(
-        request,
-        access=access,
-        session=session,
-        view=view,
-        error=error,
-        start=start_index,
-        end=end_index,
-    )
-    return render(request, "compare.html", context)
+    compare = {"view": view, "error": error, "start": start_index, "end": end_index}
+    if _fragment(request):
+        return render(request, "session/_compare.html", {"session": session, "compare": compare})
+    around = end_index if view is not None else None
+    return _session_page(
+        request, session, access, window=_steps_window(request, session, around=around),
+        compare=compare,
+    )  # fmt: skip
 
 
 # --- folded originals and restore ------------------------------------------------------
@@ -462,19 +471,17 @@ def compare_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def fold_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
+    """A fold's originals: in the fold panel of the open step (asked by htmx for it),
+    or the step with the fold open, in the step panel or as the whole session page."""
     session, access = _session_or_404(request, pk)
     step = _step_or_404(session, index)
     result_id = request.GET.get("result", "")
+    if not (_fragment(request) and request.htmx.target == "fold-panel"):
+        return _step_response(request, session, access, step, fold=result_id)
     originals = web.fold_originals(session=session, step=step, result_id=result_id)
     context = {"session": session, "access": access, "step": step, "result_id": result_id,
                "originals": originals}  # fmt: skip
-    if _fragment(request):
-        return render(request, "session/_fold.html", context)
-    return render(
-        request,
-        "fragment_page.html",
-        _page(request, fragment="session/_fold.html", title=f"Fold {result_id}", **context),
-    )
+    return render(request, "session/_fold.html", context)
 
 
 @login_required
