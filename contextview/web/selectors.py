@@ -26,6 +26,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
+from contextview.core.cost import Cost, Total, call_cost, total_cost
 from contextview.core.diff import diff_contexts
 from contextview.core.liveness import Liveness, directive_expiry, liveness
 from contextview.core.model import Message
@@ -886,6 +887,22 @@ class StepView:
     def tools_tokens(self) -> int | None:
         parts = (self.stats or {}).get("partitions") or {}
         return (parts.get("tools") or {}).get("before")
+
+    @property
+    def cost(self) -> Cost | None:
+        """What this call cost by the price table (MODEL_PRICES); None without usage."""
+        return call_cost(
+            usage=self.step.usage,
+            model=self.step.model or self.session.model,
+            prices=settings.MODEL_PRICES,
+        )
+
+
+def session_cost(*, session: Session) -> Total | None:
+    """What the session's calls cost by the price table; None when none reported usage."""
+    calls = Step.objects.filter(session=session, usage__isnull=False).values_list("model", "usage")
+    return total_cost([(model or session.model, usage) for model, usage in calls],
+                      settings.MODEL_PRICES)  # fmt: skip
 
 
 def _context_tokens(cells: Sequence[int | None]) -> int | None:

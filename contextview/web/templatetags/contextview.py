@@ -15,7 +15,7 @@ from contextview.core.model import content_text
 from contextview.core.parts import Block
 from contextview.core.parts import blocks as parts_blocks
 from contextview.projects import selectors as projects
-from contextview.web.selectors import message_anchor, session_liveness
+from contextview.web.selectors import message_anchor, session_cost, session_liveness
 from contextview.web.staticfiles import PLOTLY_STATIC
 from contextview.web.views import permalink_path
 
@@ -128,3 +128,17 @@ def liveness(session: Any) -> Liveness:
 @register.filter
 def duration(span: Any) -> str:
     return duration_text(span) if isinstance(span, timedelta) else "—"
+
+
+@register.simple_tag
+def cost_of(session: Any) -> Any:
+    """The session's cost by the price table (None when no call reported usage)."""
+    return session_cost(session=session)
+
+
+@register.filter
+def usd(value: Any) -> str:
+    """Dollars: cents for a dollar or more, four decimals below (a call costs little)."""
+    if not isinstance(value, int | float):
+        return "—"
+    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
