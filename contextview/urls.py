@@ -51,6 +51,8 @@ urlpatterns = [
     # Permalinks: project slug, the agent's session id and step index, never database ids.
     path("p/<slug:slug>/<path:rest>", views.permalink, name="web-permalink"),
     path("projects/<slug:slug>/keys/", views.keys_page, name="web-keys"),
+    path("projects/<slug:slug>/members/", views.members_page, name="web-members"),
+    path("projects/<slug:slug>/members/<int:member_pk>/", views.member_change, name="web-member"),
     path("projects/<slug:slug>/keys/<int:key_pk>/revoke/", views.key_revoke, name="web-key-revoke"),
 ]
 

@@ -97,6 +97,10 @@ class Access:
     def can_manage_keys(self) -> bool:
         return self.role == Membership.Role.ADMIN
 
+    @property
+    def can_manage_members(self) -> bool:
+        return self.role == Membership.Role.ADMIN
+
 
 def user_access(*, user: User) -> list[Access]:
     """The user's projects with the role held in each, by slug."""
@@ -1468,4 +1472,10 @@ def compare_rows(curves: Sequence[Sequence[dict[str, Any]]], limit: int) -> list
 def project_keys(*, project: Project) -> list[ApiKey]:
     return list(
         ApiKey.objects.filter(project=project).select_related("created_by").order_by("-created_at")
+    )
+
+
+def project_members(*, project: Project) -> list[Membership]:
+    return list(
+        Membership.objects.filter(project=project).select_related("user").order_by("user__username")
     )

@@ -53,8 +53,16 @@ from contextview.postmortems.services import (
     incident_mark,
     incident_resolve,
 )
-from contextview.projects.models import ApiKey
-from contextview.projects.services import IssuedKey, apikey_create, apikey_revoke
+from contextview.projects.models import ApiKey, Membership
+from contextview.projects.services import (
+    ROLES,
+    IssuedKey,
+    apikey_create,
+    apikey_revoke,
+    membership_add,
+    membership_remove,
+    membership_role_change,
+)
 from contextview.sessions.models import Directive, Session, Step
 from contextview.sessions.selectors import session_get, step_get
 from contextview.sessions.services import directive_create
@@ -1121,3 +1129,69 @@ def key_revoke(request: HtmxHttpRequest, slug: str, key_pk: int) -> HttpResponse
         raise Http404("no such key")
     apikey_revoke(key=key)
     return redirect("web-keys", slug=slug)
+
+
+# --- members ---------------------------------------------------------------------------
+
+
+def _members_response(
+    request: HtmxHttpRequest, access: web.Access, *, error: str = "", status: int = 200
+) -> HttpResponse:
+    return render(
+        request,
+        "members.html",
+        _page(
+            request,
+            access=access,
+            members=web.project_members(project=access.project),
+            roles=ROLES,
+            error=error,
+            typed=request.POST if error else {},
+        ),
+        status=status,
+    )
+
+
+def _member_or_404(access: web.Access, member_pk: int) -> Membership:
+    membership = Membership.objects.filter(project=access.project, pk=member_pk).first()
+    if membership is None:
+        raise Http404("no such member")
+    return membership
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def members_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """Who is in the project, with what role; its admins add members here."""
+    access = _project_or_404(request, slug)
+    if request.method == "GET":
+        return _members_response(request, access)
+    if not access.can_manage_members:
+        return HttpResponseForbidden("Only the project's admins manage its members.")
+    try:
+        membership_add(
+            project=access.project,
+            username=request.POST.get("username", ""),
+            role=request.POST.get("role", ""),
+        )
+    except InputError as exc:
+        return _members_response(request, access, error=str(exc), status=400)
+    return redirect("web-members", slug=slug)
+
+
+@login_required
+@require_POST
+def member_change(request: HtmxHttpRequest, slug: str, member_pk: int) -> HttpResponse:
+    """An admin sets a member's role, or (``remove``) takes them out of the project."""
+    access = _project_or_404(request, slug)
+    if not access.can_manage_members:
+        return HttpResponseForbidden("Only the project's admins manage its members.")
+    membership = _member_or_404(access, member_pk)
+    try:
+        if request.POST.get("remove"):
+            membership_remove(membership=membership)
+        else:
+            membership_role_change(membership=membership, role=request.POST.get("role", ""))
+    except InputError as exc:
+        return _members_response(request, access, error=str(exc), status=400)
+    return redirect("web-members", slug=slug)
