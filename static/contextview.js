@@ -325,13 +325,25 @@
     if (!id) return;
     let el = document.getElementById(id);
     if (!el) { try { el = document.getElementById(decodeURIComponent(id)); } catch (e) { el = null; } }
-    if (!el) return;
+    if (!el) { openHiddenRows(id); return; }
     // A message landed on shows its whole content, even where unchanged rows fold it away.
     el.querySelectorAll("details").forEach(function (d) { d.open = true; });
     for (let d = el.closest("details"); d; d = d.parentElement && d.parentElement.closest("details")) d.open = true;
     el.scrollIntoView({ block: "center" });
   }
   window.addEventListener("hashchange", revealTarget);
+
+  // A message a long context's first view left out: load the rows that hold it, then
+  // look again (a load brings a page of rows, and may leave a line for the rest).
+  function openHiddenRows(id) {
+    const more = Array.from(document.querySelectorAll(".rows-more[data-anchors]")).find(function (el) {
+      return el.dataset.anchors.split(" ").indexOf(id) >= 0;
+    });
+    const link = more && more.querySelector("a[hx-get]");
+    if (!link || !window.htmx) return;
+    window.htmx.ajax("GET", link.getAttribute("hx-get"), { target: more, swap: "outerHTML" })
+      .then(function () { window.setTimeout(revealTarget, 0); });
+  }
 
   // --- annotations ------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ their query count and cost do not grow with what the session holds.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
@@ -675,35 +676,84 @@ class Row:
 @dataclass
 class RowGroup:
     """Rows shown together: a run of unchanged messages folds into one line with a count
-    (pinned messages stay in view)."""
+    (pinned messages stay in view). A group with `hidden` stands for rows [start, end)
+    of the whole list that the page does not carry until asked (a long run, or past
+    the first view's rows), with `label` saying what they are."""
 
     rows: list[Row]
     unchanged: bool = False
+    hidden: tuple[int, int] | None = None
+    label: str = ""
+    # The message anchors the hidden rows hold: a permalink to one of them opens them.
+    anchors: list[str] = field(default_factory=list)
+
+    @property
+    def hidden_count(self) -> int:
+        return self.hidden[1] - self.hidden[0] if self.hidden else 0
 
 
 # A run of unchanged messages at least this long is shown as one collapsed line.
 COLLAPSE_RUN = 3
+# What a step's first view carries, so that a compaction of hundreds of messages stays
+# a page one can read (and under 300 KB): unchanged runs up to LAZY_UNCHANGED long with
+# their content, the first RUN_SHOWN rows of a longer run of one kind, and FIRST_VIEW
+# rows in all. The rest is a line with a count, loaded ROWS_PER_LOAD at a time.
+LAZY_UNCHANGED = 20
+RUN_SHOWN = 8
+FIRST_VIEW = 120
+ROWS_PER_LOAD = 200
 
 
-def row_groups(rows: Sequence[Row]) -> list[RowGroup]:
+def _hidden(rows: Sequence[Row], start: int, end: int) -> RowGroup:
+    kinds = Counter(r.kind if r.kind != "same" else "unchanged" for r in rows[start:end])
+    what = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
+    anchors = [c.anchor for r in rows[start:end] for c in (r.left, r.right) if c and c.anchor]
+    return RowGroup([], hidden=(start, end), label=what, anchors=anchors)
+
+
+def _unchanged(row: Row) -> bool:
+    # A pinned message is what the engineer checks first: never folded away.
+    return row.kind == "same" and not (row.right is not None and row.right.message.pinned)
+
+
+def row_groups(
+    rows: Sequence[Row], start: int = 0, end: int | None = None, *, first_view: bool = True
+) -> list[RowGroup]:
+    """Rows [start, end) in groups. For the first view, long runs and what lies past
+    FIRST_VIEW rows are left for later; a later load shows ROWS_PER_LOAD rows at most."""
+    end = len(rows) if end is None else min(end, len(rows))
+    limit = FIRST_VIEW if first_view else ROWS_PER_LOAD
     groups: list[RowGroup] = []
-    run: list[Row] = []
-
-    def flush() -> None:
-        if len(run) >= COLLAPSE_RUN:
-            groups.append(RowGroup(list(run), unchanged=True))
+    shown = 0
+    i = start
+    while i < end:
+        if shown >= limit:
+            groups.append(_hidden(rows, i, end))
+            break
+        j = i + 1
+        same = _unchanged(rows[i])
+        while j < end and _unchanged(rows[j]) == same and (same or rows[j].kind == rows[i].kind):
+            j += 1
+        run = list(rows[i:j])
+        if same and len(run) >= COLLAPSE_RUN:
+            if first_view and len(run) > LAZY_UNCHANGED:
+                groups.append(_hidden(rows, i, j))
+                shown += 1
+            else:
+                groups.append(RowGroup(run, unchanged=True))
+                shown += len(run) if not first_view else 1
+        elif first_view and len(run) > RUN_SHOWN + 2:
+            groups.extend(RowGroup([r]) for r in run[:RUN_SHOWN])
+            groups.append(_hidden(rows, i + RUN_SHOWN, j))
+            shown += RUN_SHOWN + 1
         else:
-            groups.extend(RowGroup([r]) for r in run)
-        run.clear()
-
-    for row in rows:
-        # A pinned message is what the engineer checks first: never folded away.
-        if row.kind == "same" and not (row.right is not None and row.right.message.pinned):
-            run.append(row)
-            continue
-        flush()
-        groups.append(RowGroup([row]))
-    flush()
+            take = run[: limit - shown]
+            groups.extend(RowGroup([r]) for r in take)
+            shown += len(take)
+            if len(take) < len(run):
+                groups.append(_hidden(rows, i + len(take), end))
+                break
+        i = j
     return groups
 
 

@@ -473,6 +473,64 @@ def compare_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     )  # fmt: skip
 
 
+# --- rows of a long context, on demand ---------------------------------------------------
+
+
+def _rows_range(request: HttpRequest) -> tuple[int, int]:
+    start, end = _int(request.GET.get("start")), _int(request.GET.get("end"))
+    if start is None or end is None or not 0 <= start < end:
+        raise Http404("start and end must be row numbers, start before end")
+    return start, end
+
+
+def _rows_response(request: HtmxHttpRequest, session: Session, access: web.Access,
+                   rows: list[web.Row], **context: Any) -> HttpResponse:  # fmt: skip
+    start, end = _rows_range(request)
+    context = {"session": session, "access": access,
+               "groups": web.row_groups(rows, start, end, first_view=False), **context}  # fmt: skip
+    if _fragment(request):
+        return render(request, "session/_diff_groups.html", context)
+    return render(
+        request,
+        "fragment_page.html",
+        _page(request, fragment="session/_diff_rows.html", title="Messages", **context),
+    )
+
+
+@login_required
+@require_GET
+def step_rows(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
+    """Rows of a step's diff that its first view left out (a long run, a long context)."""
+    session, access = _session_or_404(request, pk)
+    step = _step_or_404(session, index)
+    view = web.step_view(session=session, step=step)
+    notes = web.annotation_views(session=session, user=request.user, step_index=index)
+    return _rows_response(
+        request, session, access, view.rows, step=step,
+        rows_url=reverse("web-step-rows", args=[session.pk, index]) + "?",
+        step_link=permalink_path(session, index),
+        noted={a.annotation.message_id for a in notes if a.annotation.message_id},
+    )  # fmt: skip
+
+
+@login_required
+@require_GET
+def compare_rows(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Rows of a comparison that its first view left out."""
+    session, access = _session_or_404(request, pk)
+    start, end = _int(request.GET.get("from")), _int(request.GET.get("to"))
+    first = step_get(session=session, index=start) if start is not None else None
+    last = step_get(session=session, index=end) if end is not None else None
+    if first is None or last is None:
+        raise Http404("no such steps")
+    view = web.steps_compare(session=session, start=first, end=last)
+    query = urlencode({"from": start, "to": end})
+    return _rows_response(
+        request, session, access, view.rows, step=None,
+        rows_url=f"{reverse('web-compare-rows', args=[session.pk])}?{query}&",
+    )  # fmt: skip
+
+
 # --- folded originals and restore ------------------------------------------------------
 
 
