@@ -85,4 +85,7 @@ def test_it_keeps_the_fold_of_900_originals_and_a_comparison_small(
     assert fold.count("original-content") == 20 and "The other 880 originals" in fold
     compare = client.get(f"/sessions/{session.pk}/compare/?from=0&to=1").content
     assert len(compare) < 300_000
-    assert "Show " in compare.decode()
+    (link,) = _more_links(compare.decode())
+    assert link.startswith(f"/sessions/{session.pk}/compare/rows/?from=0&to=1&start=")
+    rows = client.get(link, HTTP_HX_REQUEST="true").content.decode()
+    assert rows.count('class="diff-row') == 200 and len(_more_links(rows)) == 1
