@@ -404,7 +404,8 @@
       if (!list) return;
       const r = row.getBoundingClientRect(), b = list.getBoundingClientRect();
       const head = list.querySelector("thead");
-      const top = b.top + (head ? head.getBoundingClientRect().height : 0);
+      const live = document.getElementById("live-tail");
+      const top = b.top + (head ? head.getBoundingClientRect().height : 0) + (live ? live.offsetHeight : 0);
       if (r.top < top) list.scrollTop -= top - r.top;
       else if (r.bottom > b.bottom) list.scrollTop += r.bottom - b.bottom;
     }
@@ -415,6 +416,8 @@
   // The step panel likewise ends at the window's bottom, wherever the page is scrolled.
   function fitList() {
     const list = document.getElementById("steps");
+    const live = document.getElementById("live-tail");
+    if (list) list.style.setProperty("--live-height", (live ? live.offsetHeight : 0) + "px");
     const pane = list && list.closest(".left-col");
     if (!pane || getComputedStyle(pane).position !== "sticky") return;
     const bottom = Math.min(pane.getBoundingClientRect().bottom, window.innerHeight);
@@ -452,8 +455,10 @@
   });
   document.addEventListener("htmx:afterSettle", function (ev) {
     const list = ev.detail.target;
+    if (list && list.id === "live-tail") { fitList(); return; }
     if (!list || list.id !== "steps") return;
     if (listAtEnd) list.scrollTop = list.scrollHeight;
+    fitList();
     markCurrentStep();
   });
   document.addEventListener("directive-sent", function () {
