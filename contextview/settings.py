@@ -14,6 +14,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from django.core.exceptions import ImproperlyConfigured
 from whitenoise.compress import Compressor
 
+from contextview.core.cost import PRICES, Price, prices_from_json
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -43,6 +45,15 @@ def envint(name: str, default: str, *, minimum: int | None = None) -> int:
 
 def envlist(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def envprices(name: str) -> dict[str, Price]:
+    """The built-in price table, with the models a JSON object in `name` sets."""
+    value = os.environ.get(name, "").strip()
+    try:
+        return {**PRICES, **(prices_from_json(value) if value else {})}
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from None
 
 
 def database_from_url(url: str) -> dict[str, object]:
@@ -250,6 +261,15 @@ STATS_SWEEP_AFTER_SECONDS = envint("STATS_SWEEP_AFTER_SECONDS", "60")
 STATS_CACHE_MB = envint("STATS_CACHE_MB", "256")
 # Work a statistics worker commits at once: a killed worker loses at most about this.
 STATS_CHUNK_MS = envint("STATS_CHUNK_MS", "1000")
+# A running session with no event for this long is shown as stale (its agent taken
+# for gone) and its pending directives as expired; its page polls for new steps
+# every LIVE_POLL_SECONDS.
+# Cost: US dollars per million tokens (input, cached input, output) by model; the
+# table is contextview.core.cost.PRICES, and MODEL_PRICES (a JSON object) adds or
+# replaces models.
+MODEL_PRICES = envprices("MODEL_PRICES")
+SESSION_STALE_AFTER_SECONDS = envint("SESSION_STALE_AFTER_SECONDS", "900", minimum=1)
+LIVE_POLL_SECONDS = envint("LIVE_POLL_SECONDS", "3", minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "sweep-pending-stats": {
         "task": "contextview.stats.tasks.sweep_pending_stats",

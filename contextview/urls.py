@@ -27,10 +27,13 @@ urlpatterns = [
     path("sessions/<int:pk>/steps/<int:index>/fold/", views.fold_page, name="web-fold"),
     path("sessions/<int:pk>/steps/<int:index>/restore/", views.restore_page, name="web-restore"),
     path("sessions/<int:pk>/compare/", views.compare_page, name="web-compare"),
+    path("sessions/<int:pk>/compare/rows/", views.compare_rows, name="web-compare-rows"),
+    path("sessions/<int:pk>/steps/<int:index>/rows/", views.step_rows, name="web-step-rows"),
     path("sessions/<int:pk>/archive/", views.archive_page, name="web-archive"),
     path("sessions/<int:pk>/restore/", views.restore_send, name="web-restore-send"),
     path("sessions/<int:pk>/mode/", views.mode_switch, name="web-mode"),
     path("sessions/<int:pk>/directives/", views.directives_fragment, name="web-directives"),
+    path("sessions/<int:pk>/live/", views.live_tail, name="web-live"),
     path("sessions/<int:pk>/notes/", views.notes, name="web-notes"),
     path("sessions/<int:pk>/notes/<int:aid>/", views.note_save, name="web-note"),
     path("sessions/<int:pk>/notes/<int:aid>/edit/", views.note_edit, name="web-note-edit"),
@@ -50,6 +53,8 @@ urlpatterns = [
     # Permalinks: project slug, the agent's session id and step index, never database ids.
     path("p/<slug:slug>/<path:rest>", views.permalink, name="web-permalink"),
     path("projects/<slug:slug>/keys/", views.keys_page, name="web-keys"),
+    path("projects/<slug:slug>/members/", views.members_page, name="web-members"),
+    path("projects/<slug:slug>/members/<int:member_pk>/", views.member_change, name="web-member"),
     path("projects/<slug:slug>/keys/<int:key_pk>/revoke/", views.key_revoke, name="web-key-revoke"),
 ]
 

@@ -52,11 +52,36 @@
     loadStep(link.getAttribute("href"));
   }, true);
 
+  // A fold opened in a step, and two steps compared, have addresses too: the fold
+  // opens in the step's fold panel, the comparison in the step panel; each is a
+  // history entry, and Back shows again the step (or comparison) it came from.
+  document.addEventListener("click", function (ev) {
+    if (ev.button !== 0 || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.altKey) return;
+    const link = ev.target.closest && ev.target.closest("a.open-fold");
+    if (!link || !document.getElementById("fold-panel") || !window.htmx) return;
+    ev.preventDefault();
+    ev.stopPropagation();
+    const url = link.getAttribute("href");
+    window.htmx.ajax("GET", url, { target: "#fold-panel", swap: "innerHTML show:#fold-panel:top" })
+      .then(function () { window.history.pushState({ cvStep: url }, "", url); });
+  }, true);
+
+  document.addEventListener("submit", function (ev) {
+    const form = ev.target;
+    if (!form.matches || !form.matches("form[data-panel]") || !document.getElementById("step-panel")) return;
+    ev.preventDefault();
+    const query = new URLSearchParams(new FormData(form)).toString();
+    loadStep(form.getAttribute("action") + "?" + query);
+  });
+
+  // The addresses the step panel shows: a step, a fold in a step, two steps compared.
+  const PANEL_PATH = /\/(steps\/\d+\/(fold\/)?|compare\/)$/;
+
   window.addEventListener("popstate", function (ev) {
     if (ev.state && ev.state.htmx) return; // htmx's own entry: htmx restores it
     const panel = document.getElementById("step-panel");
     const here = window.location.pathname + window.location.search;
-    if (panel && window.htmx && /\/steps\/\d+\/$/.test(window.location.pathname)) {
+    if (panel && window.htmx && PANEL_PATH.test(window.location.pathname)) {
       showStep(here);
     } else {
       window.location.reload(); // the session page without a step, or another page
@@ -306,13 +331,25 @@
     if (!id) return;
     let el = document.getElementById(id);
     if (!el) { try { el = document.getElementById(decodeURIComponent(id)); } catch (e) { el = null; } }
-    if (!el) return;
+    if (!el) { openHiddenRows(id); return; }
     // A message landed on shows its whole content, even where unchanged rows fold it away.
     el.querySelectorAll("details").forEach(function (d) { d.open = true; });
     for (let d = el.closest("details"); d; d = d.parentElement && d.parentElement.closest("details")) d.open = true;
     el.scrollIntoView({ block: "center" });
   }
   window.addEventListener("hashchange", revealTarget);
+
+  // A message a long context's first view left out: load the rows that hold it, then
+  // look again (a load brings a page of rows, and may leave a line for the rest).
+  function openHiddenRows(id) {
+    const more = Array.from(document.querySelectorAll(".rows-more[data-anchors]")).find(function (el) {
+      return el.dataset.anchors.split(" ").indexOf(id) >= 0;
+    });
+    const link = more && more.querySelector("a[hx-get]");
+    if (!link || !window.htmx) return;
+    window.htmx.ajax("GET", link.getAttribute("hx-get"), { target: more, swap: "outerHTML" })
+      .then(function () { window.setTimeout(revealTarget, 0); });
+  }
 
   // --- annotations ------------------------------------------------------------------
 
@@ -373,7 +410,8 @@
       if (!list) return;
       const r = row.getBoundingClientRect(), b = list.getBoundingClientRect();
       const head = list.querySelector("thead");
-      const top = b.top + (head ? head.getBoundingClientRect().height : 0);
+      const live = document.getElementById("live-tail");
+      const top = b.top + (head ? head.getBoundingClientRect().height : 0) + (live ? live.offsetHeight : 0);
       if (r.top < top) list.scrollTop -= top - r.top;
       else if (r.bottom > b.bottom) list.scrollTop += r.bottom - b.bottom;
     }
@@ -384,6 +422,8 @@
   // The step panel likewise ends at the window's bottom, wherever the page is scrolled.
   function fitList() {
     const list = document.getElementById("steps");
+    const live = document.getElementById("live-tail");
+    if (list) list.style.setProperty("--live-height", (live ? live.offsetHeight : 0) + "px");
     const pane = list && list.closest(".left-col");
     if (!pane || getComputedStyle(pane).position !== "sticky") return;
     const bottom = Math.min(pane.getBoundingClientRect().bottom, window.innerHeight);
@@ -411,10 +451,28 @@
     // An outerHTML swap leaves ev.detail.target detached: look in the whole page.
     drawCharts(document);
   });
+  // The live tail redraws the step list: a list scrolled to its end stays at its end,
+  // so new steps come into view; the open step stays marked.
+  let listAtEnd = false;
+  document.addEventListener("htmx:beforeSwap", function (ev) {
+    const list = ev.detail.target;
+    if (!list || list.id !== "steps") return;
+    listAtEnd = list.scrollHeight - list.scrollTop - list.clientHeight < 8;
+  });
+  document.addEventListener("htmx:afterSettle", function (ev) {
+    const list = ev.detail.target;
+    if (list && list.id === "live-tail") { fitList(); return; }
+    if (!list || list.id !== "steps") return;
+    if (listAtEnd) list.scrollTop = list.scrollHeight;
+    fitList();
+    markCurrentStep();
+  });
   document.addEventListener("directive-sent", function () {
     document.querySelectorAll(".sent-note").forEach(function (el) { el.hidden = false; });
   });
-  document.addEventListener("directives-settled", function () {
+  document.addEventListener("directives-settled", redrawOverview);
+  document.addEventListener("session-ended", redrawOverview);
+  function redrawOverview() {
     // A directive was applied: redraw the header and the timeline from the server.
     const url = window.location.pathname.replace(/steps\/\d+\/.*$/, "");
     if (!window.htmx) return;
@@ -423,7 +481,7 @@
         window.htmx.ajax("GET", url, { target: part, select: part, swap: "outerHTML" });
       }
     });
-  });
+  }
 
   function start() {
     document.querySelectorAll(".js-hide").forEach(function (el) { el.hidden = true; });

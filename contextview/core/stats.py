@@ -47,6 +47,7 @@ from contextview.core.entities import (
 )
 from contextview.core.model import PARTITIONS, REPLACING_OPS, Fold, Message, Operation
 from contextview.core.sequences import common_prefix, common_suffix
+from contextview.core.usage import usage_counts
 
 # Every flag a step can raise, with the one line the page and the reports show beside
 # it (the contract's Statistics section). In the order the dashboard lists them.
@@ -363,25 +364,12 @@ def _partition_order(name: str) -> tuple[int, str]:
     return (PARTITIONS.index(name), "") if name in PARTITIONS else (len(PARTITIONS), name)
 
 
-# Cache counts in the contract's names, then in Anthropic's own.
-_USAGE_CACHE = (
-    ("cache_read_tokens", "cache_read_input_tokens"),
-    ("cache_write_tokens", "cache_creation_input_tokens"),
-)
-
-
 def usage_before(usage: Mapping[str, Any] | None) -> int | None:
     """The tokens a call's context came to, as its provider reported them: input
     plus cache reads and writes (contract v1.1), or OpenAI's ``prompt_tokens``,
     which already include cached ones. None without usage."""
-    if not usage:
-        return None
-    total = _count(usage.get("input_tokens"))
-    if total is None:
-        return _count(usage.get("prompt_tokens"))
-    for names in _USAGE_CACHE:
-        total += next((n for n in map(_count, map(usage.get, names)) if n is not None), 0)
-    return total
+    counts = usage_counts(usage)
+    return counts.context if counts is not None else None
 
 
 def reported_before(before_tokens: int | None, usage: Mapping[str, Any] | None) -> int | None:

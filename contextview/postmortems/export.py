@@ -1,6 +1,8 @@
 """The training dataset export: one JSON line per step (seed 000 section 5, seed 003 3.2).
 
-Each line is ``(obs, operations, after, step reward, session outcome)``. Rows are
+Each line is ``(obs, operations, after, step reward, session outcome)``, with its
+messages by number: a session's lines come in step order, and each distinct message
+is written once, in the first line of its session that holds it (``messages``). Rows are
 produced a chunk of steps at a time, keyset-paginated, so a project of a million
 steps streams in constant memory.
 """
@@ -14,6 +16,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from contextview.core.distinct import Distinct
 from contextview.core.parts import call_fields
 from contextview.projects.models import Project
 from contextview.sessions.models import Operation, Session, Step
@@ -47,6 +50,9 @@ def sessions_rows(sessions: QuerySet[Session]) -> Iterator[dict[str, Any]]:
 
 def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
     outcome = {"status": session.status, "score": session.score}
+    # Each distinct message once per session: `obs` and `after` are numbers, and a row
+    # carries the messages first used in it under `messages`.
+    table = Distinct()
     last_index = -1
     while True:
         steps = list(
@@ -76,9 +82,10 @@ def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
                 "agent": session.agent or None,
                 "mode": step.mode or session.mode or None,
                 "index": step.index,
-                "obs": [_message(s) for s in before],
+                "obs": table.refs([_message(s) for s in before]),
                 "operations": ops.get(step.pk, []),
-                "after": [_message(s) for s in after],
+                "after": table.refs([_message(s) for s in after]),
+                "messages": table.new(),
                 "reward": stats["reward"] if stats else None,
                 "flags": stats["flags"] if stats else None,
                 "outcome": outcome,

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from contextview.core.diff import diff_contexts
+from contextview.core.distinct import Distinct
 from contextview.core.stats import FLAG_HELP
 from contextview.postmortems.markdown import render_markdown
 from contextview.postmortems.models import Annotation, Incident
@@ -130,11 +131,41 @@ def session_export(session: Session) -> Iterator[dict[str, Any]]:
         last = steps[-1].index
 
 
+def _diff_by_id(diff: dict[str, Any]) -> dict[str, Any]:
+    """A flagged step's diff naming its messages by id: their content is in the step."""
+    return {
+        **diff,
+        "added": [m["id"] for m in diff["added"]],
+        "removed": [m["id"] for m in diff["removed"]],
+        "changed": [{"id": c["id"], "words": c["words"]} for c in diff["changed"]],
+    }
+
+
+def step_by_reference(step: dict[str, Any], messages: Distinct, tools: Distinct) -> dict[str, Any]:
+    """A step as the read API gives it, with its messages and tool list by number:
+    ``before``, ``after`` and ``tools`` name entries of the session's tables, and the
+    step carries the entries first used in it (``messages``, ``tool_lists``)."""
+    out = {**step, "before": messages.refs(step["before"]), "after": messages.refs(step["after"])}
+    out["tools"] = tools.ref(step["tools"]) if step.get("tools") is not None else None
+    out["messages"] = messages.new()
+    out["tool_lists"] = tools.new()
+    return out
+
+
 def report_json_chunks(session: Session) -> Iterator[str]:
-    """``{"report": ..., "steps": [...]}`` as text, a step at a time, for streaming."""
-    yield '{"report": ' + json.dumps(session_report(session)) + ', "steps": ['
+    """``{"report": ..., "steps": [...]}`` as text, a step at a time, for streaming.
+
+    Every distinct message is written once, in the first step that holds it; the
+    flagged steps' diffs name messages by id (see ``step_by_reference``).
+    """
+    report = session_report(session)
+    report["flagged_steps"] = [
+        {**f, "diff": _diff_by_id(f["diff"])} for f in report["flagged_steps"]
+    ]
+    yield '{"report": ' + json.dumps(report) + ', "steps": ['
+    messages, tools = Distinct(), Distinct()
     for n, step in enumerate(session_export(session)):
-        yield ("," if n else "") + json.dumps(step)
+        yield ("," if n else "") + json.dumps(step_by_reference(step, messages, tools))
     yield "]}"
 
 

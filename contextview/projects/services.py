@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from contextview.core.errors import InputError
 from contextview.projects.models import ApiKey, Membership, Project
 
 KEY_PREFIX = "cv"
@@ -69,6 +70,66 @@ def membership_set(*, user: User, project: Project, role: str) -> Membership:
         user=user, project=project, defaults={"role": role}
     )
     return membership
+
+
+ROLES = tuple(Membership.Role.values)
+
+
+def _role(role: str) -> str:
+    if role not in ROLES:
+        raise InputError("role", f"must be one of {', '.join(ROLES)}, not {role[:40]!r}")
+    return role
+
+
+def _keep_an_admin(project: Project, leaving: Membership) -> None:
+    """Refuse a change that would leave the project without an admin.
+
+    The project's admin rows are locked first, so two admins demoting each other at
+    once cannot both succeed.
+    """
+    admins = list(
+        Membership.objects.select_for_update()
+        .filter(project=project, role=Membership.Role.ADMIN)
+        .values_list("pk", flat=True)
+    )
+    if admins == [leaving.pk]:
+        raise InputError(
+            "role", "a project needs at least one admin: make another member admin first"
+        )
+
+
+@transaction.atomic
+def membership_add(*, project: Project, username: str, role: str) -> Membership:
+    """Add an existing user to the project with `role`."""
+    _role(role)
+    username = username.strip()
+    if not username:
+        raise InputError("username", "required")
+    user = User.objects.filter(username=username).first()
+    if user is None:
+        raise InputError(
+            "username", f"no user named {username[:150]!r}: they need an account first"
+        )
+    if Membership.objects.filter(project=project, user=user).exists():
+        raise InputError("username", f"{username} is already a member: change their role below")
+    return Membership.objects.create(project=project, user=user, role=role)
+
+
+@transaction.atomic
+def membership_role_change(*, membership: Membership, role: str) -> Membership:
+    _role(role)
+    if membership.role == Membership.Role.ADMIN and role != Membership.Role.ADMIN:
+        _keep_an_admin(membership.project, membership)
+    membership.role = role
+    membership.save(update_fields=["role"])
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, membership: Membership) -> None:
+    if membership.role == Membership.Role.ADMIN:
+        _keep_an_admin(membership.project, membership)
+    membership.delete()
 
 
 @transaction.atomic

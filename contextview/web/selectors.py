@@ -9,6 +9,7 @@ their query count and cost do not grow with what the session holds.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
@@ -16,6 +17,7 @@ from difflib import SequenceMatcher
 from typing import Any
 from urllib.parse import quote
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, F, FloatField, Q, QuerySet
@@ -25,7 +27,9 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
+from contextview.core.cost import Cost, Total, call_cost, total_cost
 from contextview.core.diff import diff_contexts
+from contextview.core.liveness import Liveness, directive_expiry, liveness
 from contextview.core.model import Message
 from contextview.core.refs import decode_refs
 from contextview.core.stats import (
@@ -78,6 +82,10 @@ class Access:
 
     @property
     def can_manage_keys(self) -> bool:
+        return self.role == Membership.Role.ADMIN
+
+    @property
+    def can_manage_members(self) -> bool:
         return self.role == Membership.Role.ADMIN
 
 
@@ -499,6 +507,12 @@ def step_rows(
     return rows, has_prev, has_next
 
 
+def last_step_index(*, session: Session) -> int:
+    """The highest step index the session has (-1 without steps)."""
+    last = Step.objects.filter(session=session).order_by("-index").values_list("index", flat=True)
+    return last.first() if last.exists() else -1
+
+
 def _float(value: Any) -> float | None:
     try:
         return float(value) if value is not None else None
@@ -510,11 +524,27 @@ def _float(value: Any) -> float | None:
 AWAIT_STEP = timedelta(minutes=2)
 
 
+def stale_after() -> timedelta:
+    return timedelta(seconds=settings.SESSION_STALE_AFTER_SECONDS)
+
+
+def session_liveness(session: Session, *, now: datetime | None = None) -> Liveness:
+    """Whether the session's agent is live, quiet, stale or done (SESSION_STALE_AFTER_SECONDS)."""
+    return liveness(
+        status=session.status,
+        last_event_at=session.last_event_at,
+        now=now or timezone.now(),
+        stale_after=stale_after(),
+    )
+
+
 @dataclass
 class DirectiveRow:
     directive: Directive
     created_by: str
     applied_step: int | None
+    # Why a pending directive no longer waits for its agent ("" while it does).
+    expired: str = ""
 
     @property
     def awaits_step(self) -> bool:
@@ -558,15 +588,22 @@ def session_directives(*, session: Session, limit: int = 20) -> list[DirectiveRo
         .annotate(applied_step=shown_in)
         .order_by("-id")[:limit]
     )
+    alive = session_liveness(session)
     rows = []
     for d in directives:
+        expired = directive_expiry(
+            pending=d.status == Directive.Status.PENDING,
+            session=alive,
+            session_status=session.status,
+            stale_after=stale_after(),
+        )
         if d.created_by_user is not None:
             who = d.created_by_user.get_username()
         elif d.created_by_key is not None:
             who = f"key {d.created_by_key.prefix}…"
         else:
             who = "—"
-        rows.append(DirectiveRow(d, who, d.applied_step))  # type: ignore[attr-defined]
+        rows.append(DirectiveRow(d, who, d.applied_step, expired))  # type: ignore[attr-defined]
     return rows
 
 
@@ -625,35 +662,84 @@ class Row:
 @dataclass
 class RowGroup:
     """Rows shown together: a run of unchanged messages folds into one line with a count
-    (pinned messages stay in view)."""
+    (pinned messages stay in view). A group with `hidden` stands for rows [start, end)
+    of the whole list that the page does not carry until asked (a long run, or past
+    the first view's rows), with `label` saying what they are."""
 
     rows: list[Row]
     unchanged: bool = False
+    hidden: tuple[int, int] | None = None
+    label: str = ""
+    # The message anchors the hidden rows hold: a permalink to one of them opens them.
+    anchors: list[str] = field(default_factory=list)
+
+    @property
+    def hidden_count(self) -> int:
+        return self.hidden[1] - self.hidden[0] if self.hidden else 0
 
 
 # A run of unchanged messages at least this long is shown as one collapsed line.
 COLLAPSE_RUN = 3
+# What a step's first view carries, so that a compaction of hundreds of messages stays
+# a page one can read (and under 300 KB): unchanged runs up to LAZY_UNCHANGED long with
+# their content, the first RUN_SHOWN rows of a longer run of one kind, and FIRST_VIEW
+# rows in all. The rest is a line with a count, loaded ROWS_PER_LOAD at a time.
+LAZY_UNCHANGED = 20
+RUN_SHOWN = 8
+FIRST_VIEW = 120
+ROWS_PER_LOAD = 200
 
 
-def row_groups(rows: Sequence[Row]) -> list[RowGroup]:
+def _hidden(rows: Sequence[Row], start: int, end: int) -> RowGroup:
+    kinds = Counter(r.kind if r.kind != "same" else "unchanged" for r in rows[start:end])
+    what = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
+    anchors = [c.anchor for r in rows[start:end] for c in (r.left, r.right) if c and c.anchor]
+    return RowGroup([], hidden=(start, end), label=what, anchors=anchors)
+
+
+def _unchanged(row: Row) -> bool:
+    # A pinned message is what the engineer checks first: never folded away.
+    return row.kind == "same" and not (row.right is not None and row.right.message.pinned)
+
+
+def row_groups(
+    rows: Sequence[Row], start: int = 0, end: int | None = None, *, first_view: bool = True
+) -> list[RowGroup]:
+    """Rows [start, end) in groups. For the first view, long runs and what lies past
+    FIRST_VIEW rows are left for later; a later load shows ROWS_PER_LOAD rows at most."""
+    end = len(rows) if end is None else min(end, len(rows))
+    limit = FIRST_VIEW if first_view else ROWS_PER_LOAD
     groups: list[RowGroup] = []
-    run: list[Row] = []
-
-    def flush() -> None:
-        if len(run) >= COLLAPSE_RUN:
-            groups.append(RowGroup(list(run), unchanged=True))
+    shown = 0
+    i = start
+    while i < end:
+        if shown >= limit:
+            groups.append(_hidden(rows, i, end))
+            break
+        j = i + 1
+        same = _unchanged(rows[i])
+        while j < end and _unchanged(rows[j]) == same and (same or rows[j].kind == rows[i].kind):
+            j += 1
+        run = list(rows[i:j])
+        if same and len(run) >= COLLAPSE_RUN:
+            if first_view and len(run) > LAZY_UNCHANGED:
+                groups.append(_hidden(rows, i, j))
+                shown += 1
+            else:
+                groups.append(RowGroup(run, unchanged=True))
+                shown += len(run) if not first_view else 1
+        elif first_view and len(run) > RUN_SHOWN + 2:
+            groups.extend(RowGroup([r]) for r in run[:RUN_SHOWN])
+            groups.append(_hidden(rows, i + RUN_SHOWN, j))
+            shown += RUN_SHOWN + 1
         else:
-            groups.extend(RowGroup([r]) for r in run)
-        run.clear()
-
-    for row in rows:
-        # A pinned message is what the engineer checks first: never folded away.
-        if row.kind == "same" and not (row.right is not None and row.right.message.pinned):
-            run.append(row)
-            continue
-        flush()
-        groups.append(RowGroup([row]))
-    flush()
+            take = run[: limit - shown]
+            groups.extend(RowGroup([r]) for r in take)
+            shown += len(take)
+            if len(take) < len(run):
+                groups.append(_hidden(rows, i + len(take), end))
+                break
+        i = j
     return groups
 
 
@@ -841,6 +927,22 @@ class StepView:
     def tools_tokens(self) -> int | None:
         parts = (self.stats or {}).get("partitions") or {}
         return (parts.get("tools") or {}).get("before")
+
+    @property
+    def cost(self) -> Cost | None:
+        """What this call cost by the price table (MODEL_PRICES); None without usage."""
+        return call_cost(
+            usage=self.step.usage,
+            model=self.step.model or self.session.model,
+            prices=settings.MODEL_PRICES,
+        )
+
+
+def session_cost(*, session: Session) -> Total | None:
+    """What the session's calls cost by the price table; None when none reported usage."""
+    calls = Step.objects.filter(session=session, usage__isnull=False).values_list("model", "usage")
+    return total_cost([(model or session.model, usage) for model, usage in calls],
+                      settings.MODEL_PRICES)  # fmt: skip
 
 
 def _context_tokens(cells: Sequence[int | None]) -> int | None:
@@ -1410,4 +1512,10 @@ def compare_rows(curves: Sequence[Sequence[dict[str, Any]]], limit: int) -> list
 def project_keys(*, project: Project) -> list[ApiKey]:
     return list(
         ApiKey.objects.filter(project=project).select_related("created_by").order_by("-created_at")
+    )
+
+
+def project_members(*, project: Project) -> list[Membership]:
+    return list(
+        Membership.objects.filter(project=project).select_related("user").order_by("user__username")
     )

@@ -13,6 +13,7 @@ import json
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import (
@@ -52,8 +53,16 @@ from contextview.postmortems.services import (
     incident_mark,
     incident_resolve,
 )
-from contextview.projects.models import ApiKey
-from contextview.projects.services import IssuedKey, apikey_create, apikey_revoke
+from contextview.projects.models import ApiKey, Membership
+from contextview.projects.services import (
+    ROLES,
+    IssuedKey,
+    apikey_create,
+    apikey_revoke,
+    membership_add,
+    membership_remove,
+    membership_role_change,
+)
 from contextview.sessions.models import Directive, Session, Step
 from contextview.sessions.selectors import session_get, step_get
 from contextview.sessions.services import directive_create
@@ -254,6 +263,12 @@ def _steps_window(
     after, before = _int(request.GET.get("after")), _int(request.GET.get("before"))
     if around is not None and after is None and before is None and around >= STEPS_PER_PAGE:
         after = around - STEPS_PER_PAGE // 2
+    return _window(session, after=after, before=before)
+
+
+def _window(
+    session: Session, *, after: int | None = None, before: int | None = None
+) -> dict[str, Any]:
     rows, has_prev, has_next = web.step_rows(
         session=session, after=after, before=before, limit=STEPS_PER_PAGE
     )
@@ -261,6 +276,30 @@ def _steps_window(
         "steps": rows,
         "steps_prev": rows[0].index if rows and has_prev else None,
         "steps_next": rows[-1].index if rows and has_next else None,
+        **_live(session, start=rows[0].index - 1 if rows else None, tail=not has_next),
+    }
+
+
+def _live_version(session: Session) -> str:
+    """What a watching page has seen of the session: a change means redraw."""
+    return ".".join(
+        str(v)
+        for v in (session.step_count, session.stats_steps_done, session.stats_status,
+                  session.status)
+    )  # fmt: skip
+
+
+def _live(session: Session, *, start: int | None, tail: bool) -> dict[str, Any]:
+    """The live tail's state and the address it polls: the list shown starts after
+    `start`; at the list's end (`tail`), new steps join it as they arrive."""
+    query = {"v": _live_version(session), "tail": "1" if tail else ""}
+    if start is not None:
+        query["after"] = str(start)
+    return {
+        "live": web.session_liveness(session),
+        "live_url": f"{reverse('web-live', args=[session.pk])}?{urlencode(query)}",
+        "live_every": settings.LIVE_POLL_SECONDS,
+        "stale_after": web.stale_after(),
     }
 
 
@@ -317,11 +356,64 @@ def session_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
+def live_tail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """A running session's page asking what is new (every LIVE_POLL_SECONDS).
+
+    Nothing new: only the live bar, saying how long the agent has been silent.
+    New steps or statistics: the step list (grown at its end when the page showed
+    the end), the chart and flags, and the step count; the header is redrawn by the
+    page when the session ends.
+    """
+    session, _ = _session_or_404(request, pk)
+    if request.GET.get("v") == _live_version(session):
+        start = _int(request.GET.get("after"))
+        response = render(
+            request,
+            "session/_live.html",
+            {"session": session, **_live(session, start=start, tail=bool(request.GET.get("tail")))},
+        )
+        response["HX-Retarget"] = "#live-tail"
+        response["HX-Reswap"] = "outerHTML"
+        return response
+    window = _window(session, after=_int(request.GET.get("after")))
+    if request.GET.get("tail") and window["steps_next"] is not None:
+        # The end was in view and the list has outgrown its page: show the last page.
+        window = _window(session, before=web.last_step_index(session=session) + 1)
+    rows, _ = web.session_chart(session=session)
+    directives = web.session_directives(session=session)
+    step_url = reverse("web-step", args=[session.pk, 0])[: -len("0/")]
+    response = render(
+        request,
+        "session/_live_update.html",
+        {
+            "session": session,
+            "chart_meta": _chart_meta(session, directives, step_url=step_url),
+            "chart_rows": rows,
+            "flag_help": web.FLAG_HELP,
+            **window,
+        },
+    )
+    if session.status != Session.Status.RUNNING:
+        response["HX-Trigger"] = "session-ended"
+    return response
+
+
+@login_required
+@require_GET
 def step_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
     """A step in the step panel (asked by htmx), or, loaded directly, reloaded or
     shared, the whole session page with that step open."""
     session, access = _session_or_404(request, pk)
     step = _step_or_404(session, index)
+    return _step_response(request, session, access, step, fold=request.GET.get("fold", ""))
+
+
+def _step_response(
+    request: HtmxHttpRequest, session: Session, access: web.Access, step: Step, *, fold: str
+) -> HttpResponse:
+    """The step panel, or the whole session page with the step open; with `fold` (a
+    result id), that fold's originals open in it."""
+    index = step.index
     view = web.step_view(session=session, step=step)
     notes = web.annotation_views(session=session, user=request.user, step_index=index)
     context: dict[str, Any] = {
@@ -334,8 +426,8 @@ def step_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
         "noted": {a.annotation.message_id for a in notes if a.annotation.message_id},
         "labels": web.LABELS,
     }
-    if fold := request.GET.get("fold", ""):
-        # A fold's permalink: the step, with that fold's originals open.
+    if fold:
+        # A fold's address: the step, with that fold's originals open.
         context["fold"] = {
             "result_id": fold,
             "originals": web.fold_originals(session=session, step=step, result_id=fold),
@@ -358,6 +450,8 @@ def step_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
 @login_required
 @require_GET
 def compare_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Two steps compared: in the step panel (asked by htmx), or, loaded directly or
+    reloaded, the whole session page with the comparison open in it."""
     session, access = _session_or_404(request, pk)
     start_index, end_index = _int(request.GET.get("from")), _int(request.GET.get("to"))
     view = None
@@ -370,16 +464,72 @@ def compare_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             error = f"This session has no step {missing}."
         else:
             view = web.steps_compare(session=session, start=start, end=end)
-    context = _page(
+    compare = {"view": view, "error": error, "start": start_index, "end": end_index}
+    if _fragment(request):
+        return render(request, "session/_compare.html", {"session": session, "compare": compare})
+    around = end_index if view is not None else None
+    return _session_page(
+        request, session, access, window=_steps_window(request, session, around=around),
+        compare=compare,
+    )  # fmt: skip
+
+
+# --- rows of a long context, on demand ---------------------------------------------------
+
+
+def _rows_range(request: HttpRequest) -> tuple[int, int]:
+    start, end = _int(request.GET.get("start")), _int(request.GET.get("end"))
+    if start is None or end is None or not 0 <= start < end:
+        raise Http404("start and end must be row numbers, start before end")
+    return start, end
+
+
+def _rows_response(request: HtmxHttpRequest, session: Session, access: web.Access,
+                   rows: list[web.Row], **context: Any) -> HttpResponse:  # fmt: skip
+    start, end = _rows_range(request)
+    context = {"session": session, "access": access,
+               "groups": web.row_groups(rows, start, end, first_view=False), **context}  # fmt: skip
+    if _fragment(request):
+        return render(request, "session/_diff_groups.html", context)
+    return render(
         request,
-        access=access,
-        session=session,
-        view=view,
-        error=error,
-        start=start_index,
-        end=end_index,
+        "fragment_page.html",
+        _page(request, fragment="session/_diff_rows.html", title="Messages", **context),
     )
-    return render(request, "compare.html", context)
+
+
+@login_required
+@require_GET
+def step_rows(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
+    """Rows of a step's diff that its first view left out (a long run, a long context)."""
+    session, access = _session_or_404(request, pk)
+    step = _step_or_404(session, index)
+    view = web.step_view(session=session, step=step)
+    notes = web.annotation_views(session=session, user=request.user, step_index=index)
+    return _rows_response(
+        request, session, access, view.rows, step=step,
+        rows_url=reverse("web-step-rows", args=[session.pk, index]) + "?",
+        step_link=permalink_path(session, index),
+        noted={a.annotation.message_id for a in notes if a.annotation.message_id},
+    )  # fmt: skip
+
+
+@login_required
+@require_GET
+def compare_rows(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Rows of a comparison that its first view left out."""
+    session, access = _session_or_404(request, pk)
+    start, end = _int(request.GET.get("from")), _int(request.GET.get("to"))
+    first = step_get(session=session, index=start) if start is not None else None
+    last = step_get(session=session, index=end) if end is not None else None
+    if first is None or last is None:
+        raise Http404("no such steps")
+    view = web.steps_compare(session=session, start=first, end=last)
+    query = urlencode({"from": start, "to": end})
+    return _rows_response(
+        request, session, access, view.rows, step=None,
+        rows_url=f"{reverse('web-compare-rows', args=[session.pk])}?{query}&",
+    )  # fmt: skip
 
 
 # --- folded originals and restore ------------------------------------------------------
@@ -388,19 +538,17 @@ def compare_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def fold_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
+    """A fold's originals: in the fold panel of the open step (asked by htmx for it),
+    or the step with the fold open, in the step panel or as the whole session page."""
     session, access = _session_or_404(request, pk)
     step = _step_or_404(session, index)
     result_id = request.GET.get("result", "")
+    if not (_fragment(request) and request.htmx.target == "fold-panel"):
+        return _step_response(request, session, access, step, fold=result_id)
     originals = web.fold_originals(session=session, step=step, result_id=result_id)
     context = {"session": session, "access": access, "step": step, "result_id": result_id,
                "originals": originals}  # fmt: skip
-    if _fragment(request):
-        return render(request, "session/_fold.html", context)
-    return render(
-        request,
-        "fragment_page.html",
-        _page(request, fragment="session/_fold.html", title=f"Fold {result_id}", **context),
-    )
+    return render(request, "session/_fold.html", context)
 
 
 @login_required
@@ -441,7 +589,10 @@ def restore_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
 
 def _watching(directives: list[web.DirectiveRow]) -> bool:
     """Whether the panel polls: an agent has not answered, or has and its step is not in."""
-    return any(d.directive.status == Directive.Status.PENDING or d.awaits_step for d in directives)
+    return any(
+        (d.directive.status == Directive.Status.PENDING and not d.expired) or d.awaits_step
+        for d in directives
+    )
 
 
 def _directives_response(
@@ -1038,3 +1189,69 @@ def key_revoke(request: HtmxHttpRequest, slug: str, key_pk: int) -> HttpResponse
         raise Http404("no such key")
     apikey_revoke(key=key)
     return redirect("web-keys", slug=slug)
+
+
+# --- members ---------------------------------------------------------------------------
+
+
+def _members_response(
+    request: HtmxHttpRequest, access: web.Access, *, error: str = "", status: int = 200
+) -> HttpResponse:
+    return render(
+        request,
+        "members.html",
+        _page(
+            request,
+            access=access,
+            members=web.project_members(project=access.project),
+            roles=ROLES,
+            error=error,
+            typed=request.POST if error else {},
+        ),
+        status=status,
+    )
+
+
+def _member_or_404(access: web.Access, member_pk: int) -> Membership:
+    membership = Membership.objects.filter(project=access.project, pk=member_pk).first()
+    if membership is None:
+        raise Http404("no such member")
+    return membership
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def members_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """Who is in the project, with what role; its admins add members here."""
+    access = _project_or_404(request, slug)
+    if request.method == "GET":
+        return _members_response(request, access)
+    if not access.can_manage_members:
+        return HttpResponseForbidden("Only the project's admins manage its members.")
+    try:
+        membership_add(
+            project=access.project,
+            username=request.POST.get("username", ""),
+            role=request.POST.get("role", ""),
+        )
+    except InputError as exc:
+        return _members_response(request, access, error=str(exc), status=400)
+    return redirect("web-members", slug=slug)
+
+
+@login_required
+@require_POST
+def member_change(request: HtmxHttpRequest, slug: str, member_pk: int) -> HttpResponse:
+    """An admin sets a member's role, or (``remove``) takes them out of the project."""
+    access = _project_or_404(request, slug)
+    if not access.can_manage_members:
+        return HttpResponseForbidden("Only the project's admins manage its members.")
+    membership = _member_or_404(access, member_pk)
+    try:
+        if request.POST.get("remove"):
+            membership_remove(membership=membership)
+        else:
+            membership_role_change(membership=membership, role=request.POST.get("role", ""))
+    except InputError as exc:
+        return _members_response(request, access, error=str(exc), status=400)
+    return redirect("web-members", slug=slug)

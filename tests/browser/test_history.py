@@ -149,3 +149,57 @@ def _shot(name: str) -> Any:
     from pathlib import Path
 
     return Path(tempfile.gettempdir()) / f"contextview-{name}"
+
+
+def test_it_gives_a_comparison_an_address_that_reloads_and_walks_back(
+    open_long: Callable[[str], Watched],
+) -> None:
+    watched = open_long("/steps/3/")
+    page = watched.page
+    page.fill('.left-col input[name="from"]', "2")
+    page.fill('.left-col input[name="to"]', "9")
+    page.click(".left-col .compare-form button[type=submit]")
+    page.wait_for_selector('#compare-view[data-from="2"][data-to="9"]')
+    page.wait_for_function("() => location.search === '?from=2&to=9'")
+    assert "/compare/" in page.url and "Step 9 after" in page.locator("#step-panel").inner_text()
+
+    page.reload()  # the whole page, the comparison open beside the chart
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    assert page.locator('#compare-view[data-from="2"][data-to="9"]').count() == 1
+    page.go_back()
+    _wait_step(page, 3)
+    assert page.locator("#compare-view").count() == 0
+    page.go_forward()
+    page.wait_for_selector('#compare-view[data-to="9"]')
+    assert "/compare/" in page.url
+    assert page.locator("#occupancy-chart .main-svg").count() > 0
+    assert watched.errors == []
+
+
+def test_it_gives_an_open_fold_an_address_that_reloads_and_walks_back(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    from tests.web.conftest import order_session_events
+
+    session = seed_session(api, order_session_events("folding"))
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.goto(f"{live_server.url}/sessions/{session.pk}/steps/0/")
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    page.click("#step-view a.open-fold")
+    page.wait_for_selector("#fold-panel .fold-view")
+    page.wait_for_function("() => location.pathname.endsWith('/steps/0/fold/')")
+    assert "upstream timed out" in page.locator("#fold-panel").inner_text()
+
+    page.reload()
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    assert _panel_step(page) == "0"
+    assert "upstream timed out" in page.locator("#fold-panel").inner_text()
+    page.go_back()  # the step as it was, fold closed
+    page.wait_for_function("() => location.pathname.endsWith('/steps/0/')")
+    page.wait_for_selector("#step-view")
+    page.wait_for_function("() => !document.querySelector('#fold-panel .fold-view')")
+    page.go_forward()
+    page.wait_for_selector("#fold-panel .fold-view")
+    assert page.url.endswith("/steps/0/fold/?result=sum_1")
+    assert watched.errors == []

@@ -46,12 +46,18 @@ def test_it_exports_each_step_with_obs_operations_after_reward_and_outcome(api: 
     assert response["Content-Type"] == "application/x-ndjson"
     rows = [json.loads(line) for line in b"".join(response.streaming_content).splitlines()]
     assert [(r["session_id"], r["index"]) for r in rows] == [("lossy", 0), ("lossy", 1)]
+    # Messages come by number, each written once, in the first line that holds it.
+    messages = {n: m for r in rows for n, m in r["messages"].items()}
     first = rows[0]
-    assert [m["id"] for m in first["obs"]] == ["log"]
-    assert first["obs"][0]["content"] == LOG
+    obs = [messages[str(n)] for n in first["obs"]]
+    assert [m["id"] for m in obs] == ["log"]
+    assert obs[0]["content"] == LOG
     assert first["operations"][0]["op"] == "summarize"
     assert first["operations"][0]["result_id"] == "sum"
-    assert [m["content"] for m in first["after"]] == ["inventory timed out"]
+    assert [messages[str(n)]["content"] for n in first["after"]] == ["inventory timed out"]
+    second = rows[1]
+    assert second["obs"][0] == first["after"][0]  # the summary, by number
+    assert [m["id"] for m in second["messages"].values()] == ["q"]
     assert "entity_loss" in first["flags"]
     assert first["reward"] == 1.0  # halved the tokens, lost nothing a later step needed
     assert first["outcome"] == {"status": "failed", "score": 0.0}

@@ -80,7 +80,14 @@ def test_it_exports_the_report_and_every_step_as_json(api: Api, lossy_session: S
     assert data["report"]["session"]["session_id"] == "orders"
     assert [s["index"] for s in data["steps"]] == [0, 1]
     assert data["steps"][0]["folds"] == [{"op_index": 0, "result_id": "sum", "originals": ["log"]}]
-    assert data["steps"][0]["before"][0]["tokens"] > 0
+    first, second = data["steps"]
+    before = [first["messages"][str(n)] for n in first["before"]]
+    assert before[0]["id"] == "log" and before[0]["tokens"] > 0
+    # A message the first step gave is only named by the second.
+    assert (
+        second["before"][0] == first["after"][0]
+        and str(second["before"][0]) not in (second["messages"])
+    )
     flagged = data["report"]["flagged_steps"][0]
     assert {f["flag"] for f in flagged["flags"]} >= {"entity_loss", "pinned_missing"}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -10,11 +10,12 @@ from django import template
 from django.templatetags.static import static
 from django.utils.dateparse import parse_datetime
 
+from contextview.core.liveness import Liveness, duration_text
 from contextview.core.model import content_text
 from contextview.core.parts import Block
 from contextview.core.parts import blocks as parts_blocks
 from contextview.projects import selectors as projects
-from contextview.web.selectors import message_anchor
+from contextview.web.selectors import message_anchor, session_cost, session_liveness
 from contextview.web.staticfiles import PLOTLY_STATIC
 from contextview.web.views import permalink_path
 
@@ -116,3 +117,28 @@ def when(value: Any) -> str:
     if moment is None:
         return "—"
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@register.filter
+def liveness(session: Any) -> Liveness:
+    """Whether a session's agent is live, quiet, stale or done."""
+    return session_liveness(session)
+
+
+@register.filter
+def duration(span: Any) -> str:
+    return duration_text(span) if isinstance(span, timedelta) else "—"
+
+
+@register.simple_tag
+def cost_of(session: Any) -> Any:
+    """The session's cost by the price table (None when no call reported usage)."""
+    return session_cost(session=session)
+
+
+@register.filter
+def usd(value: Any) -> str:
+    """Dollars: cents for a dollar or more, four decimals below (a call costs little)."""
+    if not isinstance(value, int | float):
+        return "—"
+    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"

@@ -1,0 +1,42 @@
+"""Values numbered in order of first appearance, so an export carries each once.
+
+Reports and exports of long sessions repeat the same messages (a context is resent
+on every call): written in full at every step, a 2.8 MB transcript became a 68 MB
+report. A ``Distinct`` gives each distinct value a number; a stream writes a
+value where it first appears, under its number, and only the number after that.
+It keeps a 16-byte digest per value, not the values, so streams stay small in
+memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+class Distinct:
+    def __init__(self) -> None:
+        self._numbers: dict[bytes, int] = {}
+        self._new: dict[str, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._numbers)
+
+    def ref(self, value: Any) -> int:
+        """The value's number (from 1); a value not seen before is kept for `new()`."""
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        key = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        number = self._numbers.get(key)
+        if number is None:
+            number = self._numbers[key] = len(self._numbers) + 1
+            self._new[str(number)] = value
+        return number
+
+    def refs(self, values: list[Any]) -> list[int]:
+        return [self.ref(v) for v in values]
+
+    def new(self) -> dict[str, Any]:
+        """The values first seen since the last call, by number (as JSON keys are text)."""
+        new, self._new = self._new, {}
+        return new

@@ -1,0 +1,79 @@
+"""Whether a session's agent is still talking: live, quiet, stale or ended.
+
+A running session has no end event until its agent sends one; an agent that died
+never does. Time since the last event tells the three apart: a live agent sends
+within seconds, a quiet one has paused, a stale one is taken for gone (its
+session is shown as stale and what was sent to it as expired). Plain logic, so
+the session list, the session page and the directives panel share one rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+# Past this, a running session's page says its agent went quiet.
+QUIET_AFTER = timedelta(seconds=60)
+
+RUNNING = "running"
+
+
+@dataclass(frozen=True)
+class Liveness:
+    state: str  # "live", "quiet", "stale" or "ended"
+    silent_for: timedelta  # since the last event (zero when ended)
+
+    @property
+    def stale(self) -> bool:
+        return self.state == "stale"
+
+    @property
+    def polls(self) -> bool:
+        """Whether a page should keep watching for new events."""
+        return self.state != "ended"
+
+
+def liveness(
+    *, status: str, last_event_at: datetime, now: datetime, stale_after: timedelta
+) -> Liveness:
+    if status != RUNNING:
+        return Liveness("ended", timedelta(0))
+    silent = max(now - last_event_at, timedelta(0))
+    if silent >= stale_after:
+        return Liveness("stale", silent)
+    if silent >= QUIET_AFTER:
+        return Liveness("quiet", silent)
+    return Liveness("live", silent)
+
+
+def duration_text(span: timedelta) -> str:
+    """A short reading of a span: "40 s", "3 min", "2 h 5 min", "3 d"."""
+    seconds = int(span.total_seconds())
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{hours // 24} d"
+
+
+def directive_expiry(
+    *, pending: bool, session: Liveness, session_status: str, stale_after: timedelta
+) -> str:
+    """Why a directive no longer waits for its agent ("" while it still does).
+
+    Only a pending directive expires: one the agent answered keeps its answer.
+    """
+    if not pending:
+        return ""
+    if session.state == "ended":
+        return f"the session ended ({session_status}) before the agent answered"
+    if session.stale:
+        return (
+            f"no event from the agent for {duration_text(session.silent_for)} "
+            f"(sessions are stale after {duration_text(stale_after)})"
+        )
+    return ""

@@ -1,0 +1,47 @@
+"""A compaction of 900 messages in the browser: a small first page, the rest on demand,
+and a permalink to a message the first view left out still lands on it."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.api_client import Api
+from tests.browser.conftest import Watched, seed_session
+from tests.web.test_big_contexts import compaction_events
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_900_message_compaction_reads_as_a_short_page(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    session = seed_session(api, compaction_events())
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    url = f"{live_server.url}/sessions/{session.pk}/steps/1/"
+    response = page.goto(url)
+    assert len(response.body()) < 300_000
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    more = page.locator("#step-view .rows-more")
+    assert "Show 891 more messages" in more.inner_text()
+    page.screenshot(path=str(Path(tempfile.gettempdir()) / "contextview-compaction.png"))
+    assert page.locator("#step-view .diff-row").count() < 30
+
+    more.locator("a").focus()
+    page.keyboard.press("Enter")  # keyboard works as a click does
+    page.wait_for_selector("#m-t208")
+    assert page.locator("#step-view .rows-more").count() == 1  # the next page of rows waits
+
+    # A permalink to a message far down: the rows holding it are loaded and it is shown.
+    page.goto(f"{url}#m-t700")
+    page.wait_for_selector("#m-t700")
+    page.wait_for_function(
+        "() => { const r = document.getElementById('m-t700').getBoundingClientRect();"
+        " return r.top >= 0 && r.bottom <= window.innerHeight; }"
+    )
+    assert watched.errors == []

@@ -1,0 +1,98 @@
+"""The live tail: a running session's page learns of new steps by polling, says when
+its agent went quiet, and shows a silent session as stale and its directives expired."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import timedelta
+from html import unescape
+
+from django.test import Client, override_settings
+from django.utils import timezone
+
+from contextview.sessions.models import Session
+from tests.api_client import Api, step
+
+HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "steps"}
+
+
+def _live_url(page: str) -> str:
+    match = re.search(r'id="live-tail"[^>]*hx-get="([^"]+)"', page)
+    assert match, "no live tail on the page"
+    return unescape(match.group(1))
+
+
+def _silence(session: Session, **ago: float) -> None:
+    Session.objects.filter(pk=session.pk).update(last_event_at=timezone.now() - timedelta(**ago))
+
+
+def test_it_polls_and_answers_with_only_the_bar_while_nothing_is_new(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    client = login("viewer")
+    page = client.get(f"/sessions/{order_session.pk}/").content.decode()
+    assert "Live: new steps appear here" in page
+    poll = client.get(_live_url(page), **HTMX)
+    assert poll["HX-Retarget"] == "#live-tail"
+    body = poll.content.decode()
+    assert 'id="live-tail"' in body and "step-row-" not in body
+
+
+def test_it_sends_a_new_step_with_the_list_chart_and_count(
+    api: Api, login: Callable[..., Client], order_session: Session
+) -> None:
+    client = login("viewer")
+    url = _live_url(client.get(f"/sessions/{order_session.pk}/").content.decode())
+    api.ingest({"batch": [step("order-debug-42", 3, [{"id": "sys"}, {"id": "u1"}])]})
+    poll = client.get(url, **HTMX)
+    assert "HX-Retarget" not in poll
+    body = poll.content.decode()
+    assert 'id="step-row-3"' in body and 'id="step-row-0"' in body
+    assert 'id="overview-chart" hx-swap-oob="true"' in body and "[3, " in unescape(body)
+    assert re.search(r'<dd id="fact-steps" hx-swap-oob="true">4\b', body)
+    # The next poll knows it has seen step 3: nothing new again.
+    assert client.get(_live_url(body), **HTMX)["HX-Retarget"] == "#live-tail"
+
+
+def test_it_says_when_the_agent_went_quiet(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    _silence(order_session, minutes=3)
+    page = login("viewer").get(f"/sessions/{order_session.pk}/").content.decode()
+    assert "The agent has gone quiet: no event for 3 min" in page
+    assert "status-stale" not in page
+
+
+@override_settings(SESSION_STALE_AFTER_SECONDS=600)
+def test_it_shows_a_silent_session_as_stale_and_its_directive_as_expired(
+    api: Api, login: Callable[..., Client], order_session: Session
+) -> None:
+    editor = login("editor")
+    editor.post(f"/sessions/{order_session.pk}/mode/", {"mode": "hybrid"})
+    _silence(order_session, minutes=11)
+    listing = editor.get(f"/?project={api.project.slug}").content.decode()
+    assert re.search(r"order-debug-42.*?status-running.*?status-stale", listing, re.S)
+    page = editor.get(f"/sessions/{order_session.pk}/").content.decode()
+    assert "Stale:" in page and "stale after 10 min" in page
+    assert "state-expired" in page and "no event from the agent for 11 min" in page
+    # An expired directive is no longer watched for.
+    panel = editor.get(f"/sessions/{order_session.pk}/directives/?polling=1").content.decode()
+    assert "every 2s" not in panel
+
+
+def test_it_expires_a_pending_directive_when_the_session_ends(
+    api: Api, login: Callable[..., Client], order_session: Session
+) -> None:
+    editor = login("editor")
+    url = _live_url(editor.get(f"/sessions/{order_session.pk}/").content.decode())
+    editor.post(f"/sessions/{order_session.pk}/mode/", {"mode": "hybrid"})
+    end = {"id": "end", "type": "session_end",
+           "body": {"session_id": "order-debug-42", "status": "failed"}}  # fmt: skip
+    api.ingest({"batch": [end]})
+    poll = editor.get(url, **HTMX)
+    assert poll["HX-Trigger"] == "session-ended"
+    assert 'id="live-tail"' not in poll.content.decode()  # polling stops
+    page = editor.get(f"/sessions/{order_session.pk}/").content.decode()
+    assert "the session ended (failed) before the agent answered" in page
+    assert "status-stale" not in page and 'id="live-tail"' not in page
