@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import zlib
 from typing import Any
 
 import psycopg
@@ -112,6 +113,19 @@ def test_it_takes_the_otlp_json_form_gzipped(key: str, memory: Any) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "deflate",
+    [zlib.compress, lambda data: zlib.compress(data)[2:-4]],
+    ids=["zlib", "raw"],
+)
+def test_it_takes_deflate_in_the_zlib_form_and_raw(key: str, memory: Any, deflate: Any) -> None:
+    agent, exporter = memory
+    agent.call([text("user", "squeezed")], conversation="deflate-1")
+    body = deflate(request_of(exporter.get_finished_spans()).SerializeToString())
+    answer(post(key, body, HTTP_CONTENT_ENCODING="deflate"))
+    assert read_step(key, "deflate-1", 0)["before"][-1]["content"] == "squeezed"
+
+
 def test_it_refuses_one_bad_span_and_stores_the_others(key: str, memory: Any) -> None:
     agent, exporter = memory
     agent.call([text("user", "first")], conversation="partial")
@@ -165,6 +179,8 @@ def test_it_stores_nothing_for_a_span_sent_again(key: str, memory: Any) -> None:
         (b"", "text/plain", {}, 415),
         (b"", PROTOBUF, {"HTTP_CONTENT_ENCODING": "br"}, 415),
         (b"not gzip", PROTOBUF, {"HTTP_CONTENT_ENCODING": "gzip"}, 400),
+        (b"not deflate", PROTOBUF, {"HTTP_CONTENT_ENCODING": "deflate"}, 400),
+        (zlib.compress(b"\n\x00")[:-6], PROTOBUF, {"HTTP_CONTENT_ENCODING": "deflate"}, 400),
     ],
 )  # fmt: skip
 def test_it_answers_an_undecodable_body_with_a_status_naming_the_problem(
@@ -173,6 +189,14 @@ def test_it_answers_an_undecodable_body_with_a_status_naming_the_problem(
     response = post(key, body, content_type, **headers)
     assert response.status_code == expected
     assert status(response).message
+
+
+def test_it_names_the_encodings_it_takes_when_refusing_one(key: str) -> None:
+    response = post(key, b"\n\x00", HTTP_CONTENT_ENCODING="zstd")
+    assert response.status_code == 415
+    assert status(response).message == (
+        "Content-Encoding 'zstd' is not supported; use gzip, deflate or none"
+    )
 
 
 def test_it_names_the_span_field_of_a_bad_hex_id(key: str) -> None:
@@ -200,6 +224,9 @@ def test_it_refuses_a_body_past_the_limit_with_413(key: str, settings: Any) -> N
     small = gzip.compress(b"\x00" * 5000)
     assert len(small) < 1000
     assert post(key, small, HTTP_CONTENT_ENCODING="gzip").status_code == 413
+    assert (
+        post(key, zlib.compress(b"\x00" * 5000), HTTP_CONTENT_ENCODING="deflate").status_code == 413
+    )
 
 
 def test_it_answers_429_with_retry_after_when_rate_limited(key: str, settings: Any) -> None:
