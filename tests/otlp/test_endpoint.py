@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from google.protobuf import json_format
 from google.rpc import status_pb2
@@ -18,8 +19,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from contextview.ingest.models import ToolRun
 from contextview.ingest.schemas import StepBody
-from contextview.projects.services import apikey_create, project_get_or_create
+from contextview.projects.models import Membership
+from contextview.projects.services import apikey_create, membership_set, project_get_or_create
+from contextview.sessions.models import Session
 from tests.otlp.conftest import request_of, text
 
 PROTOBUF = "application/x-protobuf"
@@ -154,6 +158,47 @@ def test_it_accepts_spans_that_are_not_llm_calls_and_makes_no_step_of_them(
     assert not out.HasField("partial_success")
     listed = Client().get("/api/v1/sessions", HTTP_AUTHORIZATION=f"Bearer {key}").json()
     assert listed["sessions"] == []
+
+
+def test_it_shows_the_tools_run_after_a_call_on_its_step(key: str, memory: Any) -> None:
+    """A GenAI tool span in the call's trace and an OpenInference one in another trace
+    of the same session are listed on the step of the call before them."""
+    agent, exporter = memory
+    t0 = 1_800_000_000 * 10**9
+    first = [text("user", "Why does order SO20260101007 time out?")]
+    with agent.tracer.start_as_current_span("invoke_agent support-bot", start_time=t0):
+        agent.call(first, conversation="tools", start=t0)
+        agent.tool(
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.id": "call_1"},
+            name="execute_tool read_file",
+            start=t0 + 5 * MS,
+            took_ns=120 * MS,
+        )
+    agent.tool(
+        {"openinference.span.kind": "TOOL", "tool.name": "grep", "session.id": "tools"},
+        start=t0 + 130 * MS,
+        took_ns=40 * MS,
+        error="exit status 2",
+    )
+    agent.call([*first, text("user", "and then?")], conversation="tools", start=t0 + 200 * MS)
+    body = request_of(exporter.get_finished_spans()).SerializeToString()
+    assert not answer(post(key, body)).HasField("partial_success")
+    answer(post(key, body))  # sent again: kept once
+
+    assert ToolRun.objects.count() == 2
+    session = Session.objects.get(external_id="tools")
+    assert session.step_count == 2
+    user = User.objects.create_user("tools-viewer")
+    membership_set(user=user, project=session.project, role=Membership.Role.VIEWER)
+    client = Client()
+    client.force_login(user)
+    page = client.get(f"/sessions/{session.pk}/steps/0/").content.decode()
+    shown = page[page.index("Tools run after this call") :]
+    assert "read_file" in shown and "call_1" in shown and "120 ms" in shown
+    assert "grep" in shown and "40 ms" in shown and "error: exit status 2" in shown
+    assert shown.index("read_file") < shown.index("grep")
+    later = client.get(f"/sessions/{session.pk}/steps/1/").content.decode()
+    assert "Tools run after this call" not in later
 
 
 def test_it_stores_nothing_for_a_span_sent_again(key: str, memory: Any) -> None:
