@@ -2,7 +2,8 @@
 agents write (Claude Code, Codex, OpenHands, SWE-agent, ATIF) sent to
 ``POST /api/v1/import``.
 
-``import`` uploads each file. ``watch`` translates transcripts here, with the
+``import`` uploads each file, and an OpenHands event folder (a directory) as a
+zip of its event files. ``watch`` translates transcripts here, with the
 same importers the server runs (``contextview.core.importers``, no Django), and
 posts to ``/api/v1/ingest`` only the events it has not sent yet: event ids come
 from the file's content, so the events of a file are the same whoever reads it.
@@ -14,18 +15,22 @@ duplicates; a file truncated or replaced is simply read again from its start.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
 from contextview.core.importers import HEAD_BYTES, TranscriptError, batches, detect, read
 from contextview.core.importers import session_name as _session_name
+from contextview.core.importers.folders import event_folders
 
 SUFFIXES = (".jsonl", ".traj", ".json")
 
@@ -49,11 +54,15 @@ def upload(
     data = {k: v for k, v in (("format", format), ("session_id", session_id)) if v}
     if live:
         data["live"] = "1"
-    with path.open("rb") as fh:
+    with contextlib.ExitStack() as stack:
+        if path.is_dir():
+            name, fh = f"{path.name}.zip", stack.enter_context(zipped_event_folders(path))
+        else:
+            name, fh = path.name, stack.enter_context(path.open("rb"))
         response = http.post(
             f"{url}/api/v1/import",
             headers={"Authorization": f"Bearer {key}"},
-            files={"file": (path.name, fh, "application/octet-stream")},
+            files={"file": (name, fh, "application/octet-stream")},
             data=data,
         )
     try:
@@ -61,6 +70,21 @@ def upload(
     except ValueError:
         answer = {"error": response.text[:500]}
     return Sent(response.status_code, answer if isinstance(answer, dict) else {})
+
+
+def zipped_event_folders(folder: Path) -> IO[bytes]:
+    """The OpenHands event files under `folder` in a zip (a temporary file, read from
+    the start), named from the session folder on, so the server names the session
+    after it: ``<session>/events/N.json``."""
+    top = folder.parent.parent if folder.name == "events" else folder.parent
+    paths = [p.relative_to(top).as_posix() for p in folder.rglob("*") if p.is_file()]
+    out = tempfile.TemporaryFile()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for found in event_folders(paths):
+            for path in found.files:
+                archive.write(top / path, path)
+    out.seek(0)
+    return out
 
 
 def describe(path: Path, sent: Sent) -> str:

@@ -46,6 +46,14 @@ def test_it_imports_files_through_the_api(gunicorn_api: str, project_key: str) -
     assert "2 steps, 0 new" in again.stdout
 
 
+def test_it_imports_an_openhands_event_folder(gunicorn_api: str, project_key: str) -> None:
+    folder = FIXTURES / "openhands_folder" / "oh-folder-5e1c"
+    done = sdk("import", str(folder / "events"), url=gunicorn_api, key=project_key)
+    assert done.returncode == 0, done.stderr
+    assert "oh-folder-5e1c (openhands): 5 steps, 5 new, 1 operations" in done.stdout
+    assert step_count(gunicorn_api, project_key, "oh-folder-5e1c") == 5
+
+
 def test_it_says_why_a_file_was_refused(
     gunicorn_api: str, project_key: str, tmp_path: Path
 ) -> None:
