@@ -42,6 +42,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from contextview.core.otlp import (
     COMPACTED,
+    MAX_NAME,
     LlmCall,
     ToolRun,
     decode_request,
@@ -148,7 +149,9 @@ def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> Tr
 
 
 def _tool_runs_store(project: Project, runs: list[ToolRun]) -> None:
-    """Keep the export's tool spans; one sent again is kept once."""
+    """Keep the export's tool spans; one sent again is kept once. Texts are escaped
+    for the store (core.textsafe), then cut to their columns: a tool span is never
+    refused for what it says."""
     if not runs:
         return
     ToolRunRow.objects.bulk_create(
@@ -157,9 +160,9 @@ def _tool_runs_store(project: Project, runs: list[ToolRun]) -> None:
                 project=project,
                 trace_id=run.trace_id,
                 span_id=run.span_id,
-                session_external_id=escape(run.session_id),
-                name=escape(run.name),
-                call_id=escape(run.call_id),
+                session_external_id=escape(run.session_id)[:MAX_NAME],
+                name=escape(run.name)[:MAX_NAME],
+                call_id=escape(run.call_id)[:MAX_NAME],
                 started_at=_EPOCH + timedelta(microseconds=run.start_ns // 1000),
                 duration_ms=(run.end_ns - run.start_ns) / 1e6,
                 status=run.status,

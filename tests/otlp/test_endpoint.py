@@ -397,6 +397,13 @@ def _span_json(*attributes: tuple[str, str], trace: str = "ab" * 16) -> bytes:
         (_span_json(("gen_ai.input.messages", "[" * 5000 + "]" * 5000)), 200),
         (_span_json(("gen_ai.usage.input_tokens", "99999999999999999999999")), 200),
         (_span_json(trace="ab"), 200),
+        (
+            _span_json(
+                ("gen_ai.operation.name", "execute_tool"),
+                ("gen_ai.tool.name", "cat\u0000" + "x" * 5000),
+            ),
+            200,
+        ),
     ],
 )
 def test_it_never_answers_500_to_a_hostile_body(key: str, body: bytes, expected: int) -> None:
@@ -445,3 +452,18 @@ def test_it_refuses_only_the_session_whose_values_the_database_cannot_hold(
     assert out.partial_success.rejected_spans == 1
     assert f"span {odd}" in out.partial_success.error_message
     assert read_step(key, "good", 0)["before"][-1]["content"] == "fine"
+
+
+@pytest.mark.parametrize(
+    ("name", "kept"),
+    [("cat\u0000" + "x" * 5000, "cat\u0000" + "x" * 196), ("\u2400" * 300, "\u2400" * 100)],
+)
+def test_it_keeps_a_tool_span_whatever_its_name_holds(key: str, name: str, kept: str) -> None:
+    from contextview.core.textsafe import restore
+
+    body = _span_json(("gen_ai.operation.name", "execute_tool"), ("gen_ai.tool.name", name))
+    response = post(key, body, "application/json")
+    assert response.status_code == 200
+    assert json.loads(response.content) == {}
+    [run] = ToolRun.objects.all()
+    assert restore(run.name) == kept
