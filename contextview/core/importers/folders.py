@@ -18,6 +18,7 @@ import bz2
 import gzip
 import io
 import lzma
+import os
 import re
 import tarfile
 import tempfile
@@ -25,6 +26,7 @@ import zipfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 from contextview.core.importers import openhands
@@ -69,6 +71,16 @@ def event_folders(paths: Iterable[str]) -> list[EventFolder]:
             EventFolder(session=session, where=folder or ".", files=tuple(p for _, p in files))
         )
     return folders
+
+
+def files_under(folder: str | os.PathLike[str]) -> list[str]:
+    """Every file under `folder` by its absolute path, so that the session folder's
+    name is part of each (what `event_folders` names a session after)."""
+    return [
+        Path(root, name).absolute().as_posix()
+        for root, _dirs, names in os.walk(folder)
+        for name in names
+    ]
 
 
 def read_folder(

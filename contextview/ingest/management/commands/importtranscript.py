@@ -2,13 +2,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 from pathlib import Path
 from typing import IO, Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from contextview.core.importers import FORMATS
+from contextview.core.importers.folders import files_under
 from contextview.ingest.imports import ImportFailed, transcript_import
 from contextview.projects.models import Project
 
@@ -44,7 +44,7 @@ class Command(BaseCommand):
                 ]
             except OSError as exc:
                 raise CommandError(f"cannot read {exc.filename}: {exc.strerror}") from None
-            folders = [(str(p), _files_under(p), _open) for p in paths if p.is_dir()]
+            folders = [(str(p), files_under(p), _open) for p in paths if p.is_dir()]
             try:
                 outcome = transcript_import(
                     project=project,
@@ -63,16 +63,6 @@ class Command(BaseCommand):
             )
         if not outcome.created:
             self.stdout.write("nothing new: these transcripts were imported already")
-
-
-def _files_under(folder: Path) -> list[str]:
-    """Every file under `folder`, by its absolute path (the session folder's name is
-    part of it)."""
-    return [
-        Path(root, name).absolute().as_posix()
-        for root, _dirs, names in os.walk(folder)
-        for name in names
-    ]
 
 
 def _open(path: str) -> IO[bytes]:
