@@ -109,7 +109,8 @@ def test_it_imports_a_zip_of_an_event_folder_and_then_only_what_it_gained(api: A
     condensed = api.get("/sessions/oh-folder-5e1c/steps/3").json()
     assert condensed["ops"][0]["op"] == "summarize"
     assert condensed["folds"][0]["originals"] == ["e3", "e4", "e5", "e6"]
-    assert api.get("/sessions/oh-folder-5e1c").json()["status"] == "succeeded"
+    session = api.get("/sessions/oh-folder-5e1c").json()
+    assert (session["status"], session["model"]) == ("succeeded", "gpt-5-mini")
 
 
 def test_it_finds_a_tar_gz_of_the_same_folder_imported_already(api: Api) -> None:

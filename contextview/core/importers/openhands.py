@@ -82,6 +82,8 @@ class _Reader:
             return
         self.call, self.call_key = None, None
         log = self.log
+        if not log.started and call["model"]:
+            log.session_body["model"] = call["model"]  # the list shows the session's model
         later = log.context[call["obs_at"] :]
         log.context = log.context[: call["obs_at"]]
         yield from log.step(
