@@ -686,16 +686,17 @@ def decode_request(request: ExportTraceServiceRequest) -> Decoded:
                 decoded.spans += 1
                 trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
                 attrs = attributes(span.attributes)
-                llm = is_llm_call(attrs)
-                if not llm and not is_tool_run(attrs):
+                ids_ok = len(span.trace_id) == 16 and len(span.span_id) == 8
+                if not is_llm_call(attrs):
+                    # Accepted whatever it is (contract); a tool span is kept when it
+                    # can be told apart from others.
+                    if ids_ok and is_tool_run(attrs):
+                        decoded.tools.append(tool_run(span, attrs, trace_id, span_id))
                     continue
-                if len(span.trace_id) != 16 or len(span.span_id) != 8:
+                if not ids_ok:
                     decoded.refused.append(
                         Refused(trace_id, span_id, "trace_id and span_id must be 16 and 8 bytes")
                     )
-                    continue
-                if not llm:
-                    decoded.tools.append(tool_run(span, attrs, trace_id, span_id))
                     continue
                 attrs = _with_events(span, attrs)
                 pending.append(

@@ -467,3 +467,11 @@ def test_it_keeps_a_tool_span_whatever_its_name_holds(key: str, name: str, kept:
     assert json.loads(response.content) == {}
     [run] = ToolRun.objects.all()
     assert restore(run.name) == kept
+
+
+def test_it_accepts_a_tool_span_with_ids_of_the_wrong_length_and_keeps_nothing(key: str) -> None:
+    body = _span_json(("gen_ai.operation.name", "execute_tool"), trace="ab")
+    response = post(key, body, "application/json")
+    assert response.status_code == 200
+    assert json.loads(response.content) == {}  # no partial success: it is not refused
+    assert not ToolRun.objects.exists()
