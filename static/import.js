@@ -27,8 +27,9 @@ document.querySelectorAll("form[data-import]").forEach((form) => {
         out.textContent = `Not imported: ${body.error}`;
         return;
       }
+      const count = (n, what) => `${n} ${what}${n === 1 ? "" : "s"}`;
       const done = (body.sessions || []).map((s) =>
-        `${s.session_id} (${s.format}): ${s.steps} steps, ${s.new_steps} new, ${s.operations} operations`);
+        `${s.session_id} (${s.format}): ${count(s.steps, "step")}, ${s.new_steps} new, ${count(s.operations, "operation")}`);
       out.textContent = xhr.status === 200 ? "Nothing new: " + done.join("; ") : "Imported " + done.join("; ");
       if (xhr.status === 201) setTimeout(() => window.location.reload(), 1500);
     };

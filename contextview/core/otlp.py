@@ -45,7 +45,7 @@ from typing import Any
 import orjson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from contextview.core.runs import BASE_KEY, run_element
 
@@ -64,6 +64,8 @@ _OI_OUTPUT = "llm.output_messages."
 _OI_TOOLS = "llm.tools."
 # Limits of the ingest schema that a span's values must fit.
 MAX_NAME = 200
+# How much of a tool span's status message is kept.
+MAX_MESSAGE = 2000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -118,9 +120,27 @@ class Refused:
 
 
 @dataclass(slots=True)
+class ToolRun:
+    """A span of a tool the agent ran (not a model call): kept to be shown beside the
+    step of the call that asked for it."""
+
+    trace_id: str
+    span_id: str
+    session_id: str
+    name: str
+    call_id: str
+    start_ns: int
+    end_ns: int
+    # "ok", "error" or "unset", as the span's status code says
+    status: str
+    status_message: str
+
+
+@dataclass(slots=True)
 class Decoded:
     calls: list[LlmCall] = field(default_factory=list)
     refused: list[Refused] = field(default_factory=list)
+    tools: list[ToolRun] = field(default_factory=list)
     spans: int = 0
 
 
@@ -446,6 +466,46 @@ def is_llm_call(attrs: Mapping[str, Any]) -> bool:
     )
 
 
+def is_tool_run(attrs: Mapping[str, Any]) -> bool:
+    return (
+        attrs.get("gen_ai.operation.name") == "execute_tool"
+        or attrs.get("openinference.span.kind") == "TOOL"
+    )
+
+
+def session_of(attrs: Mapping[str, Any], trace_id: str) -> str:
+    """The session a span belongs to: its conversation, else its session, else its trace."""
+    session = attrs.get("gen_ai.conversation.id") or attrs.get("session.id")
+    return str(session) if session else trace_id
+
+
+_STATUS = {Status.STATUS_CODE_OK: "ok", Status.STATUS_CODE_ERROR: "error"}
+
+
+def tool_run(span: Span, attrs: Mapping[str, Any], trace_id: str, span_id: str) -> ToolRun:
+    """What a tool span says: which tool, for which call, how long, how it ended.
+    Values too long for their column are cut: a tool span is never refused."""
+    name = (
+        _text(attrs.get("gen_ai.tool.name"))
+        or _text(attrs.get("tool.name"))
+        or span.name.removeprefix("execute_tool ")
+        or "tool"
+    )
+    call_id = _text(attrs.get("gen_ai.tool.call.id")) or _text(attrs.get("tool_call.id")) or ""
+    end_ns = max(span.end_time_unix_nano, span.start_time_unix_nano)
+    return ToolRun(
+        trace_id=trace_id,
+        span_id=span_id,
+        session_id=session_of(attrs, trace_id)[:MAX_NAME],
+        name=name[:MAX_NAME],
+        call_id=call_id[:MAX_NAME],
+        start_ns=span.start_time_unix_nano,
+        end_ns=end_ns,
+        status=_STATUS.get(span.status.code, "unset"),
+        status_message=span.status.message[:MAX_MESSAGE],
+    )
+
+
 @dataclass(slots=True)
 class _Pending:
     span: Span
@@ -611,9 +671,10 @@ def _compacted(attrs: Mapping[str, Any]) -> bool:
 
 
 def decode_request(request: ExportTraceServiceRequest) -> Decoded:
-    """The LLM calls of an export, the spans that could not be read, and the span count.
+    """The LLM calls of an export, its tool runs, the spans that could not be read,
+    and the span count.
 
-    Spans that are not LLM calls are counted and left out.
+    Other spans are counted and left out.
     """
     decoded = Decoded()
     pending: list[_Pending] = []
@@ -627,22 +688,26 @@ def decode_request(request: ExportTraceServiceRequest) -> Decoded:
                 decoded.spans += 1
                 trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
                 attrs = attributes(span.attributes)
+                ids_ok = len(span.trace_id) == 16 and len(span.span_id) == 8
                 if not is_llm_call(attrs):
+                    # Accepted whatever it is (contract); a tool span is kept when it
+                    # can be told apart from others.
+                    if ids_ok and is_tool_run(attrs):
+                        decoded.tools.append(tool_run(span, attrs, trace_id, span_id))
                     continue
-                if len(span.trace_id) != 16 or len(span.span_id) != 8:
+                if not ids_ok:
                     decoded.refused.append(
                         Refused(trace_id, span_id, "trace_id and span_id must be 16 and 8 bytes")
                     )
                     continue
                 attrs = _with_events(span, attrs)
-                session = attrs.get("gen_ai.conversation.id") or attrs.get("session.id")
                 pending.append(
                     _Pending(
                         span=span,
                         attrs=attrs,
                         trace_id=trace_id,
                         span_id=span_id,
-                        session_id=str(session) if session else trace_id,
+                        session_id=session_of(attrs, trace_id),
                         agent=_text(attrs.get("gen_ai.agent.name")) or service,
                     )
                 )

@@ -287,8 +287,17 @@ def _not_json(message: str, text: str, i: int) -> None:
     raise BodyError(400, f"body is not JSON: {json.JSONDecodeError(message, text, i)}")
 
 
+# Content-Encoding values taken, and the zlib window bits that read each.
+# HTTP's "deflate" is the zlib format (RFC 9110), but some clients send raw
+# deflate under that name: 32 + MAX_WBITS would read zlib and gzip, not raw, so
+# deflate is told apart by its first two bytes.
+_GZIP = 16 + zlib.MAX_WBITS
+ENCODINGS = ("identity", "gzip", "deflate")
+
+
 def request_body(request: HttpRequest, limit: int) -> bytes:
-    """The request body, inflated if gzip, refusing past ``limit`` without reading on.
+    """The request body, inflated if gzip or deflate, refusing past ``limit``
+    without reading on.
 
     Shared by every endpoint that takes a body (ingest, OTLP); raises BodyError
     (400, 413 or 415) naming what is wrong.
@@ -299,8 +308,10 @@ def request_body(request: HttpRequest, limit: int) -> bytes:
     except ValueError:
         raise BodyError(400, "Content-Length is not a number") from None
     encoding = (request.META.get("HTTP_CONTENT_ENCODING") or "identity").strip().lower()
-    if encoding not in ("identity", "gzip"):
-        raise BodyError(415, f"Content-Encoding {encoding!r} is not supported; use gzip or none")
+    if encoding not in ENCODINGS:
+        raise BodyError(
+            415, f"Content-Encoding {encoding!r} is not supported; use gzip, deflate or none"
+        )
     if length > limit:
         raise BodyError(413, f"body of {length} bytes is over the limit of {limit} bytes")
     chunked = "chunked" in (request.META.get("HTTP_TRANSFER_ENCODING") or "").lower()
@@ -314,13 +325,24 @@ def request_body(request: HttpRequest, limit: int) -> bytes:
         raise BodyError(413, f"body is over the limit of {limit} bytes")
     if encoding == "identity":
         return raw
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return _inflate(raw, zlib.MAX_WBITS if _is_zlib(raw) else -zlib.MAX_WBITS, "deflate", limit)
+    return _inflate(raw, _GZIP, "gzip", limit)
+
+
+def _is_zlib(raw: bytes) -> bool:
+    """Whether `raw` starts with a zlib header (method 8, check bits right)."""
+    return len(raw) >= 2 and raw[0] & 0x0F == 8 and (raw[0] << 8 | raw[1]) % 31 == 0
+
+
+def _inflate(raw: bytes, wbits: int, name: str, limit: int) -> bytes:
+    inflater = zlib.decompressobj(wbits)
     try:
         body = inflater.decompress(raw, limit + 1)
     except zlib.error as exc:
-        raise BodyError(400, f"body is not valid gzip: {exc}") from None
+        raise BodyError(400, f"body is not valid {name}: {exc}") from None
     if len(body) > limit or inflater.unconsumed_tail:
         raise BodyError(413, f"body inflates past the limit of {limit} bytes")
     if not inflater.eof:
-        raise BodyError(400, "body is not valid gzip: the stream is truncated")
+        raise BodyError(400, f"body is not valid {name}: the stream is truncated")
     return body

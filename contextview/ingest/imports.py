@@ -2,26 +2,40 @@
 
 The core's importers turn a file into ingest events; this service hands them to
 `batch_ingest` in batches, all of one request inside one transaction, so a file
-that turns out bad halfway leaves nothing behind. Event ids come from the
+that turns out bad halfway leaves nothing behind. An OpenHands session kept as a
+folder of event files comes as a folder (the command) or a zip or tar of it (an
+upload). Event ids come from the
 content, so the same file again stores nothing and a file that grew adds only
 its new steps.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from django.conf import settings
 from django.db import DatabaseError, transaction
 
 from contextview.core.importers import (
     FORMATS,
     HEAD_BYTES,
+    Event,
     TranscriptError,
     batches,
     detect,
+    openhands,
     read,
     session_name,
+)
+from contextview.core.importers.folders import (
+    Archive,
+    ArchiveTooLarge,
+    event_folders,
+    is_archive,
+    read_folder,
 )
 from contextview.ingest.services import batch_ingest
 from contextview.projects.models import Project
@@ -93,9 +107,95 @@ def _import_file(
     live: bool,
     outcome: ImportOutcome,
 ) -> None:
+    head = stream.read(512)
+    stream.seek(0)
+    if is_archive(head):
+        # A zip or tar of OpenHands event folders: each folder is a session.
+        if format not in (None, openhands.FORMAT):
+            raise ImportFailed(
+                400, f"format: an archive is read as OpenHands event folders, not as {format!r}"
+            )
+        with _archive(name, stream) as archive:
+            _import_folders(
+                project=project,
+                name=name,
+                paths=archive.paths,
+                open_file=archive.open,
+                session_id=session_id,
+                live=live,
+                outcome=outcome,
+            )
+        return
     fmt = transcript_format(stream=stream, name=name, format=format)
-    seen: dict[str, ImportedSession] = {}
     events = read(stream, format=fmt, session_id=session_id, fallback=session_name(name), live=live)
+    _import_events(project=project, name=name, fmt=fmt, events=events, live=live, outcome=outcome)
+
+
+@contextmanager
+def _archive(name: str, stream: IO[bytes]) -> Iterator[Archive]:
+    """The archive open, what cannot be read in it a 422 and what inflates too far a 413."""
+    try:
+        archive = Archive(stream, limit=settings.IMPORT_MAX_BYTES)
+    except TranscriptError as exc:
+        raise ImportFailed(422, f"{name}: {exc}") from None
+    except ArchiveTooLarge as exc:
+        raise ImportFailed(413, f"{name}: {exc}") from None
+    try:
+        yield archive
+    except ArchiveTooLarge as exc:
+        raise ImportFailed(413, f"{name}: {exc}") from None
+    finally:
+        archive.close()
+
+
+def _import_folders(
+    *,
+    project: Project,
+    name: str,
+    paths: Sequence[str],
+    open_file: Callable[[str], IO[bytes]],
+    session_id: str | None,
+    live: bool,
+    outcome: ImportOutcome,
+) -> None:
+    folders = event_folders(paths)
+    if not folders:
+        raise ImportFailed(
+            422,
+            f"{name}: holds no OpenHands event folder (events/0.json, 1.json, ...); "
+            "send other transcripts as files of their own",
+        )
+    if session_id is not None and len(folders) > 1:
+        raise ImportFailed(
+            400, f"session_id: names one session, but {name} holds {len(folders)} event folders"
+        )
+    for folder in folders:
+        events = read_folder(
+            folder, open_file, session_id=session_id, fallback=session_name(name), live=live
+        )
+        try:
+            _import_events(
+                project=project,
+                name=name,
+                fmt=openhands.FORMAT,
+                events=events,
+                live=live,
+                outcome=outcome,
+            )
+        except OSError as exc:
+            raise ImportFailed(422, f"{name}: cannot read {exc.filename}: {exc.strerror}") from None
+
+
+def _import_events(
+    *,
+    project: Project,
+    name: str,
+    fmt: str,
+    events: Iterable[Event],
+    live: bool,
+    outcome: ImportOutcome,
+) -> None:
+    seen: dict[str, ImportedSession] = {}
     try:
         for batch in batches(events):
             result = batch_ingest(project=project, batch=batch)
@@ -135,22 +235,28 @@ def _where(event: dict[str, Any]) -> str:
 def transcript_import(
     *,
     project: Project,
-    files: list[tuple[str, IO[bytes]]],
+    files: Sequence[tuple[str, IO[bytes]]] = (),
+    folders: Sequence[tuple[str, Sequence[str], Callable[[str], IO[bytes]]]] = (),
     format: str | None = None,
     session_id: str | None = None,
     live: bool = False,
 ) -> ImportOutcome:
-    """Import each (name, binary stream) in `files`; all of it or, on error, none of it.
+    """Import each (name, binary stream) in `files`, and each OpenHands event folder
+    in `folders` (a name, the paths of the files under it, and how to open one);
+    all of it or, on error, none of it. A file that is a zip or tar is read as event
+    folders.
 
     `live`: the files are still being written; a last model call that may not be
     complete yet waits for the next import of the file.
     """
-    if not files:
+    if not files and not folders:
         raise ImportFailed(400, "file: field required, one or more transcripts")
-    if session_id is not None and len(files) > 1:
+    if session_id is not None and len(files) + len(folders) > 1:
         raise ImportFailed(400, "session_id: names one session, so it needs exactly one file")
     if session_id is not None and not 0 < len(session_id) <= 200:
         raise ImportFailed(400, "session_id: must be 1 to 200 characters")
+    if folders and format not in (None, openhands.FORMAT):
+        raise ImportFailed(400, f"format: a folder is read as OpenHands events, not as {format!r}")
     outcome = ImportOutcome()
     with transaction.atomic():
         for name, stream in files:
@@ -159,6 +265,16 @@ def transcript_import(
                 name=name,
                 stream=stream,
                 format=format,
+                session_id=session_id,
+                live=live,
+                outcome=outcome,
+            )
+        for name, paths, open_file in folders:
+            _import_folders(
+                project=project,
+                name=name,
+                paths=paths,
+                open_file=open_file,
                 session_id=session_id,
                 live=live,
                 outcome=outcome,

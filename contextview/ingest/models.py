@@ -27,3 +27,38 @@ class RawEvent(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["project", "event_id"], name="raw_event_unique")
         ]
+
+
+class ToolRun(models.Model):
+    """A tool the agent ran, from an OTLP tool span (contract v1.1: spans that are not
+    LLM calls are not steps). Shown beside the step of the call that asked for it:
+    the session's step that started last before it, in its trace or its session."""
+
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, db_index=False, db_constraint=False
+    )
+    trace_id = models.CharField(max_length=32)
+    span_id = models.CharField(max_length=16)
+    # The session by the span's own attributes (conversation, session, else trace id).
+    session_external_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=200)
+    call_id = models.CharField(max_length=200, blank=True, default="")
+    started_at = models.DateTimeField()
+    duration_ms = models.FloatField()
+    status = models.CharField(max_length=8)
+    status_message = models.TextField(blank=True, default="")
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "cv_tool_run"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "trace_id", "span_id"], name="tool_run_unique"
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["project", "session_external_id", "started_at"],
+                name="tool_run_session",
+            )
+        ]

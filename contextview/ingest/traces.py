@@ -21,6 +21,9 @@ locks, shared by every web process); past that the answer is 503 at once.
 
 The same span sent again is the same event (its id is made of the trace and span
 ids): it is recognised before any index is given and stores nothing.
+
+Tool spans are kept as tool runs (`ToolRun`, one row per span, in the same
+transaction), shown beside the step of the call before them; no step is made of them.
 """
 
 from __future__ import annotations
@@ -39,12 +42,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from contextview.core.otlp import (
     COMPACTED,
+    MAX_NAME,
     LlmCall,
+    ToolRun,
     decode_request,
     span_event_id,
     step_event,
     timestamp,
 )
+from contextview.core.textsafe import escape
+from contextview.ingest.models import ToolRun as ToolRunRow
 from contextview.ingest.services import batch_ingest
 from contextview.projects.models import Project
 from contextview.sessions.models import Session, Step
@@ -109,6 +116,7 @@ def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> Tr
             for refused in decoded.refused:
                 outcome.rejected += 1
                 outcome.errors.append(f"span {refused.span_id}: {refused.error}")
+            _tool_runs_store(project, decoded.tools)
             if not decoded.calls:
                 return outcome
             for session_id in sorted({c.session_id for c in decoded.calls}):
@@ -138,6 +146,32 @@ def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> Tr
             gone = {id(call) for call, _ in refused}
             calls = [c for c in calls if id(c) not in gone]
     return outcome
+
+
+def _tool_runs_store(project: Project, runs: list[ToolRun]) -> None:
+    """Keep the export's tool spans; one sent again is kept once. Texts are escaped
+    for the store (core.textsafe), then cut to their columns: a tool span is never
+    refused for what it says."""
+    if not runs:
+        return
+    ToolRunRow.objects.bulk_create(
+        [
+            ToolRunRow(
+                project=project,
+                trace_id=run.trace_id,
+                span_id=run.span_id,
+                session_external_id=escape(run.session_id)[:MAX_NAME],
+                name=escape(run.name)[:MAX_NAME],
+                call_id=escape(run.call_id)[:MAX_NAME],
+                started_at=_EPOCH + timedelta(microseconds=run.start_ns // 1000),
+                duration_ms=(run.end_ns - run.start_ns) / 1e6,
+                status=run.status,
+                status_message=escape(run.status_message),
+            )
+            for run in runs
+        ],
+        ignore_conflicts=True,
+    )
 
 
 def _unseen(project: Project, calls: list[LlmCall]) -> list[LlmCall]:

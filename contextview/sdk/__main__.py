@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[sender],
         help="send transcripts (Claude Code, Codex, OpenHands, SWE-agent, ATIF) to the server",
     )
-    imports.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    imports.add_argument("files", nargs="+", type=Path, metavar="FILE|DIR")
     imports.add_argument("--format", help="claude-code, codex, openhands, swe-agent or atif")
     imports.add_argument("--session-id", help="the session to import one file into")
     imports.add_argument(

@@ -2,30 +2,43 @@
 agents write (Claude Code, Codex, OpenHands, SWE-agent, ATIF) sent to
 ``POST /api/v1/import``.
 
-``import`` uploads each file. ``watch`` translates transcripts here, with the
+``import`` uploads each file, and an OpenHands event folder (a directory) as a
+zip of its event files. ``watch`` translates transcripts here, with the
 same importers the server runs (``contextview.core.importers``, no Django), and
 posts to ``/api/v1/ingest`` only the events it has not sent yet: event ids come
 from the file's content, so the events of a file are the same whoever reads it.
 Each time a transcript changes it is read again, ``live`` while it is still being
 written so that a reply still streaming in waits for the next read. A restarted
 watcher sends each file's events once more and the server finds them all
-duplicates; a file truncated or replaced is simply read again from its start.
+duplicates; a file truncated or replaced is simply read again from its start. An
+OpenHands event folder (``<session>/events/N.json``) is one transcript, read
+again when it gains a file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+import zipfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
 from contextview.core.importers import HEAD_BYTES, TranscriptError, batches, detect, read
 from contextview.core.importers import session_name as _session_name
+from contextview.core.importers._log import Event
+from contextview.core.importers.folders import (
+    EventFolder,
+    event_folders,
+    files_under,
+    read_folder,
+)
 
 SUFFIXES = (".jsonl", ".traj", ".json")
 
@@ -49,11 +62,15 @@ def upload(
     data = {k: v for k, v in (("format", format), ("session_id", session_id)) if v}
     if live:
         data["live"] = "1"
-    with path.open("rb") as fh:
+    with contextlib.ExitStack() as stack:
+        if path.is_dir():
+            name, fh = f"{path.name}.zip", stack.enter_context(zipped_event_folders(path))
+        else:
+            name, fh = path.name, stack.enter_context(path.open("rb"))
         response = http.post(
             f"{url}/api/v1/import",
             headers={"Authorization": f"Bearer {key}"},
-            files={"file": (path.name, fh, "application/octet-stream")},
+            files={"file": (name, fh, "application/octet-stream")},
             data=data,
         )
     try:
@@ -61,6 +78,21 @@ def upload(
     except ValueError:
         answer = {"error": response.text[:500]}
     return Sent(response.status_code, answer if isinstance(answer, dict) else {})
+
+
+def zipped_event_folders(folder: Path) -> IO[bytes]:
+    """The OpenHands event files under `folder` in a zip (a temporary file, read from
+    the start), named from the session folder on, so the server names the session
+    after it: ``<session>/events/N.json``."""
+    top = folder.parent.parent if folder.name == "events" else folder.parent
+    paths = [p.relative_to(top).as_posix() for p in folder.rglob("*") if p.is_file()]
+    out = tempfile.TemporaryFile()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for found in event_folders(paths):
+            for path in found.files:
+                archive.write(top / path, path)
+    out.seek(0)
+    return out
 
 
 def describe(path: Path, sent: Sent) -> str:
@@ -91,35 +123,60 @@ def import_main(
     return 1 if failed else 0
 
 
-def _transcripts(folders: Iterable[Path]) -> Iterable[Path]:
+def _transcripts(folders: Iterable[Path]) -> Iterator[tuple[Path, EventFolder | None]]:
+    """The transcripts under `folders`: files, and OpenHands event folders (whose
+    session folder's other files are not transcripts)."""
     for folder in folders:
         if folder.is_file():
-            yield folder
+            yield folder, None
             continue
-        for root, _dirs, names in os.walk(folder):
-            for name in names:
-                if name.endswith(SUFFIXES):
-                    yield Path(root, name)
+        paths = files_under(folder)
+        found = event_folders(paths)
+        sessions = tuple(f.where.removesuffix("/events") + "/" for f in found)
+        for event_folder in found:
+            yield Path(event_folder.where), event_folder
+        for path in paths:
+            if path.endswith(SUFFIXES) and not path.startswith(sessions):
+                yield Path(path), None
+
+
+def _state(path: Path, folder: EventFolder | None) -> tuple[int, int, int]:
+    """What tells that a transcript changed: (inode, size, mtime) of a file, (number of
+    files, their sizes, the latest mtime) of an event folder."""
+    if folder is None:
+        st = path.stat()
+        return st.st_ino, st.st_size, st.st_mtime_ns
+    stats = [os.stat(p) for p in folder.files]
+    return len(stats), sum(st.st_size for st in stats), max(st.st_mtime_ns for st in stats)
 
 
 @dataclass
 class _Followed:
-    # (inode, size, mtime_ns, read live) when the file was last read
+    # _state() and whether it was read live, when the transcript was last read
     state: tuple[int, int, int, bool]
     # ids of the events the server has answered for
     sent: set[str]
 
 
 def send_new_events(
-    http: httpx.Client, url: str, key: str, path: Path, *, live: bool, sent: set[str]
+    http: httpx.Client,
+    url: str,
+    key: str,
+    path: Path,
+    *,
+    live: bool,
+    sent: set[str],
+    folder: EventFolder | None = None,
 ) -> tuple[int, list[str]]:
-    """Post the events of `path` not in `sent`; the steps stored and the problems met.
+    """Post the events of `path` (a file, or the event folder `folder`) not in `sent`;
+    the steps stored and the problems met.
 
     Raises httpx.HTTPError or OSError when the server or the file cannot be reached
     (the caller tries again later).
     """
-    problems: list[str] = []
-    stored = 0
+    if folder is not None:
+        events = read_folder(folder, lambda p: open(p, "rb"), live=live)
+        return _post_new(http, url, key, path, events, sent)
     with path.open("rb") as f:
         head = f.read(HEAD_BYTES)
         f.seek(0)
@@ -127,27 +184,35 @@ def send_new_events(
         if fmt is None:
             return 0, [f"{path}: not a transcript this SDK reads"]
         events = read(f, format=fmt, fallback=_session_name(path.name), live=live)
-        try:
-            for batch in batches(e for e in events if e["id"] not in sent):
-                response = http.post(
-                    f"{url}/api/v1/ingest",
-                    json={"batch": batch},
-                    headers={"Authorization": f"Bearer {key}"},
-                )
-                if response.status_code != 207:
-                    problems.append(f"{path}: HTTP {response.status_code}: {response.text[:300]}")
-                    if response.status_code in (429, 503):
-                        break  # later: these events are not marked sent
-                    sent.update(e["id"] for e in batch)
-                    continue
-                for event, result in zip(batch, response.json()["results"], strict=True):
-                    sent.add(event["id"])
-                    if result["status"] == 201 and event["type"] == "step":
-                        stored += 1
-                    elif result["status"] >= 400:
-                        problems.append(f"{path}: {event['type']} refused: {result.get('error')}")
-        except TranscriptError as exc:
-            problems.append(f"{path}: {exc}")
+        return _post_new(http, url, key, path, events, sent)
+
+
+def _post_new(
+    http: httpx.Client, url: str, key: str, path: Path, events: Iterable[Event], sent: set[str]
+) -> tuple[int, list[str]]:
+    problems: list[str] = []
+    stored = 0
+    try:
+        for batch in batches(e for e in events if e["id"] not in sent):
+            response = http.post(
+                f"{url}/api/v1/ingest",
+                json={"batch": batch},
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            if response.status_code != 207:
+                problems.append(f"{path}: HTTP {response.status_code}: {response.text[:300]}")
+                if response.status_code in (429, 503):
+                    break  # later: these events are not marked sent
+                sent.update(e["id"] for e in batch)
+                continue
+            for event, result in zip(batch, response.json()["results"], strict=True):
+                sent.add(event["id"])
+                if result["status"] == 201 and event["type"] == "step":
+                    stored += 1
+                elif result["status"] >= 400:
+                    problems.append(f"{path}: {event['type']} refused: {result.get('error')}")
+    except TranscriptError as exc:
+        problems.append(f"{path}: {exc}")
     return stored, problems
 
 
@@ -172,13 +237,13 @@ def watch_main(
     try:
         while rounds is None or done < rounds:
             now = time.time()
-            for path in _transcripts(folders):
+            for path, folder in _transcripts(folders):
                 try:
-                    st = path.stat()
+                    seen = _state(path, folder)
                 except OSError:
                     continue
-                live = now - st.st_mtime < settle
-                state = (st.st_ino, st.st_size, st.st_mtime_ns, live)
+                live = now - seen[2] / 1e9 < settle
+                state = (*seen, live)
                 known = followed.get(path)
                 if known is not None and (
                     known.state == state or (known.state[:3] == state[:3] and live)
@@ -188,7 +253,7 @@ def watch_main(
                     known = followed[path] = _Followed(state=state, sent=set())
                 try:
                     stored, problems = send_new_events(
-                        http, url, key, path, live=live, sent=known.sent
+                        http, url, key, path, live=live, sent=known.sent, folder=folder
                     )
                 except (OSError, httpx.HTTPError) as exc:
                     print(f"{path}: not sent ({exc}); trying again", file=sys.stderr)

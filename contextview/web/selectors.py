@@ -40,6 +40,7 @@ from contextview.core.stats import (
     reported_before,
 )
 from contextview.core.tokens import EncodingUnavailable, TokenCounter
+from contextview.ingest.selectors import ToolRunView, tool_runs_of_step
 from contextview.monitors.models import Alert
 from contextview.postmortems.markdown import render_markdown
 from contextview.postmortems.models import Annotation, Incident
@@ -908,6 +909,8 @@ class StepView:
     stats: dict[str, Any] | None
     # Every message id of the step, before and after, in order: what can be annotated.
     message_ids: list[str] = field(default_factory=list)
+    # The tools the agent ran after this call (from OTLP tool spans).
+    tool_runs: list[ToolRunView] = field(default_factory=list)
 
     @property
     def groups(self) -> list[RowGroup]:
@@ -1073,6 +1076,7 @@ def step_view(*, session: Session, step: Step) -> StepView:
         neighbors=step_neighbors(session=session, index=step.index),
         stats=stats,
         message_ids=list(dict.fromkeys(s.message.id for s in (*before, *after))),
+        tool_runs=tool_runs_of_step(session=session, step=step),
     )
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 
 import pytest
 from django.db import connection
@@ -192,6 +193,12 @@ def test_it_refuses_other_content_types_and_encodings(api: Api) -> None:
 
 def test_it_takes_gzip(api: Api) -> None:
     got = results(api.ingest_gzip({"batch": [step("s", 0, [SYSTEM])]}))
+    assert got == [{"id": "s-step-0", "status": 201}]
+
+
+def test_it_takes_deflate(api: Api) -> None:
+    data = zlib.compress(json.dumps({"batch": [step("s", 0, [SYSTEM])]}).encode())
+    got = results(api.ingest(None, raw=data, HTTP_CONTENT_ENCODING="deflate"))
     assert got == [{"id": "s-step-0", "status": 201}]
 
 

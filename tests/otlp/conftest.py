@@ -24,6 +24,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Status, StatusCode
 
 
 def text(role: str, content: str) -> dict[str, Any]:
@@ -75,6 +76,21 @@ class Agent:
             name, attributes={"gen_ai.operation.name": "execute_tool"}
         ):
             pass
+
+    def tool(
+        self,
+        attributes: dict[str, Any],
+        *,
+        start: int,
+        took_ns: int,
+        name: str = "execute_tool",
+        error: str | None = None,
+    ) -> None:
+        """A tool span that ran from `start` for `took_ns`, failed with `error` if given."""
+        span = self.tracer.start_span(name, attributes=attributes, start_time=start)
+        if error is not None:
+            span.set_status(Status(StatusCode.ERROR, error))
+        span.end(end_time=start + took_ns)
 
     def shutdown(self) -> None:
         self.provider.shutdown()

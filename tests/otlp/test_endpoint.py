@@ -5,10 +5,12 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import zlib
 from typing import Any
 
 import psycopg
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from google.protobuf import json_format
 from google.rpc import status_pb2
@@ -17,8 +19,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from contextview.ingest.models import ToolRun
 from contextview.ingest.schemas import StepBody
-from contextview.projects.services import apikey_create, project_get_or_create
+from contextview.projects.models import Membership
+from contextview.projects.services import apikey_create, membership_set, project_get_or_create
+from contextview.sessions.models import Session
 from tests.otlp.conftest import request_of, text
 
 PROTOBUF = "application/x-protobuf"
@@ -112,6 +117,19 @@ def test_it_takes_the_otlp_json_form_gzipped(key: str, memory: Any) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "deflate",
+    [zlib.compress, lambda data: zlib.compress(data)[2:-4]],
+    ids=["zlib", "raw"],
+)
+def test_it_takes_deflate_in_the_zlib_form_and_raw(key: str, memory: Any, deflate: Any) -> None:
+    agent, exporter = memory
+    agent.call([text("user", "squeezed")], conversation="deflate-1")
+    body = deflate(request_of(exporter.get_finished_spans()).SerializeToString())
+    answer(post(key, body, HTTP_CONTENT_ENCODING="deflate"))
+    assert read_step(key, "deflate-1", 0)["before"][-1]["content"] == "squeezed"
+
+
 def test_it_refuses_one_bad_span_and_stores_the_others(key: str, memory: Any) -> None:
     agent, exporter = memory
     agent.call([text("user", "first")], conversation="partial")
@@ -142,6 +160,47 @@ def test_it_accepts_spans_that_are_not_llm_calls_and_makes_no_step_of_them(
     assert listed["sessions"] == []
 
 
+def test_it_shows_the_tools_run_after_a_call_on_its_step(key: str, memory: Any) -> None:
+    """A GenAI tool span in the call's trace and an OpenInference one in another trace
+    of the same session are listed on the step of the call before them."""
+    agent, exporter = memory
+    t0 = 1_800_000_000 * 10**9
+    first = [text("user", "Why does order SO20260101007 time out?")]
+    with agent.tracer.start_as_current_span("invoke_agent support-bot", start_time=t0):
+        agent.call(first, conversation="tools", start=t0)
+        agent.tool(
+            {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.id": "call_1"},
+            name="execute_tool read_file",
+            start=t0 + 5 * MS,
+            took_ns=120 * MS,
+        )
+    agent.tool(
+        {"openinference.span.kind": "TOOL", "tool.name": "grep", "session.id": "tools"},
+        start=t0 + 130 * MS,
+        took_ns=40 * MS,
+        error="exit status 2",
+    )
+    agent.call([*first, text("user", "and then?")], conversation="tools", start=t0 + 200 * MS)
+    body = request_of(exporter.get_finished_spans()).SerializeToString()
+    assert not answer(post(key, body)).HasField("partial_success")
+    answer(post(key, body))  # sent again: kept once
+
+    assert ToolRun.objects.count() == 2
+    session = Session.objects.get(external_id="tools")
+    assert session.step_count == 2
+    user = User.objects.create_user("tools-viewer")
+    membership_set(user=user, project=session.project, role=Membership.Role.VIEWER)
+    client = Client()
+    client.force_login(user)
+    page = client.get(f"/sessions/{session.pk}/steps/0/").content.decode()
+    shown = page[page.index("Tools run after this call") :]
+    assert "read_file" in shown and "call_1" in shown and "120 ms" in shown
+    assert "grep" in shown and "40 ms" in shown and "error: exit status 2" in shown
+    assert shown.index("read_file") < shown.index("grep")
+    later = client.get(f"/sessions/{session.pk}/steps/1/").content.decode()
+    assert "Tools run after this call" not in later
+
+
 def test_it_stores_nothing_for_a_span_sent_again(key: str, memory: Any) -> None:
     agent, exporter = memory
     agent.call([text("user", "once")], conversation="again")
@@ -165,6 +224,8 @@ def test_it_stores_nothing_for_a_span_sent_again(key: str, memory: Any) -> None:
         (b"", "text/plain", {}, 415),
         (b"", PROTOBUF, {"HTTP_CONTENT_ENCODING": "br"}, 415),
         (b"not gzip", PROTOBUF, {"HTTP_CONTENT_ENCODING": "gzip"}, 400),
+        (b"not deflate", PROTOBUF, {"HTTP_CONTENT_ENCODING": "deflate"}, 400),
+        (zlib.compress(b"\n\x00")[:-6], PROTOBUF, {"HTTP_CONTENT_ENCODING": "deflate"}, 400),
     ],
 )  # fmt: skip
 def test_it_answers_an_undecodable_body_with_a_status_naming_the_problem(
@@ -173,6 +234,14 @@ def test_it_answers_an_undecodable_body_with_a_status_naming_the_problem(
     response = post(key, body, content_type, **headers)
     assert response.status_code == expected
     assert status(response).message
+
+
+def test_it_names_the_encodings_it_takes_when_refusing_one(key: str) -> None:
+    response = post(key, b"\n\x00", HTTP_CONTENT_ENCODING="zstd")
+    assert response.status_code == 415
+    assert status(response).message == (
+        "Content-Encoding 'zstd' is not supported; use gzip, deflate or none"
+    )
 
 
 def test_it_names_the_span_field_of_a_bad_hex_id(key: str) -> None:
@@ -200,6 +269,9 @@ def test_it_refuses_a_body_past_the_limit_with_413(key: str, settings: Any) -> N
     small = gzip.compress(b"\x00" * 5000)
     assert len(small) < 1000
     assert post(key, small, HTTP_CONTENT_ENCODING="gzip").status_code == 413
+    assert (
+        post(key, zlib.compress(b"\x00" * 5000), HTTP_CONTENT_ENCODING="deflate").status_code == 413
+    )
 
 
 def test_it_answers_429_with_retry_after_when_rate_limited(key: str, settings: Any) -> None:
@@ -325,6 +397,13 @@ def _span_json(*attributes: tuple[str, str], trace: str = "ab" * 16) -> bytes:
         (_span_json(("gen_ai.input.messages", "[" * 5000 + "]" * 5000)), 200),
         (_span_json(("gen_ai.usage.input_tokens", "99999999999999999999999")), 200),
         (_span_json(trace="ab"), 200),
+        (
+            _span_json(
+                ("gen_ai.operation.name", "execute_tool"),
+                ("gen_ai.tool.name", "cat\u0000" + "x" * 5000),
+            ),
+            200,
+        ),
     ],
 )
 def test_it_never_answers_500_to_a_hostile_body(key: str, body: bytes, expected: int) -> None:
@@ -373,3 +452,26 @@ def test_it_refuses_only_the_session_whose_values_the_database_cannot_hold(
     assert out.partial_success.rejected_spans == 1
     assert f"span {odd}" in out.partial_success.error_message
     assert read_step(key, "good", 0)["before"][-1]["content"] == "fine"
+
+
+@pytest.mark.parametrize(
+    ("name", "kept"),
+    [("cat\u0000" + "x" * 5000, "cat\u0000" + "x" * 196), ("\u2400" * 300, "\u2400" * 100)],
+)
+def test_it_keeps_a_tool_span_whatever_its_name_holds(key: str, name: str, kept: str) -> None:
+    from contextview.core.textsafe import restore
+
+    body = _span_json(("gen_ai.operation.name", "execute_tool"), ("gen_ai.tool.name", name))
+    response = post(key, body, "application/json")
+    assert response.status_code == 200
+    assert json.loads(response.content) == {}
+    [run] = ToolRun.objects.all()
+    assert restore(run.name) == kept
+
+
+def test_it_accepts_a_tool_span_with_ids_of_the_wrong_length_and_keeps_nothing(key: str) -> None:
+    body = _span_json(("gen_ai.operation.name", "execute_tool"), trace="ab")
+    response = post(key, body, "application/json")
+    assert response.status_code == 200
+    assert json.loads(response.content) == {}  # no partial success: it is not refused
+    assert not ToolRun.objects.exists()

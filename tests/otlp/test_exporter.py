@@ -73,6 +73,21 @@ def test_it_stores_a_resent_context_once(agent: Agent, read: Any, project: Any) 
     assert Message.objects.filter(project=project).count() == 2 + 2 * 5
 
 
+def test_it_takes_what_the_exporter_sends_with_deflate(
+    gunicorn_api: str, project: Any, read: Any
+) -> None:
+    made = Agent(
+        OTLPSpanExporter(
+            endpoint=f"{gunicorn_api}/v1/traces",
+            headers={"Authorization": f"Bearer {project.secret}"},
+            compression=Compression.Deflate,
+        )
+    )
+    made.call([text("user", "sent with deflate")], conversation="deflated")
+    made.shutdown()
+    assert read("/sessions/deflated/steps/0")["before"][-1]["content"] == "sent with deflate"
+
+
 def test_it_puts_a_late_span_in_its_place(agent: Agent, read: Any) -> None:
     t0 = time.time_ns()
     one = [text("user", "one")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -44,6 +45,14 @@ def test_it_imports_files_through_the_api(gunicorn_api: str, project_key: str) -
     assert step_count(gunicorn_api, project_key, "atif-run-1") == 2
     again = sdk("import", str(FIXTURES / "atif.json"), url=gunicorn_api, key=project_key)
     assert "2 steps, 0 new" in again.stdout
+
+
+def test_it_imports_an_openhands_event_folder(gunicorn_api: str, project_key: str) -> None:
+    folder = FIXTURES / "openhands_folder" / "oh-folder-5e1c"
+    done = sdk("import", str(folder / "events"), url=gunicorn_api, key=project_key)
+    assert done.returncode == 0, done.stderr
+    assert "oh-folder-5e1c (openhands): 5 steps, 5 new, 1 operations" in done.stdout
+    assert step_count(gunicorn_api, project_key, "oh-folder-5e1c") == 5
 
 
 def test_it_says_why_a_file_was_refused(
@@ -99,6 +108,31 @@ def test_it_follows_a_live_transcript_and_resumes_without_duplicates(
     assert "HTTP" not in err and "refused" not in err, err
     assert step_count(gunicorn_api, project_key, "cc-7f3a") == 4
     assert step_count(gunicorn_api, project_key, "cc-7f3a:agent-b7e1") == 1
+
+
+def test_it_follows_an_openhands_event_folder_as_it_gains_files(
+    gunicorn_api: str, project_key: str, tmp_path: Path
+) -> None:
+    source = FIXTURES / "openhands_folder" / "oh-folder-5e1c"
+    events = tmp_path / "oh-live" / "events"
+    events.mkdir(parents=True)
+    (tmp_path / "oh-live" / "metadata.json").write_text('{"title": "not a transcript"}')
+    for n in range(9):
+        shutil.copy(source / "events" / f"{n}.json", events)
+    watcher = _watcher(tmp_path, gunicorn_api, project_key)
+    try:
+        wait_for(lambda: step_count(gunicorn_api, project_key, "oh-live") >= 2, 15, "2 steps")
+        for n in range(9, 14):
+            shutil.copy(source / "events" / f"{n}.json", events)
+        wait_for(lambda: step_count(gunicorn_api, project_key, "oh-live") == 5, 20, "5 steps")
+    finally:
+        out, err = _stop(watcher)
+    assert "HTTP" not in err and "refused" not in err and "not a transcript" not in err, err
+    session = httpx.get(
+        f"{gunicorn_api}/api/v1/sessions/oh-live",
+        headers={"Authorization": f"Bearer {project_key}"},
+    ).json()
+    assert session["status"] == "succeeded"
 
 
 def test_it_refuses_a_2_gb_upload_without_reading_it(gunicorn_api: str, project_key: str) -> None:

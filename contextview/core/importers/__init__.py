@@ -15,6 +15,7 @@ from typing import IO, Any
 
 from contextview.core.importers import atif, claude_code, codex, openhands, swe_agent
 from contextview.core.importers._log import Event, TranscriptError
+from contextview.core.importers.folders import ARCHIVE_SUFFIXES
 
 __all__ = [
     "FORMATS",
@@ -144,7 +145,7 @@ def batches(events: Iterable[Event]) -> Iterator[list[Event]]:
 def session_name(filename: str) -> str:
     """The session of a file whose log does not name one: its name without the suffix."""
     stem = filename.replace("\\", "/").rsplit("/", 1)[-1]
-    for suffix in (".jsonl", ".json", ".traj"):
+    for suffix in (".jsonl", ".json", ".traj", *ARCHIVE_SUFFIXES):
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
     return stem[:200] or "transcript"

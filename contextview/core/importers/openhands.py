@@ -1,4 +1,5 @@
-"""OpenHands event streams: a JSON array of events, or one event per line.
+"""OpenHands event streams: a JSON array of events, or one event per line (an event
+folder, one event per file, is read by ``folders``).
 
 An event has ``id``, ``source`` (``user``, ``agent``, ``environment``) and either
 ``action`` (with ``args``) or ``observation`` (with ``content``). Agent actions
@@ -81,6 +82,8 @@ class _Reader:
             return
         self.call, self.call_key = None, None
         log = self.log
+        if not log.started and call["model"]:
+            log.session_body["model"] = call["model"]  # the list shows the session's model
         later = log.context[call["obs_at"] :]
         log.context = log.context[: call["obs_at"]]
         yield from log.step(
@@ -222,6 +225,29 @@ def _events(stream: IO[bytes]) -> Iterable[tuple[str, Any]]:
     return ((f"line {n}", e) for n, e in json_lines(stream))
 
 
+def event_of(data: bytes, where: str) -> Any:
+    """One event stored as a file of its own (an event folder's ``N.json``)."""
+    try:
+        return json.loads(data)
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(where, f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(
+            where, f"is not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
+        ) from None
+
+
+def read_events(
+    events: Iterable[tuple[str, Any]], *, session_id: str, live: bool = False
+) -> Iterator[Event]:
+    """The ingest events of OpenHands events given as (where, event), in order."""
+    reader = _Reader(session_id)
+    for where, event in events:
+        yield from reader.event(where, event)
+    if not live:
+        yield from reader.close()
+
+
 def read(
     stream: IO[bytes],
     *,
@@ -229,8 +255,4 @@ def read(
     fallback: str = "openhands",
     live: bool = False,
 ) -> Iterator[Event]:
-    reader = _Reader(session_id or fallback)
-    for where, event in _events(stream):
-        yield from reader.event(where, event)
-    if not live:
-        yield from reader.close()
+    return read_events(_events(stream), session_id=session_id or fallback, live=live)

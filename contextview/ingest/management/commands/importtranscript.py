@@ -3,11 +3,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from contextview.core.importers import FORMATS
+from contextview.core.importers.folders import files_under
 from contextview.ingest.imports import ImportFailed, transcript_import
 from contextview.projects.models import Project
 
@@ -16,12 +17,13 @@ class Command(BaseCommand):
     help = (
         "Import transcripts agents wrote (Claude Code, Codex, OpenHands, SWE-agent, ATIF) "
         "into PROJECT, as POST /api/v1/import does. Importing a file again adds only "
-        "what it gained since."
+        "what it gained since. A folder is read as OpenHands event folders "
+        "(<session>/events/0.json, 1.json, ...), each a session."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("project", help="project slug")
-        parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
+        parser.add_argument("files", nargs="+", type=Path, metavar="FILE|DIR")
         parser.add_argument("--format", choices=FORMATS, help="detected from the content if absent")
         parser.add_argument("--session-id", help="the session to import one file into")
         parser.add_argument(
@@ -35,14 +37,19 @@ class Command(BaseCommand):
         if project is None:
             raise CommandError(f"no project {options['project']!r}")
         with contextlib.ExitStack() as stack:
+            paths: list[Path] = options["files"]
             try:
-                files = [(str(p), stack.enter_context(p.open("rb"))) for p in options["files"]]
+                files = [
+                    (str(p), stack.enter_context(p.open("rb"))) for p in paths if not p.is_dir()
+                ]
             except OSError as exc:
                 raise CommandError(f"cannot read {exc.filename}: {exc.strerror}") from None
+            folders = [(str(p), files_under(p), _open) for p in paths if p.is_dir()]
             try:
                 outcome = transcript_import(
                     project=project,
                     files=files,
+                    folders=folders,
                     format=options["format"],
                     session_id=options["session_id"],
                     live=options["live"],
@@ -56,3 +63,7 @@ class Command(BaseCommand):
             )
         if not outcome.created:
             self.stdout.write("nothing new: these transcripts were imported already")
+
+
+def _open(path: str) -> IO[bytes]:
+    return open(path, "rb")
