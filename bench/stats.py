@@ -35,7 +35,7 @@ from typing import Any
 from bench.ingest_gen import long_session, session_event
 
 
-def _derive(events: list[dict[str, Any]]) -> Iterator[Any]:
+def derived_steps(events: list[dict[str, Any]]) -> Iterator[Any]:
     """Each step's StepResult, with the session's latest messages and archive kept."""
     from contextview.core.apply import derive_step
 
@@ -64,7 +64,7 @@ def bench_core(steps: int, max_context: int) -> dict[str, Any]:
     from contextview.core.tokens import TokenCounter
 
     events = list(long_session("bench-stats", steps, max_context, seed=0, by_id=True))
-    derived = list(_derive(events))
+    derived = list(derived_steps(events))
     counter = TokenCounter("cl100k_base")
     tokens: dict[int, int] = {}
     for _, result in derived:

@@ -2,10 +2,11 @@
 
 The contract's "Replaying a session under another policy": starting from the
 messages as they arrived, a policy decides what each step's context would have
-held, with no model called. What arrived at a step is what its recorded before
-holds that no earlier recorded context held: the agent's, the user's and the
-tools' messages, never what the recorded manager made (its summaries appear in
-an after first).
+held, with no model called. What arrived at a step is what the end of its
+recorded before holds that no earlier recorded context held (``new_positions``,
+as the session's own statistics find it): the agent's, the user's and the tools'
+messages, never what the recorded manager made (its summaries appear in an after
+first).
 
 A policy is one small class with a ``kind``, built from its JSON by
 `policy_from_json`, whose ``shape`` turns the context so far (the policy's own
@@ -20,12 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from itertools import compress
+from operator import is_not
+from typing import Any, ClassVar, overload
 
 from contextview.core.calls import CALL_LOOKBACK
 from contextview.core.errors import InputError
 from contextview.core.model import PARTITIONS, Fold, Message
-from contextview.core.needs import LossTracker
+from contextview.core.needs import LossTracker, new_positions
 from contextview.core.stats import TextCache, TokensOf
 
 # Roles a sliding window always keeps: what sets up the agent, never "a turn".
@@ -61,11 +64,17 @@ class Slot:
 class ReplayedStep:
     index: int
     tokens: int
-    messages: list[str]
+    # the policy's context at this step (a list no later step changes)
+    held: Sequence[Slot]
     removed: list[str]
     lost_needed: list[str]
     # tokens of the context as recorded, for comparing
     recorded: int
+
+    @property
+    def messages(self) -> list[str]:
+        """The ids of the messages the policy's context holds (made when asked)."""
+        return [s.message.id for s in self.held]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -124,7 +133,9 @@ class Policy:
     kind: ClassVar[str]
 
     def shape(self, slots: list[Slot], at: Shaping) -> list[Slot]:
-        """The step's context made from the context so far (not changed in place)."""
+        """The step's context made from the context so far, as a new list (or `slots`
+        itself, unchanged): the same slots in the same order, some left out, some
+        replaced by a slot of the same message shown otherwise."""
         raise NotImplementedError
 
     def as_dict(self) -> dict[str, Any]:
@@ -256,7 +267,7 @@ def policy_from_json(raw: Any) -> Policy:
     if not isinstance(raw, Mapping):
         raise InputError("policy", "must be an object with a kind")
     kind = raw.get("kind")
-    if kind not in POLICIES:
+    if not isinstance(kind, str) or kind not in POLICIES:
         raise InputError("policy.kind", f"must be one of {', '.join(POLICIES)}, not {kind!r}")
     allowed = _PARAMETERS[kind]
     extra = sorted(set(raw) - allowed - {"kind"})
@@ -334,25 +345,34 @@ class Replay:
 
         shaping = Shaping(tokens=0, pinned=pinned, placeholder=placeholder, cache=cache)
         for step in recorded:
-            arrived = [m for m in step.before if m.id not in seen]
+            # New messages come at the end of a context (the rule of the session's own
+            # statistics); what the recorded manager put at the end of its after is
+            # known, so it does not arrive with the next step's before.
+            before, after = step.before, step.after
+            arrived = [before[k] for k in new_positions(before, seen)]
             seen.update(m.id for m in arrived)
-            seen.update(m.id for m in step.after)
+            if after is not before:
+                seen.update(after[k].id for k in new_positions(after, seen))
             for m in arrived:
                 arrived_at[m.id] = len(history)
                 history.append(m)
             candidate = context + [Slot(m, m, self.tokens_of(m)) for m in arrived]
             tokens += sum(s.tokens for s in candidate[len(context) :])
-            shown = [s.shown for s in candidate]
-            first_new = len(context)
+            shown = _Shown(candidate)
             needs, _ = tracker.needs_of(
-                step.index, shown, range(first_new, len(shown)), (), cache, self.tokens_of
+                step.index, shown, range(len(context), len(candidate)), (), cache, self.tokens_of
             )
             shaping.tokens = tokens
             shaped = self.policy.shape(candidate, shaping)
-            removed, lost, folded = _removals(candidate, shaped, cache)
+            removed, folded, delta = _removals(candidate, shaped)
             if removed:
-                tokens = sum(s.tokens for s in shaped)
-                ops = [{"targets": removed, "entities": {"lost": lost}}]
+                tokens += delta
+                # One loss per message, its entities as the stored index gave them (their
+                # keys known), and as the operations of a recorded step are.
+                ops = [
+                    {"targets": [m.id], "entities": {"lost": cache.base_entities(m.text)}}
+                    for m in folded
+                ]
                 folds = [
                     (Fold(0, "replay", "drop", None, (m,)), _call_window(history, arrived_at, m))
                     for m in folded
@@ -362,7 +382,7 @@ class Replay:
             replayed = ReplayedStep(
                 index=step.index,
                 tokens=tokens,
-                messages=[s.message.id for s in context],
+                held=context,
                 removed=removed,
                 lost_needed=[n["text"] for n in needs],
                 recorded=step.tokens,
@@ -379,26 +399,60 @@ def _call_window(history: list[Message], arrived_at: dict[str, int], m: Message)
     return history[max(0, at - CALL_LOOKBACK) : at + 1]
 
 
-def _removals(
-    before: list[Slot], after: list[Slot], cache: TextCache
-) -> tuple[list[str], list[str], list[Message]]:
-    """(ids removed or masked, the entities that left with them, their originals)."""
-    if len(after) == len(before) and all(
-        a.shown is b.shown for a, b in zip(after, before, strict=True)
-    ):
-        return [], [], []
-    kept = {id(s.shown) for s in after}
+class _Shown(Sequence[Message]):
+    """What a list of slots shows, read without copying it."""
+
+    __slots__ = ("_slots",)
+
+    def __init__(self, slots: list[Slot]) -> None:
+        self._slots = slots
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    @overload
+    def __getitem__(self, k: int) -> Message: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[Message]: ...
+    def __getitem__(self, k: int | slice) -> Message | list[Message]:
+        if isinstance(k, slice):
+            return [s.shown for s in self._slots[k]]
+        return self._slots[k].shown
+
+    def __iter__(self) -> Iterator[Message]:
+        return (s.shown for s in self._slots)
+
+
+def _removals(before: list[Slot], after: list[Slot]) -> tuple[list[str], list[Message], int]:
+    """(ids removed or shown otherwise, what was shown of them, the change in tokens);
+    `after` is as ``Policy.shape`` makes it."""
+    if after is before:
+        return [], [], 0
     removed: list[str] = []
-    lost: list[str] = []
-    originals: list[Message] = []
+    shown: list[Message] = []
+    delta = 0
+    count = len(after)
+    if count == len(before):
+        # Nothing left, some shown otherwise: found at C speed in a context of any length.
+        for k in compress(range(count), map(is_not, before, after)):
+            removed.append(before[k].message.id)
+            shown.append(before[k].shown)
+            delta += after[k].tokens - before[k].tokens
+        return removed, shown, delta
+    j = 0
     for slot in before:
-        if id(slot.shown) in kept:
+        now = after[j] if j < count else None
+        if now is slot:
+            j += 1
             continue
-        # what left is what was shown: the original, unless masked before
+        if now is not None and now.message is slot.message:
+            delta += now.tokens - slot.tokens
+            j += 1
+        else:
+            delta -= slot.tokens
         removed.append(slot.message.id)
-        originals.append(slot.shown)
-        lost.extend(cache.base_entities(slot.shown.text))
-    return removed, list(dict.fromkeys(lost)), originals
+        shown.append(slot.shown)
+    return removed, shown, delta
 
 
 def replay(

@@ -175,6 +175,8 @@ def test_it_counts_a_refetch_of_a_dropped_result_as_needed() -> None:
     [
         ({"kind": "lru"}, "policy.kind"),
         ({}, "policy.kind"),
+        ({"kind": {}}, "policy.kind"),
+        ({"kind": ["sliding"]}, "policy.kind"),
         ([], "policy"),
         ({"kind": "sliding"}, "policy.keep_last"),
         ({"kind": "sliding", "keep_last": -1}, "policy.keep_last"),
