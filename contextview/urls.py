@@ -6,7 +6,7 @@ from django.urls import path
 
 from contextview.api import api
 from contextview.ingest.views import otlp_traces
-from contextview.web import views
+from contextview.web import replay_views, views
 
 urlpatterns = [
     path("", views.sessions_page, name="sessions"),
@@ -28,6 +28,7 @@ urlpatterns = [
     path("sessions/<int:pk>/steps/<int:index>/restore/", views.restore_page, name="web-restore"),
     path("sessions/<int:pk>/compare/", views.compare_page, name="web-compare"),
     path("sessions/<int:pk>/archive/", views.archive_page, name="web-archive"),
+    path("sessions/<int:pk>/replay/", replay_views.replay_panel, name="web-replay"),
     path("sessions/<int:pk>/restore/", views.restore_send, name="web-restore-send"),
     path("sessions/<int:pk>/mode/", views.mode_switch, name="web-mode"),
     path("sessions/<int:pk>/directives/", views.directives_fragment, name="web-directives"),

@@ -9,7 +9,8 @@ statistics workers use, which count and store what no worker has yet.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from itertools import tee
 
 import orjson
 from django.db import connection
@@ -48,15 +49,23 @@ class _ChunkTokens:
 
 def session_replay(*, session: Session, policy: Policy) -> tuple[Replay, Iterator[ReplayedStep]]:
     """A replay of `session` under `policy` and its steps; ``totals`` is whole after them."""
+    (run,), steps = session_replays(session=session, policies=[policy])
+    return run, (step for (step,) in steps)
+
+
+def session_replays(
+    *, session: Session, policies: Sequence[Policy]
+) -> tuple[list[Replay], Iterator[tuple[ReplayedStep, ...]]]:
+    """Replays of `session` under several policies at once, reading its steps once:
+    each item holds one step under every policy, in the order of `policies`."""
     tokens = _ChunkTokens()
-    run = Replay(
-        policy=policy,
-        tokens_of=tokens,
-        count_text=token_counter(session_encoding(session).name).count,
-        cache=TextCache(),
-        pinned=tuple(session.pinned or ()),
-    )
-    return run, run.steps(_recorded(session, tokens, run.cache))
+    cache = TextCache()
+    count = token_counter(session_encoding(session).name).count
+    pinned = tuple(session.pinned or ())
+    runs = [Replay(p, tokens, count, cache, pinned) for p in policies]
+    # Driven in step (zip), the copies of the recorded steps never run ahead.
+    feeds = tee(_recorded(session, tokens, cache), len(runs))
+    return runs, zip(*(run.steps(feed) for run, feed in zip(runs, feeds, strict=True)), strict=True)
 
 
 def _recorded(

@@ -14,32 +14,12 @@ from contextview.core.tokens import TokenCounter
 from contextview.projects.services import apikey_create
 from contextview.sessions.models import Session
 from contextview.stats.services import session_encoding
-from tests.api_client import Api, step
-
-SYSTEM = {"id": "sys", "role": "system", "content": "You answer customers."}
-ASK = {"id": "u0", "role": "user", "content": "My member id is A12345. Where is SO20260101007?"}
-LOG = (
-    "order SO20260101042 shipped; order SO20260101103 payment failed; "
-    "logistics stalled over 48h for the rest of the batch, see /var/log/orders.log"
-)
-
-
-def _turn(n: int) -> list[dict[str, Any]]:
-    return [
-        {"id": f"a{n}", "role": "assistant", "content": f"Looking up batch {n}."},
-        {"id": f"t{n}", "role": "tool", "tool": "orders", "content": LOG},
-    ]
+from tests.api_client import Api
+from tests.replay.sessions import growing_session
 
 
 def _seed(api: Api, turns: int = 6) -> list[dict[str, Any]]:
-    """A session whose context grows with every turn; the last user turn asks again."""
-    messages = [SYSTEM, ASK]
-    batch = []
-    for n in range(turns):
-        messages = messages + _turn(n)
-        batch.append(step("chat", n, messages))
-    messages = messages + [{"id": "u1", "role": "user", "content": "Is A12345 still valid?"}]
-    batch.append(step("chat", turns, messages))
+    batch = growing_session("chat", turns)
     assert api.ingest({"batch": batch}).status_code == 207
     return batch
 

@@ -1,0 +1,190 @@
+"""The session page's replay panel: a session replayed under another policy.
+
+One request replays the session under the policy asked for and, in the same pass
+over its steps (``session_replays``), under the few policies it is compared with.
+Kept apart from ``views.py`` (other pages), sharing its helpers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse, QueryDict
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from contextview.core.errors import InputError
+from contextview.core.model import PARTITIONS
+from contextview.core.replay import DEGRADATION_ORDER, MODE_POLICIES, Policy, policy_from_json
+from contextview.sessions.models import Session
+from contextview.stats.replays import session_replays
+from contextview.web import selectors as web
+from contextview.web.views import HtmxHttpRequest, _fragment, _page, _session_or_404
+
+# Points drawn at most: a longer session is drawn in buckets, at each bucket's peak.
+CHART_POINTS = 2000
+# Needed entities listed at most; the count says how many there were.
+LOST_SHOWN = 200
+KINDS = ("sliding", "mask_observations", "hybrid", "budget", "full")
+KIND_LABELS = {
+    "full": "full (keep everything)",
+    "sliding": "sliding window",
+    "mask_observations": "mask old tool results",
+    "hybrid": "hybrid (window + key entities)",
+    "budget": "budget (drop by partition)",
+}
+
+
+@dataclass
+class PolicyRow:
+    label: str
+    tokens: int
+    tokens_saved: int
+    peak_tokens: int
+    amnesia: int
+    chosen: bool = False
+
+
+@dataclass
+class ReplayView:
+    policy: dict[str, Any]
+    label: str
+    totals: dict[str, Any]
+    # [[index, recorded tokens, policy tokens], ...] as JSON, for the chart's overlay
+    points: str
+    lost: list[tuple[int, str]]
+    lost_count: int
+    rows: list[PolicyRow] = field(default_factory=list)
+    recorded_amnesia: int | None = None
+
+
+def policy_label(raw: dict[str, Any]) -> str:
+    kind = raw["kind"]
+    if kind == "budget":
+        return f"budget {raw['max_tokens']:,} ({', '.join(raw['order'])})"
+    if "keep_last" in raw:
+        return f"{kind} {raw['keep_last']}"
+    return str(kind)
+
+
+def policy_from_query(params: QueryDict) -> dict[str, Any]:
+    """The policy a form asks for: only the fields of its kind, as sent (the core checks them)."""
+    kind = params.get("kind") or "sliding"
+    raw: dict[str, Any] = {"kind": kind}
+    if kind in ("sliding", "mask_observations", "hybrid"):
+        raw["keep_last"] = _number(params.get("keep_last"))
+    elif kind == "budget":
+        raw["max_tokens"] = _number(params.get("max_tokens"))
+        sent = ",".join(params.getlist("order"))
+        raw["order"] = [p.strip() for p in sent.split(",") if p.strip()] or list(DEGRADATION_ORDER)
+    return raw
+
+
+def _number(value: str | None) -> Any:
+    """An integer when the text is one; the text otherwise, for the core to name."""
+    text = (value or "").strip().replace(",", "").replace("_", "")
+    return int(text) if text.lstrip("-").isdigit() else value
+
+
+def _compared(session: Session) -> list[dict[str, Any]]:
+    """The policies every replay is compared with: seed 001's modes, and seed 002's
+    degradation order at the session's 90% threshold when it has a budget."""
+    out = [MODE_POLICIES[m] for m in ("full", "sliding", "summary", "hybrid")]
+    max_tokens, _ = web.session_budget(session)
+    if max_tokens:
+        out.append(
+            {
+                "kind": "budget",
+                "max_tokens": max(1, int(max_tokens * 0.9)),
+                "order": list(DEGRADATION_ORDER),
+            }
+        )
+    return out
+
+
+def replay_view(*, session: Session, policy: Policy) -> ReplayView:
+    chosen = policy.as_dict()
+    compared = [p for p in _compared(session) if p != chosen]
+    policies = [policy, *(policy_from_json(p) for p in compared)]
+    runs, steps = session_replays(session=session, policies=policies)
+    per_step: list[tuple[int, int, int]] = []
+    lost: list[tuple[int, str]] = []
+    lost_count = 0
+    for step, *_ in steps:
+        per_step.append((step.index, step.recorded, step.tokens))
+        for text in step.lost_needed:
+            lost_count += 1
+            if len(lost) < LOST_SHOWN:
+                lost.append((step.index, text))
+    rows = [
+        PolicyRow(
+            label=policy_label(p.as_dict()),
+            tokens=run.totals.tokens,
+            tokens_saved=run.totals.recorded - run.totals.tokens,
+            peak_tokens=run.totals.peak_tokens,
+            amnesia=run.totals.amnesia,
+            chosen=k == 0,
+        )
+        for k, (p, run) in enumerate(zip(policies, runs, strict=True))
+    ]
+    amnesia = (session.aggregates or {}).get("amnesia")
+    return ReplayView(
+        policy=chosen,
+        label=policy_label(chosen),
+        totals=runs[0].totals.as_dict(),
+        points=json.dumps(_bucketed(per_step)),
+        lost=lost,
+        lost_count=lost_count,
+        rows=rows,
+        recorded_amnesia=len(amnesia) if isinstance(amnesia, list) else None,
+    )
+
+
+def _bucketed(points: list[tuple[int, int, int]]) -> list[list[int]]:
+    """At most CHART_POINTS points: each bucket of steps at its peak under the policy."""
+    size = max(1, -(-len(points) // CHART_POINTS))
+    if size == 1:
+        return [list(p) for p in points]
+    out = []
+    for start in range(0, len(points), size):
+        bucket = points[start : start + size]
+        out.append(list(max(bucket, key=lambda p: (p[2], p[1]))))
+    return out
+
+
+@login_required
+@require_GET
+def replay_panel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The replay panel for the policy the form asks for; 400 naming the field of a bad one."""
+    session, access = _session_or_404(request, pk)
+    raw = policy_from_query(request.GET)
+    context: dict[str, Any] = {"session": session, "form": raw}
+    status = 200
+    try:
+        policy = policy_from_json(raw)
+    except InputError as exc:
+        context["error"] = str(exc)
+        status = 400
+    else:
+        context["replay"] = replay_view(session=session, policy=policy)
+    if _fragment(request):
+        return render(request, "session/_replay.html", context, status=status)
+    # Without JavaScript: the form and its answer on a page of their own.
+    context.update(replay_form_context(session, raw))
+    page = _page(request, access=access, title="Replay", fragment="session/_replay_form.html")
+    return render(request, "fragment_page.html", {**page, **context}, status=status)
+
+
+def replay_form_context(session: Session, form: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the replay form on the session page needs."""
+    max_tokens, _ = web.session_budget(session)
+    return {
+        "replay_kinds": [(k, KIND_LABELS[k]) for k in KINDS],
+        "replay_partitions": PARTITIONS,
+        "replay_order": list(DEGRADATION_ORDER),
+        "replay_max_tokens": int(max_tokens * 0.9) if max_tokens else 60_000,
+        "form": form or {"kind": "sliding", "keep_last": 20},
+    }

@@ -1,0 +1,102 @@
+"""The session page's replay panel: a policy picked, its totals, what it lost, compared."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+from django.test import Client
+
+from contextview.sessions.models import Session
+from tests.replay.sessions import growing_session
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_it_offers_the_replay_form_on_the_session_page(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    session = seed(growing_session("chat"))
+    page = login("viewer").get(f"/sessions/{session.pk}/").content.decode()
+    assert "Replay under another policy" in page
+    assert f'hx-get="/sessions/{session.pk}/replay/"' in page
+    assert '<option value="mask_observations">' in page
+    assert "replay.js" in page
+
+
+def test_it_shows_the_totals_the_lost_entities_and_the_comparison(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    session = seed(growing_session("chat"))
+    client = login("viewer")
+    answer = client.get(
+        f"/sessions/{session.pk}/replay/",
+        {"kind": "sliding", "keep_last": "4", "max_tokens": "", "order": ""},
+        HTTP_HX_REQUEST="true",
+    )
+    assert answer.status_code == 200
+    html = answer.content.decode()
+    assert "Under <strong>sliding 4</strong>" in html
+    # The member id the window dropped, linked to the step that asks for it again.
+    link = f'href="/sessions/{session.pk}/steps/6/"'
+    assert re.search(link + r"[^>]*>step 6</a> needs <code>A12345</code>", html)
+    # The comparison: as recorded, the chosen policy, and seed 001's modes.
+    for label in ("as recorded", "sliding 4", "full", "sliding 20", "mask_observations 3"):
+        assert f"<td>{label}" in html
+    assert 'data-replay="[[0, ' in html
+
+
+def test_it_names_the_field_of_a_bad_parameter(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    session = seed(growing_session("chat", turns=1), stats=False)
+    client = login("viewer")
+    answer = client.get(
+        f"/sessions/{session.pk}/replay/",
+        {"kind": "sliding", "keep_last": "ten"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert answer.status_code == 400
+    assert "policy.keep_last: must be an integer" in answer.content.decode()
+    unknown = client.get(f"/sessions/{session.pk}/replay/", {"kind": "lru"})
+    assert unknown.status_code == 400
+    assert "policy.kind" in unknown.content.decode()
+
+
+def test_it_works_without_javascript(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    session = seed(growing_session("chat"), stats=False)
+    page = login("viewer").get(
+        f"/sessions/{session.pk}/replay/",
+        {"kind": "budget", "max_tokens": "120", "order": "tool, memory"},
+    )
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "<html" in html and "budget 120 (tool, memory)" in html
+
+
+def test_it_keeps_other_projects_sessions_out(
+    seed: Callable[..., Session], make_api: Callable[[str], object]
+) -> None:
+    from django.contrib.auth.models import User
+
+    from contextview.projects.models import Membership
+    from contextview.projects.services import membership_set
+
+    session = seed(growing_session("chat", turns=1), stats=False)
+    other = make_api("other")
+    user = User.objects.create_user("outsider")
+    membership_set(user=user, project=other.project, role=Membership.Role.VIEWER)  # type: ignore[attr-defined]
+    client = Client()
+    client.force_login(user)
+    assert client.get(f"/sessions/{session.pk}/replay/", {"kind": "full"}).status_code == 404
+
+
+def test_it_says_there_is_nothing_to_replay_without_steps(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    session = seed([{"type": "session", "id": "s", "body": {"session_id": "empty"}}], stats=False)
+    page = login("viewer").get(f"/sessions/{session.pk}/").content.decode()
+    assert "No steps to replay yet." in page
