@@ -1,6 +1,7 @@
 """Replay benchmark: how long a recorded session takes to replay under a policy.
 
     python -m bench.replay [--steps 1000] [--messages 200] [--repeat 3]
+        [--database-url postgres://... [--db-steps 10000]]
 
 The session is ``bench.ingest_gen``'s (a system prompt, a task, then an assistant
 message and a 1-4 KB tool result a step, a user message now and then; the agent
@@ -9,6 +10,12 @@ the service, every message's tokens are known (the stored counts) and its key
 entities too (the stored index), so what is timed is the replay itself: for each
 policy, the best of `--repeat` runs, and the first (its placeholders counted
 with tiktoken). Prints one row per policy, then all as one JSON line.
+
+With ``--database-url``, a session of ``--db-steps`` steps is also built there
+(once; reused on later runs, as ``bench.pages`` builds its own) and replayed as
+a user would ask: ``POST /api/v1/sessions/{id}/replay`` under one policy (time
+to the first bytes and to the whole streamed answer) and the session page's
+replay panel, which replays it under five policies in one pass.
 """
 
 from __future__ import annotations
@@ -82,11 +89,71 @@ def bench(steps: int, messages: int, repeat: int) -> list[dict[str, Any]]:
     return rows
 
 
+def bench_database(database_url: str, steps: int, messages: int) -> list[dict[str, Any]]:
+    from bench.pages import django_setup, session_built
+
+    django_setup(database_url)
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from contextview.projects.models import Membership
+    from contextview.projects.services import apikey_create, membership_set, project_get_or_create
+
+    project, _ = project_get_or_create(slug="bench-replay")
+    session = session_built(project, f"bench-replay-{steps}", steps, messages)
+    key = apikey_create(project=project, name="bench").secret
+    user, _ = User.objects.get_or_create(username="bench-replay")
+    membership_set(user=user, project=project, role=Membership.Role.VIEWER)
+    client = Client()
+    rows = []
+    policy = {"kind": "sliding", "keep_last": 20}
+    started = time.perf_counter()
+    answer = client.post(
+        f"/api/v1/sessions/{session.external_id}/replay",
+        json.dumps({"policy": policy}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {key}",
+    )
+    chunks = iter(answer.streaming_content)
+    first = next(chunks)
+    first_s = time.perf_counter() - started
+    size = len(first) + sum(len(c) for c in chunks)
+    rows.append(
+        {
+            "part": "api",
+            "steps": session.step_count,
+            "policy": policy,
+            "first_bytes_s": round(first_s, 3),
+            "total_s": round(time.perf_counter() - started, 3),
+            "megabytes": round(size / 1e6, 1),
+        }
+    )
+    client.force_login(user)
+    started = time.perf_counter()
+    panel = client.get(
+        f"/sessions/{session.pk}/replay/",
+        {"kind": "sliding", "keep_last": "20"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert panel.status_code == 200
+    rows.append(
+        {
+            "part": "panel",
+            "steps": session.step_count,
+            "policies": 5,
+            "total_s": round(time.perf_counter() - started, 3),
+        }
+    )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--messages", type=int, default=200, help="context size it keeps near")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--database-url", help="also replay a stored session (postgres://)")
+    parser.add_argument("--db-steps", type=int, default=10_000)
     args = parser.parse_args()
     rows = bench(args.steps, args.messages, args.repeat)
     for row in rows:
@@ -95,6 +162,11 @@ def main() -> None:
             f"{row['context_max']}: {row['best_s']:.3f} s (first {row['first_s']:.3f} s), "
             f"saved {row['tokens_saved']:,} tokens, amnesia {row['amnesia']}"
         )
+    if args.database_url:
+        stored = bench_database(args.database_url, args.db_steps, args.messages)
+        for row in stored:
+            print(json.dumps(row))
+        rows += stored
     print(json.dumps(rows))
 
 

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import is_not
+from operator import itemgetter
 from typing import Any, ClassVar, overload
 
 from contextview.core.calls import CALL_LOOKBACK
@@ -54,6 +53,8 @@ class Slot:
     message: Message
     shown: Message
     tokens: int
+    # whether a window policy keeps it whatever its age, once worked out
+    standing: bool | None = None
 
     @property
     def masked(self) -> bool:
@@ -116,26 +117,36 @@ class Totals:
         }
 
 
+# A change a policy makes at a step: the position of a slot of the context so far,
+# and what shows it from now on (None: it leaves the context).
+Change = tuple[int, Slot | None]
+
+
 @dataclass(slots=True)
 class Shaping:
     """What a policy is given at each step, and the helpers it may use."""
 
     tokens: int  # tokens of the context so far
+    first_new: int  # position of the step's first arrival (they come last)
     pinned: Callable[[Message], bool]
     # a placeholder standing for a message, and its tokens
     placeholder: Callable[[Message, int], tuple[Message, int]]
     cache: TextCache
+    # what the policy noted at earlier steps of this replay
+    state: dict[str, Any]
 
 
 class Policy:
-    """How a context is kept; subclasses set ``kind`` and implement ``shape``."""
+    """How a context is kept; subclasses set ``kind`` and implement ``changes``."""
 
     kind: ClassVar[str]
 
-    def shape(self, slots: list[Slot], at: Shaping) -> list[Slot]:
-        """The step's context made from the context so far, as a new list (or `slots`
-        itself, unchanged): the same slots in the same order, some left out, some
-        replaced by a slot of the same message shown otherwise."""
+    def changes(self, slots: list[Slot], at: Shaping) -> list[Change]:
+        """What leaves the context so far at this step, or is shown otherwise.
+
+        Only changes, never the whole context: a policy that looks at the recent
+        end only costs the same at step 10 and at step 10,000.
+        """
         raise NotImplementedError
 
     def as_dict(self) -> dict[str, Any]:
@@ -145,8 +156,8 @@ class Policy:
 class Full(Policy):
     kind = "full"
 
-    def shape(self, slots: list[Slot], at: Shaping) -> list[Slot]:
-        return slots
+    def changes(self, slots: list[Slot], at: Shaping) -> list[Change]:
+        return []
 
 
 @dataclass(frozen=True)
@@ -160,17 +171,32 @@ class Sliding(Policy):
         m = slot.message
         return m.role in _STANDING_ROLES or at.pinned(m)
 
-    def shape(self, slots: list[Slot], at: Shaping) -> list[Slot]:
+    def _standing(self, slot: Slot, at: Shaping) -> bool:
+        standing = slot.standing
+        if standing is None:
+            standing = slot.standing = self.keeps(slot, at)
+        return standing
+
+    def changes(self, slots: list[Slot], at: Shaping) -> list[Change]:
+        # The others held: those the window held after the previous step, and the new.
+        window = at.state.get("window", 0)
+        window += sum(1 for s in slots[at.first_new :] if not self._standing(s, at))
+        excess = window - self.keep_last
+        at.state["window"] = min(window, self.keep_last)
+        if excess <= 0:
+            return []
+        out: list[Change] = []
         others = 0
-        kept: list[Slot] = []
-        for slot in reversed(slots):
-            if self.keeps(slot, at):
-                kept.append(slot)
-            elif others < self.keep_last:
-                others += 1
-                kept.append(slot)
-        kept.reverse()
-        return kept
+        # From the end: past the window, the next `excess` others are the oldest it held.
+        for k in range(len(slots) - 1, -1, -1):
+            if self._standing(slots[k], at):
+                continue
+            others += 1
+            if others > self.keep_last:
+                out.append((k, None))
+                if len(out) == excess:
+                    break
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "keep_last": self.keep_last}
@@ -197,11 +223,11 @@ class MaskObservations(Policy):
     keep_last: int
     kind: ClassVar[str] = "mask_observations"
 
-    def shape(self, slots: list[Slot], at: Shaping) -> list[Slot]:
+    def changes(self, slots: list[Slot], at: Shaping) -> list[Change]:
         seen = 0
-        out = list(slots)
-        for k in range(len(out) - 1, -1, -1):
-            slot = out[k]
+        out: list[Change] = []
+        for k in range(len(slots) - 1, -1, -1):
+            slot = slots[k]
             m = slot.message
             if m.role not in _TOOL_ROLES and m.partition != "tool":
                 continue
@@ -214,7 +240,7 @@ class MaskObservations(Policy):
                 continue
             shown, tokens = at.placeholder(m, slot.tokens)
             if tokens < slot.tokens:  # a placeholder that costs more is no saving
-                out[k] = Slot(m, shown, tokens)
+                out.append((k, Slot(m, shown, tokens)))
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -230,21 +256,19 @@ class Budget(Policy):
     order: tuple[str, ...]
     kind: ClassVar[str] = "budget"
 
-    def shape(self, slots: list[Slot], at: Shaping) -> list[Slot]:
+    def changes(self, slots: list[Slot], at: Shaping) -> list[Change]:
         excess = at.tokens - self.max_tokens
-        if excess <= 0:
-            return slots
-        gone: set[int] = set()
+        out: list[Change] = []
         for partition in self.order:
+            if excess <= 0:
+                break
             for k, slot in enumerate(slots):
                 if excess <= 0:
                     break
                 if slot.message.partition == partition and not at.pinned(slot.message):
-                    gone.add(k)
+                    out.append((k, None))
                     excess -= slot.tokens
-            if excess <= 0:
-                break
-        return [slot for k, slot in enumerate(slots) if k not in gone]
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "max_tokens": self.max_tokens, "order": list(self.order)}
@@ -343,7 +367,14 @@ class Replay:
                 shown_tokens = placeholder_tokens[text] = self.count_text(text)
             return Message(m.id, m.role, text, m.partition, tool=m.tool), shown_tokens
 
-        shaping = Shaping(tokens=0, pinned=pinned, placeholder=placeholder, cache=cache)
+        shaping = Shaping(
+            tokens=0,
+            first_new=0,
+            pinned=pinned,
+            placeholder=placeholder,
+            cache=cache,
+            state={},
+        )
         for step in recorded:
             # New messages come at the end of a context (the rule of the session's own
             # statistics); what the recorded manager put at the end of its after is
@@ -358,14 +389,21 @@ class Replay:
                 history.append(m)
             candidate = context + [Slot(m, m, self.tokens_of(m)) for m in arrived]
             tokens += sum(s.tokens for s in candidate[len(context) :])
-            shown = _Shown(candidate)
             needs, _ = tracker.needs_of(
-                step.index, shown, range(len(context), len(candidate)), (), cache, self.tokens_of
+                step.index,
+                _Shown(candidate),
+                range(len(context), len(candidate)),
+                (),
+                cache,
+                self.tokens_of,
             )
             shaping.tokens = tokens
-            shaped = self.policy.shape(candidate, shaping)
-            removed, folded, delta = _removals(candidate, shaped)
-            if removed:
+            shaping.first_new = len(context)
+            changes = self.policy.changes(candidate, shaping)
+            removed: list[str] = []
+            shaped = candidate
+            if changes:
+                shaped, removed, folded, delta = _applied(candidate, changes)
                 tokens += delta
                 # One loss per message, its entities as the stored index gave them (their
                 # keys known), and as the operations of a recorded step are.
@@ -423,36 +461,29 @@ class _Shown(Sequence[Message]):
         return (s.shown for s in self._slots)
 
 
-def _removals(before: list[Slot], after: list[Slot]) -> tuple[list[str], list[Message], int]:
-    """(ids removed or shown otherwise, what was shown of them, the change in tokens);
-    `after` is as ``Policy.shape`` makes it."""
-    if after is before:
-        return [], [], 0
+def _applied(
+    slots: list[Slot], changes: list[Change]
+) -> tuple[list[Slot], list[str], list[Message], int]:
+    """(the context with `changes` made, the ids they took out or showed otherwise,
+    what was shown of those, the change in tokens)."""
+    out = list(slots)
     removed: list[str] = []
     shown: list[Message] = []
     delta = 0
-    count = len(after)
-    if count == len(before):
-        # Nothing left, some shown otherwise: found at C speed in a context of any length.
-        for k in compress(range(count), map(is_not, before, after)):
-            removed.append(before[k].message.id)
-            shown.append(before[k].shown)
-            delta += after[k].tokens - before[k].tokens
-        return removed, shown, delta
-    j = 0
-    for slot in before:
-        now = after[j] if j < count else None
-        if now is slot:
-            j += 1
-            continue
-        if now is not None and now.message is slot.message:
-            delta += now.tokens - slot.tokens
-            j += 1
+    leaving: list[int] = []
+    for k, replacement in sorted(changes, key=itemgetter(0)):
+        old = slots[k]
+        removed.append(old.message.id)
+        shown.append(old.shown)
+        if replacement is None:
+            delta -= old.tokens
+            leaving.append(k)
         else:
-            delta -= slot.tokens
-        removed.append(slot.message.id)
-        shown.append(slot.shown)
-    return removed, shown, delta
+            delta += replacement.tokens - old.tokens
+            out[k] = replacement
+    for k in reversed(leaving):
+        del out[k]
+    return out, removed, shown, delta
 
 
 def replay(

@@ -179,12 +179,20 @@ def replay_panel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 
 def replay_form_context(session: Session, form: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What the replay form on the session page needs."""
+    """What the replay form on the session page needs: its fields filled with what was
+    asked, else with defaults (budget: the session's 90% threshold, seed 002's order)."""
     max_tokens, _ = web.session_budget(session)
+    defaults = {
+        "kind": "sliding",
+        "keep_last": 20,
+        "max_tokens": int(max_tokens * 0.9) if max_tokens else 60_000,
+        "order": list(DEGRADATION_ORDER),
+    }
+    filled = {**defaults, **(form or {})}
+    if not isinstance(filled["order"], list):
+        filled["order"] = defaults["order"]
     return {
         "replay_kinds": [(k, KIND_LABELS[k]) for k in KINDS],
         "replay_partitions": PARTITIONS,
-        "replay_order": list(DEGRADATION_ORDER),
-        "replay_max_tokens": int(max_tokens * 0.9) if max_tokens else 60_000,
-        "form": form or {"kind": "sliding", "keep_last": 20},
+        "form": filled,
     }

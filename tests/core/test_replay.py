@@ -245,4 +245,10 @@ def test_it_holds_only_what_arrived_and_counts_it(
         assert step.messages == [i for i in arrived if i in set(step.messages)]
         assert step.tokens <= recorded.tokens
     assert totals.as_dict()["tokens_saved"] == totals.recorded - totals.tokens >= 0
+    if policy["kind"] == "sliding":
+        # The window, worked out the plain way at every step.
+        for step, recorded in zip(replayed, steps, strict=True):
+            held = list(recorded.before)
+            others = [m.id for m in held if m.role != "system"][-policy["keep_last"] :]
+            assert step.messages == [m.id for m in held if m.role == "system" or m.id in others]
     assert totals.amnesia == sum(len(s.lost_needed) for s in replayed)
