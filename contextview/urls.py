@@ -44,6 +44,11 @@ urlpatterns = [
     path("projects/<slug:slug>/import/", views.import_upload, name="web-import"),
     path("projects/<slug:slug>/incidents/", views.incidents_page, name="web-incidents"),
     path("projects/<slug:slug>/overview/", views.overview_page, name="web-overview"),
+    path(
+        "projects/<slug:slug>/overview/replay/",
+        replay_views.overview_savings,
+        name="web-overview-replay",
+    ),
     path("projects/<slug:slug>/monitors/", views.monitor_new, name="web-monitor-new"),
     path("projects/<slug:slug>/alerts/", views.alerts_page, name="web-alerts"),
     path("projects/<slug:slug>/compare/", views.sessions_compare_page, name="web-sessions-compare"),

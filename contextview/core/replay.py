@@ -25,6 +25,7 @@ from operator import itemgetter
 from typing import Any, ClassVar, overload
 
 from contextview.core.calls import CALL_LOOKBACK
+from contextview.core.entities import is_kept_key
 from contextview.core.errors import InputError
 from contextview.core.model import PARTITIONS, Fold, Message
 from contextview.core.needs import LossTracker, new_positions
@@ -367,6 +368,7 @@ class Replay:
                 shown_tokens = placeholder_tokens[text] = self.count_text(text)
             return Message(m.id, m.role, text, m.partition, tool=m.tool), shown_tokens
 
+        index = _KeptIndex(cache)
         shaping = Shaping(
             tokens=0,
             first_new=0,
@@ -396,6 +398,7 @@ class Replay:
                 (),
                 cache,
                 self.tokens_of,
+                kept=index.keeper(context),
             )
             shaping.tokens = tokens
             shaping.first_new = len(context)
@@ -459,6 +462,42 @@ class _Shown(Sequence[Message]):
 
     def __iter__(self) -> Iterator[Message]:
         return (s.shown for s in self._slots)
+
+
+class _KeptIndex:
+    """Whether a policy's context keeps an entity, asked of its normalized text joined
+    in blocks of slots: a block no step changed is joined once, and a context of
+    20,000 messages is searched at C speed."""
+
+    BLOCK = 256
+
+    def __init__(self, cache: TextCache) -> None:
+        self.cache = cache
+        self.blocks: dict[int, tuple[tuple[Slot, ...], str]] = {}
+
+    def keeper(self, slots: list[Slot]) -> Callable[[str], bool]:
+        texts: list[str] = []
+
+        def kept(key: str) -> bool:
+            if not texts and slots:
+                texts.extend(self._joined(slots))
+            return any(is_kept_key(key, text) for text in texts)
+
+        return kept
+
+    def _joined(self, slots: list[Slot]) -> Iterator[str]:
+        normalized = self.cache.normalized
+        for start in range(0, len(slots), self.BLOCK):
+            part = tuple(slots[start : start + self.BLOCK])
+            known = self.blocks.get(start)
+            # Compared by identity first: an unchanged block costs a pointer compare a slot.
+            if known is None or known[0] != part:
+                # No entity holds a NUL, so none is found across two messages.
+                known = self.blocks[start] = (
+                    part,
+                    "\x00".join(normalized(s.shown.text) for s in part),
+                )
+            yield known[1]
 
 
 def _applied(

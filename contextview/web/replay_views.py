@@ -22,7 +22,13 @@ from contextview.core.replay import DEGRADATION_ORDER, MODE_POLICIES, Policy, po
 from contextview.sessions.models import Session
 from contextview.stats.replays import session_replays
 from contextview.web import selectors as web
-from contextview.web.views import HtmxHttpRequest, _fragment, _page, _session_or_404
+from contextview.web.views import (
+    HtmxHttpRequest,
+    _fragment,
+    _page,
+    _project_or_404,
+    _session_or_404,
+)
 
 # Points drawn at most: a longer session is drawn in buckets, at each bucket's peak.
 CHART_POINTS = 2000
@@ -196,3 +202,69 @@ def replay_form_context(session: Session, form: dict[str, Any] | None = None) ->
         "replay_partitions": PARTITIONS,
         "form": filled,
     }
+
+
+# --- the project overview: what a window or masking would have saved ---------------------
+
+# The most recent sessions of the range replayed per request: each is read whole.
+SAVINGS_SESSIONS = 50
+SAVINGS_POLICIES = (MODE_POLICIES["sliding"], MODE_POLICIES["summary"])
+
+
+@dataclass
+class SavingsRow:
+    agent: str | None
+    mode: str | None
+    sessions: int = 0
+    recorded: int = 0
+    sliding_saved: int = 0
+    sliding_amnesia: int = 0
+    masking_saved: int = 0
+    masking_amnesia: int = 0
+
+
+def savings_rows(*, project: Any, start: Any, end: Any) -> tuple[list[SavingsRow], int, int]:
+    """Per agent and mode (the session's last mode, as the agent x mode table counts
+    it): what seed 001's sliding and summary (masking) policies would have saved over
+    the sessions started in [start, end); (rows, sessions in range, sessions replayed)."""
+    sessions = Session.objects.filter(
+        project=project, started_at__gte=start, started_at__lt=end, step_count__gt=0
+    ).order_by("-started_at", "-pk")
+    total = sessions.count()
+    rows: dict[tuple[str | None, str | None], SavingsRow] = {}
+    policies = [policy_from_json(p) for p in SAVINGS_POLICIES]
+    replayed = list(sessions[:SAVINGS_SESSIONS])
+    for session in replayed:
+        (sliding, masking), steps = session_replays(session=session, policies=policies)
+        for _ in steps:
+            pass
+        key = (session.agent or None, session.mode or None)
+        row = rows.setdefault(key, SavingsRow(agent=key[0], mode=key[1]))
+        row.sessions += 1
+        row.recorded += sliding.totals.recorded
+        row.sliding_saved += sliding.totals.recorded - sliding.totals.tokens
+        row.sliding_amnesia += sliding.totals.amnesia
+        row.masking_saved += masking.totals.recorded - masking.totals.tokens
+        row.masking_amnesia += masking.totals.amnesia
+    ordered = sorted(rows.values(), key=lambda r: (r.agent or "", r.mode or ""))
+    return ordered, total, len(replayed)
+
+
+@login_required
+@require_GET
+def overview_savings(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """The overview's "what sliding / masking would have saved" table, for its range."""
+    access = _project_or_404(request, slug)
+    span = web.TrendRange.from_query(request.GET)
+    rows, total, replayed = savings_rows(project=access.project, start=span.start, end=span.end)
+    context = {
+        "project": access.project,
+        "span": span,
+        "savings": rows,
+        "savings_total": total,
+        "savings_replayed": replayed,
+        "savings_policies": [policy_label(p) for p in SAVINGS_POLICIES],
+    }
+    if _fragment(request):
+        return render(request, "_replay_savings.html", context)
+    return render(request, "replay_savings.html", {**_page(request, access=access), **context})

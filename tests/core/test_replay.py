@@ -252,3 +252,32 @@ def test_it_holds_only_what_arrived_and_counts_it(
             others = [m.id for m in held if m.role != "system"][-policy["keep_last"] :]
             assert step.messages == [m.id for m in held if m.role == "system" or m.id in others]
     assert totals.amnesia == sum(len(s.lost_needed) for s in replayed)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {"kind": "sliding", "keep_last": 2},
+        {"kind": "mask_observations", "keep_last": 1},
+        {"kind": "hybrid", "keep_last": 1},
+    ],
+)
+def test_it_finds_the_same_needs_whatever_the_blocks_it_searches(
+    policy: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextview.core import replay as module
+
+    FILLER = "the carrier kept retrying the warehouse pickup and gave up at noon"  # noqa: N806
+
+    messages = [msg("sys", SYSTEM, "system"), msg("u1", QUESTION, "user")]
+    for n in range(8):
+        messages.append(msg(f"a{n}", f"Reading batch {n}.", "assistant"))
+        messages.append(
+            msg(f"t{n}", f"order SO2026020{n:04d} stalled 4{n}h; {FILLER}", "tool", tool="q")
+        )
+    messages.append(msg("a9", "SO20260200000 and SO20260200001 stalled first.", "assistant"))
+    expected = [s.lost_needed for s in run(policy, grown(messages))[0]]
+    assert any(expected)
+    for size in (1, 2, 3):
+        monkeypatch.setattr(module._KeptIndex, "BLOCK", size)
+        assert [s.lost_needed for s in run(policy, grown(messages))[0]] == expected

@@ -100,3 +100,34 @@ def test_it_says_there_is_nothing_to_replay_without_steps(
     session = seed([{"type": "session", "id": "s", "body": {"session_id": "empty"}}], stats=False)
     page = login("viewer").get(f"/sessions/{session.pk}/").content.decode()
     assert "No steps to replay yet." in page
+
+
+def test_it_shows_what_sliding_and_masking_would_have_saved_per_agent_and_mode(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    events = growing_session("chat", turns=25)
+    events.insert(
+        0, {"type": "session", "id": "s", "body": {"session_id": "chat", "agent": "support-bot"}}
+    )
+    for event in events[1:]:
+        event["body"]["mode"] = "full"
+    session = seed(events, stats=False)
+    client = login("viewer")
+    overview = client.get(f"/projects/{session.project.slug}/overview/").content.decode()
+    url = f"/projects/{session.project.slug}/overview/replay/"
+    assert f'hx-get="{url}?range=30d' in overview
+    answer = client.get(url, {"range": "30d"}, HTTP_HX_REQUEST="true")
+    assert answer.status_code == 200
+    html = answer.content.decode()
+    row = re.search(r"<td>support-bot</td><td>full</td>(.*?)</tr>", html, re.S)
+    assert row, html
+    cells = [int(c.replace(",", "")) for c in re.findall(r'class="num">([-\d,]+)<', row.group(1))]
+    sessions, recorded, sliding_saved, sliding_amnesia, masking_saved, masking_amnesia = cells
+    assert sessions == 1 and recorded > 0
+    assert 0 < sliding_saved < recorded and 0 < masking_saved < recorded
+    assert sliding_amnesia == 1 and masking_amnesia == 0
+    # Another range, with nothing in it, says so.
+    empty = client.get(url, {"since": "2020-01-01", "until": "2020-01-02"}, HTTP_HX_REQUEST="true")
+    assert "No sessions with steps started in this time range." in empty.content.decode()
+    # Without JavaScript, a page of its own.
+    assert "<html" in client.get(url).content.decode()
