@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, QueryDict
@@ -65,6 +66,8 @@ class ReplayView:
     lost_count: int
     rows: list[PolicyRow] = field(default_factory=list)
     recorded_amnesia: int | None = None
+    # comparison rows still to replay: (label, query string of the policy)
+    pending: list[tuple[str, str]] = field(default_factory=list)
 
 
 def policy_label(raw: dict[str, Any]) -> str:
@@ -111,10 +114,18 @@ def _compared(session: Session) -> list[dict[str, Any]]:
     return out
 
 
-def replay_view(*, session: Session, policy: Policy) -> ReplayView:
+def policy_query(raw: dict[str, Any]) -> str:
+    """The query string the replay form sends for a policy."""
+    fields = {k: ", ".join(v) if isinstance(v, list) else v for k, v in raw.items()}
+    return urlencode(fields)
+
+
+def replay_view(*, session: Session, policy: Policy, compare: bool = True) -> ReplayView:
+    """The panel for `policy`; with `compare`, the comparison replayed in the same pass,
+    else left for the page to ask row by row (``pending``)."""
     chosen = policy.as_dict()
     compared = [p for p in _compared(session) if p != chosen]
-    policies = [policy, *(policy_from_json(p) for p in compared)]
+    policies = [policy, *(policy_from_json(p) for p in compared)] if compare else [policy]
     runs, steps = session_replays(session=session, policies=policies)
     per_step: list[tuple[int, int, int]] = []
     lost: list[tuple[int, str]] = []
@@ -146,6 +157,7 @@ def replay_view(*, session: Session, policy: Policy) -> ReplayView:
         lost_count=lost_count,
         rows=rows,
         recorded_amnesia=len(amnesia) if isinstance(amnesia, list) else None,
+        pending=[] if compare else [(policy_label(p), policy_query(p)) for p in compared],
     )
 
 
@@ -175,7 +187,15 @@ def replay_panel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         context["error"] = str(exc)
         status = 400
     else:
-        context["replay"] = replay_view(session=session, policy=policy)
+        if request.GET.get("row"):
+            # One row of the comparison, which the panel asks for once it shows.
+            (row,) = replay_view(session=session, policy=policy, compare=False).rows
+            row.chosen = False
+            return render(request, "session/_replay_row.html", {"row": row})
+        # With htmx the panel answers with the chosen policy alone; a long session's
+        # comparison then comes row by row, each its own request.
+        lazy = _fragment(request)
+        context["replay"] = replay_view(session=session, policy=policy, compare=not lazy)
     if _fragment(request):
         return render(request, "session/_replay.html", context, status=status)
     # Without JavaScript: the form and its answer on a page of their own.

@@ -53,6 +53,10 @@ def test_it_overlays_a_policy_and_lists_what_it_lost(
     lost = page.locator(".replay-lost li")
     assert lost.count() == 1 and "A12345" in lost.first.inner_text()
     assert page.locator(".replay-compare tr.chosen").inner_text().startswith("sliding 4")
+    # The other policies' rows arrive one by one.
+    page.wait_for_function("() => !document.querySelector('.replay-compare [role=status]')")
+    assert page.locator(".replay-compare tbody tr").count() == 6
+    page.locator("#replay-section").scroll_into_view_if_needed()
     Path(tempfile.gettempdir(), "contextview-replay.png").write_bytes(
         page.screenshot(full_page=True)
     )

@@ -41,10 +41,18 @@ def test_it_shows_the_totals_the_lost_entities_and_the_comparison(
     # The member id the window dropped, linked to the step that asks for it again.
     link = f'href="/sessions/{session.pk}/steps/6/"'
     assert re.search(link + r"[^>]*>step 6</a> needs <code>A12345</code>", html)
-    # The comparison: as recorded, the chosen policy, and seed 001's modes.
+    # The comparison: as recorded, the chosen policy, and seed 001's modes, which the
+    # page asks for row by row.
     for label in ("as recorded", "sliding 4", "full", "sliding 20", "mask_observations 3"):
         assert f"<td>{label}" in html
     assert 'data-replay="[[0, ' in html
+    rows = re.findall(r'<tr hx-get="([^"]+)" hx-trigger="load"', html)
+    assert len(rows) == 4
+    masked = next(r for r in rows if "mask_observations" in r).replace("&amp;", "&")
+    row = client.get(masked, HTTP_HX_REQUEST="true").content.decode()
+    assert row.startswith("<tr><td>mask_observations 3</td>")
+    saved = re.findall(r'class="num">([-\d,]+)<', row)
+    assert len(saved) == 4 and int(saved[1].replace(",", "")) > 0
 
 
 def test_it_names_the_field_of_a_bad_parameter(
