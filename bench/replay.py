@@ -14,8 +14,8 @@ with tiktoken). Prints one row per policy, then all as one JSON line.
 With ``--database-url``, a session of ``--db-steps`` steps is also built there
 (once; reused on later runs, as ``bench.pages`` builds its own) and replayed as
 a user would ask: ``POST /api/v1/sessions/{id}/replay`` under one policy (time
-to the first bytes and to the whole streamed answer) and the session page's
-replay panel, which replays it under five policies in one pass.
+to the first bytes and to the whole streamed answer), the session page's replay
+panel (the chosen policy) and the comparison rows the page then asks for.
 """
 
 from __future__ import annotations
@@ -129,21 +129,24 @@ def bench_database(database_url: str, steps: int, messages: int) -> list[dict[st
         }
     )
     client.force_login(user)
-    started = time.perf_counter()
-    panel = client.get(
-        f"/sessions/{session.pk}/replay/",
-        {"kind": "sliding", "keep_last": "20"},
-        HTTP_HX_REQUEST="true",
-    )
-    assert panel.status_code == 200
-    rows.append(
-        {
-            "part": "panel",
-            "steps": session.step_count,
-            "policies": 5,
-            "total_s": round(time.perf_counter() - started, 3),
-        }
-    )
+    # The panel (the chosen policy) and, as the page then asks, each compared row.
+    for part, query in (
+        ("panel", {"kind": "sliding", "keep_last": "20"}),
+        ("row", {"kind": "full", "row": "1"}),
+        ("row", {"kind": "mask_observations", "keep_last": "3", "row": "1"}),
+        ("row", {"kind": "hybrid", "keep_last": "10", "row": "1"}),
+    ):
+        started = time.perf_counter()
+        answer = client.get(f"/sessions/{session.pk}/replay/", query, HTTP_HX_REQUEST="true")
+        assert answer.status_code == 200
+        rows.append(
+            {
+                "part": part,
+                "steps": session.step_count,
+                "policy": query,
+                "total_s": round(time.perf_counter() - started, 3),
+            }
+        )
     return rows
 
 
