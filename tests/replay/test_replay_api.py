@@ -39,6 +39,8 @@ def test_it_replays_a_sliding_window_and_finds_what_it_lost(api: Api) -> None:
     _seed(api)
     response = _replay(api, {"kind": "sliding", "keep_last": 4})
     assert response.status_code == 200
+    # Streamed a step at a time: a session of any length starts answering at once.
+    assert response.streaming and response["Content-Type"] == "application/json"
     body = _body(response)
     assert body["policy"] == {"kind": "sliding", "keep_last": 4}
     steps = body["steps"]
