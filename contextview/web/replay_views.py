@@ -226,8 +226,11 @@ def replay_form_context(session: Session, form: dict[str, Any] | None = None) ->
 
 # --- the project overview: what a window or masking would have saved ---------------------
 
-# The most recent sessions of the range replayed per request: each is read whole.
+# The most recent sessions of the range replayed per request, each read whole: at most
+# this many, and no more once this many steps are replayed (a request stays well
+# within the web timeout).
 SAVINGS_SESSIONS = 50
+SAVINGS_STEPS = 20_000
 SAVINGS_POLICIES = (MODE_POLICIES["sliding"], MODE_POLICIES["summary"])
 
 
@@ -253,7 +256,13 @@ def savings_rows(*, project: Any, start: Any, end: Any) -> tuple[list[SavingsRow
     total = sessions.count()
     rows: dict[tuple[str | None, str | None], SavingsRow] = {}
     policies = [policy_from_json(p) for p in SAVINGS_POLICIES]
-    replayed = list(sessions[:SAVINGS_SESSIONS])
+    replayed: list[Session] = []
+    steps_left = SAVINGS_STEPS
+    for session in sessions[:SAVINGS_SESSIONS]:
+        if replayed and session.step_count > steps_left:
+            break
+        steps_left -= session.step_count
+        replayed.append(session)
     for session in replayed:
         (sliding, masking), steps = session_replays(session=session, policies=policies)
         for _ in steps:

@@ -139,3 +139,19 @@ def test_it_shows_what_sliding_and_masking_would_have_saved_per_agent_and_mode(
     assert "No sessions with steps started in this time range." in empty.content.decode()
     # Without JavaScript, a page of its own.
     assert "<html" in client.get(url).content.decode()
+
+
+def test_it_says_how_many_of_the_ranges_sessions_it_replayed(
+    login: Callable[..., Client], seed: Callable[..., Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextview.web import replay_views
+
+    first = seed(growing_session("first"), stats=False)
+    seed(growing_session("second"), stats=False)
+    monkeypatch.setattr(replay_views, "SAVINGS_STEPS", 10)  # room for one 7-step session
+    answer = login("viewer").get(
+        f"/projects/{first.project.slug}/overview/replay/", HTTP_HX_REQUEST="true"
+    )
+    html = answer.content.decode()
+    assert "The 1 most recent of the range's 2 sessions were replayed." in html
+    assert re.search(r'<td class="num">1</td>', html)
