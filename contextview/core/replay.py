@@ -9,12 +9,12 @@ messages, never what the recorded manager made (its summaries appear in an after
 first).
 
 A policy is one small class with a ``kind``, built from its JSON by
-`policy_from_json`, whose ``shape`` turns the context so far (the policy's own
-previous context followed by the step's arrivals) into the step's context. It
-may drop a message or show it as a placeholder; both count as removing it at
-that step. What a removal lost, and whether a later step needed it, is decided
-by `contextview.core.needs.LossTracker`, the rule the session's own statistics
-use: a policy's removals are fed to it as the losses of one operation per step.
+`policy_from_json`, whose ``changes`` say what leaves the context so far (the
+policy's own previous context followed by the step's arrivals), or is shown as a
+placeholder from then on; both count as removing the message at that step. What
+a removal lost, and whether a later step needed it, is decided by
+`contextview.core.needs.LossTracker`, the rule the session's own statistics use:
+each message a policy removes is fed to it as an operation that dropped it.
 """
 
 from __future__ import annotations
