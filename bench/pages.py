@@ -25,7 +25,7 @@ from typing import Any
 from bench.ingest_gen import long_session, session_event
 
 
-def _setup(database_url: str) -> None:
+def django_setup(database_url: str) -> None:
     os.environ["DATABASE_URL"] = database_url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextview.settings")
     os.environ.setdefault("ALLOWED_HOSTS", "testserver")
@@ -34,7 +34,7 @@ def _setup(database_url: str) -> None:
     django.setup()
 
 
-def _session(project: Any, sid: str, steps: int, context: int) -> Any:
+def session_built(project: Any, sid: str, steps: int, context: int) -> Any:
     from contextview.ingest.services import batch_ingest
     from contextview.sessions.models import Session
     from contextview.stats.services import session_stats_compute
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context", type=int, default=300, help="messages contexts grow to")
     parser.add_argument("--requests", type=int, default=40, help="requests per page")
     args = parser.parse_args(argv)
-    _setup(args.database_url)
+    django_setup(args.database_url)
 
     from django.contrib.auth.models import User
     from django.test import Client
@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     project, _ = project_get_or_create(slug="bench-pages")
     user, _ = User.objects.get_or_create(username="bench-pages")
     membership_set(user=user, project=project, role=Membership.Role.VIEWER)
-    big = _session(project, f"bench-pages-{args.steps}", args.steps, args.context)
-    small = _session(project, "bench-pages-10", 10, args.context)
+    big = session_built(project, f"bench-pages-{args.steps}", args.steps, args.context)
+    small = session_built(project, "bench-pages-10", 10, args.context)
 
     client = Client()
     client.force_login(user)

@@ -35,7 +35,7 @@ from typing import Any
 from bench.ingest_gen import long_session, session_event
 
 
-def _derive(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Any]]:
+def derived_steps(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Any]]:
     """Each step's body and StepResult, taken by one session walk."""
     from contextview.core.session import SessionWalk
 
@@ -59,7 +59,7 @@ def bench_core(steps: int, max_context: int) -> dict[str, Any]:
     from contextview.core.tokens import TokenCounter
 
     events = list(long_session("bench-stats", steps, max_context, seed=0, by_id=True))
-    derived = _derive(events)
+    derived = derived_steps(events)
     counter = TokenCounter("cl100k_base")
     tokens: dict[int, int] = {}
     for _, result in derived:

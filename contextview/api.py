@@ -17,7 +17,9 @@ from contextview import api_schemas as out
 from contextview.api_schemas import DetailOut, ErrorOut
 from contextview.core.errors import InputError
 from contextview.core.importers import FORMATS
+from contextview.core.model import PARTITIONS
 from contextview.core.monitors import METRICS
+from contextview.core.replay import policy_from_json
 from contextview.ingest.body import BodyError, batch_parse, request_body
 from contextview.ingest.imports import ImportFailed, transcript_import
 from contextview.ingest.ratelimit import rate_limit_check
@@ -39,6 +41,7 @@ from contextview.sessions.services import (
     directive_create,
     directive_pk,
 )
+from contextview.stats.replays import replay_json_chunks
 from contextview.stats.selectors import agent_mode_table
 
 # The only methods a read-only key may use: they change no state.
@@ -75,7 +78,12 @@ class KeyAuth(HttpBearer):
 
     def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
         key = apikey_authenticate(secret=token)
-        if key is not None and not key.can_write and request.method not in READ_METHODS:
+        if (
+            key is not None
+            and not key.can_write
+            and request.method not in READ_METHODS
+            and not _reads_by_post(request)
+        ):
             raise ReadOnlyKey
         return key
 
@@ -83,6 +91,14 @@ class KeyAuth(HttpBearer):
 def _body(model: type[BaseModel]) -> dict[str, Any]:
     ref = f"#/components/schemas/{model.__name__}"
     return {"content": {"application/json": {"schema": {"$ref": ref}}}}
+
+
+# Routes posted to because they take a body, which change nothing: any key may ask.
+POSTED_READS = ("/replay",)
+
+
+def _reads_by_post(request: HttpRequest) -> bool:
+    return request.method == "POST" and request.path.endswith(POSTED_READS)
 
 
 # Answers that come from the API's own machinery rather than from a route's body, and
@@ -548,6 +564,56 @@ def directive_new(request: HttpRequest, session_id: str) -> Any:
         return _error(exc.status, str(exc))
     directive.session = session
     return JsonResponse(directive_as_dict(directive, full=True), status=201)
+
+
+def _policy_doc(kind: str, **parameters: Any) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["kind", *parameters],
+        "additionalProperties": False,
+        "properties": {"kind": {"const": kind}, **parameters},
+    }
+
+
+_WINDOW = {"type": "integer", "minimum": 0}
+_POLICY_DOC = {
+    "oneOf": [
+        _policy_doc("full"),
+        _policy_doc("sliding", keep_last=_WINDOW),
+        _policy_doc("mask_observations", keep_last=_WINDOW),
+        _policy_doc("hybrid", keep_last=_WINDOW),
+        _policy_doc(
+            "budget",
+            max_tokens={"type": "integer", "minimum": 1},
+            order={"type": "array", "items": {"enum": list(PARTITIONS)}, "minItems": 1},
+        ),
+    ]
+}
+
+
+@api.post(
+    "/sessions/{sessionid:session_id}/replay",
+    summary="The session replayed under another context policy, streamed",
+    response={200: dict, 400: dict, 404: dict},
+    openapi_extra=_json_body_doc(
+        {"type": "object", "required": ["policy"], "properties": {"policy": _POLICY_DOC}}
+    ),
+)
+def session_replay(request: HttpRequest, session_id: str) -> Any:
+    payload = _json_object(request)
+    if isinstance(payload, JsonResponse):
+        return payload
+    try:
+        policy = policy_from_json(payload.get("policy"))
+    except InputError as exc:
+        return _error(400, str(exc))
+    session = _session_or_404(request, session_id)
+    if isinstance(session, JsonResponse):
+        return session
+    # Streamed: a session of 10,000 steps starts answering at once, in bounded memory.
+    return StreamingHttpResponse(
+        replay_json_chunks(session=session, policy=policy), content_type="application/json"
+    )
 
 
 class MonitorFilters(Schema):

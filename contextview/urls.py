@@ -6,7 +6,7 @@ from django.urls import path
 
 from contextview.api import api
 from contextview.ingest.views import otlp_traces
-from contextview.web import views
+from contextview.web import replay_views, views
 
 urlpatterns = [
     path("", views.sessions_page, name="sessions"),
@@ -30,6 +30,7 @@ urlpatterns = [
     path("sessions/<int:pk>/compare/rows/", views.compare_rows, name="web-compare-rows"),
     path("sessions/<int:pk>/steps/<int:index>/rows/", views.step_rows, name="web-step-rows"),
     path("sessions/<int:pk>/archive/", views.archive_page, name="web-archive"),
+    path("sessions/<int:pk>/replay/", replay_views.replay_panel, name="web-replay"),
     path("sessions/<int:pk>/restore/", views.restore_send, name="web-restore-send"),
     path("sessions/<int:pk>/mode/", views.mode_switch, name="web-mode"),
     path("sessions/<int:pk>/directives/", views.directives_fragment, name="web-directives"),
@@ -46,6 +47,11 @@ urlpatterns = [
     path("projects/<slug:slug>/import/", views.import_upload, name="web-import"),
     path("projects/<slug:slug>/incidents/", views.incidents_page, name="web-incidents"),
     path("projects/<slug:slug>/overview/", views.overview_page, name="web-overview"),
+    path(
+        "projects/<slug:slug>/overview/replay/",
+        replay_views.overview_savings,
+        name="web-overview-replay",
+    ),
     path("projects/<slug:slug>/monitors/", views.monitor_new, name="web-monitor-new"),
     path("projects/<slug:slug>/alerts/", views.alerts_page, name="web-alerts"),
     path("projects/<slug:slug>/compare/", views.sessions_compare_page, name="web-sessions-compare"),

@@ -22,7 +22,7 @@ Needing comes after losing, so the work has two halves:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
@@ -109,8 +109,14 @@ class LossTracker:
         reloaded: Iterable[str],
         cache: TextCache,
         tokens_of: TokensOf,
+        kept: Callable[[str], bool] | None = None,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """(needs, refetches) of step `index`, whose before holds new messages at `new`."""
+        """(needs, refetches) of step `index`, whose before holds new messages at `new`.
+
+        `kept`, when given, answers for a key what the scan below would: whether the
+        messages of `before` other than the new ones keep its entity (a caller that
+        asks of long contexts step after step can answer it faster).
+        """
         needs: list[dict[str, Any]] = []
         refetches: list[dict[str, Any]] = []
         if not self.open and not self.folded_calls:
@@ -118,13 +124,15 @@ class LossTracker:
 
         fresh = set(new)
 
-        def in_context(key: str) -> bool:
+        def scanned(key: str) -> bool:
             # Looked for only when a need is found, which happens once per loss and way.
             return any(
                 is_kept_key(key, cache.normalized(m.text))
                 for i, m in enumerate(before)
                 if i not in fresh
             )
+
+        in_context = kept or scanned
 
         def need(loss: Loss, how: str) -> None:
             text, key, step, op = loss

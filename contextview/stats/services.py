@@ -53,7 +53,7 @@ class SessionBusy(Exception):
 
 
 @lru_cache(maxsize=8)
-def _counter(encoding: str) -> TokenCounter:
+def token_counter(encoding: str) -> TokenCounter:
     return TokenCounter(encoding)
 
 
@@ -112,7 +112,7 @@ def _tokens_stored(
         known: dict[int, int] = dict(cursor.fetchall())
         missing = [pk for pk in pks if pk not in known]
         if missing:
-            counts = _counter(encoding).count_readings([blobs[pk] for pk in missing])
+            counts = token_counter(encoding).count_readings([blobs[pk] for pk in missing])
             cursor.execute(
                 "INSERT INTO cv_token_count (blob_id, encoding, tokens) "
                 "SELECT b, %s, t FROM unnest(%b::bigint[], %b::int[]) AS x(b, t) "
