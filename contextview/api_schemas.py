@@ -236,6 +236,21 @@ class ControlOut(Open):
     cursor: str = Field(description="Pass back as ?after= to get only newer directives")
 
 
+class ReportStepOut(StepOut):
+    """A step of ``report.json``: its contexts by number, each distinct message once
+    (under ``messages`` in the first step that uses it; docs/api.md)."""
+
+    before: list[int]  # type: ignore[assignment]
+    after: list[int]  # type: ignore[assignment]
+    tools: int | None  # type: ignore[assignment]
+    messages: dict[str, MessageOut] = Field(
+        default_factory=dict, description="The messages this step is the first to use"
+    )
+    tool_lists: dict[str, list[Any]] = Field(
+        default_factory=dict, description="The tool lists this step is the first to use"
+    )
+
+
 class ReportOut(Open):
     report: dict[str, Any] = Field(description="Header, timeline, flagged steps, annotations")
-    steps: list[StepOut]
+    steps: list[ReportStepOut]

@@ -24,6 +24,9 @@ def test_it_overlays_a_policy_and_lists_what_it_lost(
     page = watched.page
     page.goto(f"{live_server.url}/sessions/{session.pk}/")
     page.wait_for_selector("#occupancy-chart .main-svg")
+    # The panel is closed until asked for, so the step list keeps its place.
+    assert not page.is_visible("#replay-kind")
+    page.click("#replay-section summary")
     assert "Pick a policy" in page.inner_text("#replay")
 
     # By keyboard: the policy, its window, then Enter.
