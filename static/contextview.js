@@ -66,7 +66,7 @@
     const meta = JSON.parse(el.dataset.meta || "{}");
     el.dataset.drawn = "1";
     // row: [index, mode, before, after, {partition: after}, flags, reported_before,
-    // reported_after, ops, first, last]; a long session comes in buckets of steps
+    // reported_after, ops, first, last, unseen]; a long session comes in buckets of steps
     // first..last, drawn at their fullest step `index`.
     const x = rows.map(function (r) { return r[0]; });
     const where = rows.map(function (r) {
@@ -86,6 +86,15 @@
         customdata: where, hovertemplate: "%{customdata}<br>%{fullData.name}: %{y} tokens<extra></extra>",
       };
     });
+    // What the provider read beyond the log (system prompt, tool schemas): its own band.
+    if (rows.some(function (r) { return r[11]; })) {
+      traces.push({
+        type: "scatter", mode: "lines", stackgroup: "tokens", name: "unseen (provider only)", x: x,
+        y: rows.map(function (r) { return r[11] ? Math.max(0, r[11]) : null; }),
+        line: { width: 0.5, color: "#fca5a5" }, fillpattern: { shape: "/", fgcolor: "#ef4444" },
+        customdata: where, hovertemplate: "%{customdata}<br>unseen by the log: %{y} tokens<extra></extra>",
+      });
+    }
     const reported = rows.map(function (r) { return r[7]; });
     if (reported.some(function (v) { return v !== null; })) {
       traces.push({

@@ -47,6 +47,7 @@ from contextview.core.entities import (
 )
 from contextview.core.model import PARTITIONS, REPLACING_OPS, Fold, Message, Operation
 from contextview.core.sequences import common_prefix, common_suffix
+from contextview.core.windows import known_window
 
 FLAGS = (
     "after_mismatch",
@@ -130,6 +131,9 @@ class StepInput:
     reported_by_usage: bool = False
     # the provider's usage as reported (input_tokens, cache_read_tokens, ...)
     usage: Mapping[str, Any] | None = None
+    # the model that served the call: with usage and no window given, its known
+    # window (``contextview.core.windows``) is what occupancy is measured against
+    model: str | None = None
 
 
 class TextCache:
@@ -626,7 +630,6 @@ def step_stats(
     if cache is None:
         cache = TextCache()
     pinned = tuple(step.pinned)
-    budget = _budget(step.budget, step.context_window)
     flags: set[str] = set()
 
     if meter is None:
@@ -638,6 +641,11 @@ def step_stats(
         after_tokens += step.tools_tokens
         before_parts = {**before_parts, "tools": step.tools_tokens}
         after_parts = {**after_parts, "tools": step.tools_tokens}
+    unseen = _unseen_tokens(step.usage, before_tokens)
+    window = step.context_window
+    if window is None and unseen is not None:
+        window = known_window(step.model)
+    budget = _budget(step.budget, window)
     estimated: dict[str, int] | None = None
     if estimate_meter is not None:
         estimated = {
@@ -654,13 +662,17 @@ def step_stats(
     occupancy: dict[str, float | None] = {"before": None, "after": None}
     limit = budget.limit
     if budget.max_tokens is not None:
+        # With provider usage the window holds what the log does not show as well
+        # (system prompt, tool schemas): the provider's count, carried to the after.
+        hidden = unseen or 0
+        seen_after = max(0, after_tokens + hidden)
         occupancy = {
-            "before": before_tokens / budget.max_tokens,
-            "after": after_tokens / budget.max_tokens,
+            "before": max(0, before_tokens + hidden) / budget.max_tokens,
+            "after": seen_after / budget.max_tokens,
         }
-        if after_tokens > budget.max_tokens * OVER_70:
+        if seen_after > budget.max_tokens * OVER_70:
             flags.add("over_70")
-        if after_tokens > budget.max_tokens * OVER_90:
+        if seen_after > budget.max_tokens * OVER_90:
             flags.add("over_90")
     exceeded = limit is not None and after_tokens > limit
     if exceeded:
@@ -672,7 +684,6 @@ def step_stats(
         "before": _relative_error(step.reported_before, before_tokens),
         "after": _relative_error(step.reported_after, after_tokens),
     }
-    unseen = _unseen_tokens(step.usage, before_tokens)
     # The flag concerns the agent's own estimates; provider usage also counts what
     # the log does not hold (system prompt, tool schemas): that is unseen_tokens.
     own_errors = [reported_error["after"]]
@@ -762,6 +773,8 @@ def step_stats(
         out["estimated_tokens"] = estimated
     if unseen is not None:
         out["unseen_tokens"] = unseen
+        if budget.max_tokens is not None:
+            out["window"] = budget.max_tokens
     return out
 
 
@@ -803,9 +816,11 @@ def session_aggregates(step_stats_list: Sequence[Mapping[str, Any]]) -> dict[str
     ops_by_type: Counter[str] = Counter()
     flag_counts: Counter[str] = Counter()
     tokens_saved = entities_total = entities_kept = reload_regrets = tokens_after = 0
+    window = 0
     reward_total = 0.0
     for stats in step_stats_list:
         tokens_after += stats["tokens"]["after"]
+        window = max(window, stats.get("window") or 0)
         if "reload_regret" in stats["flags"]:
             # One per original brought back; a step reloading three counts three.
             reload_regrets += len(stats.get("regretted_reloads") or ()) or 1
@@ -840,4 +855,6 @@ def session_aggregates(step_stats_list: Sequence[Mapping[str, Any]]) -> dict[str
         "tokens_after_total": tokens_after,
         "entities_total": entities_total,
         "entities_kept": entities_kept,
+        # the window that provider-counted occupancy was measured against, if any
+        **({"window": window} if window else {}),
     }

@@ -226,7 +226,7 @@ def _session_lock(session_id: int) -> Iterator[None]:
 _STEPS_SQL = (
     "SELECT id, index, before_refs, after_refs, reported_before, reported_after, after_mismatch, "
     f"coalesce(obs_extra -> '{COMPACTED}' = 'true'::jsonb, false), "
-    "tools_blob_id, usage, context_window "
+    "tools_blob_id, usage, context_window, model "
     "FROM cv_step WHERE session_id = %s AND index >= %s ORDER BY index LIMIT %s"
 )
 _PREVIOUS_SQL = (
@@ -397,7 +397,7 @@ def _compute_steps(
         for row in steps:
             pk, index, before_refs, after_refs, own_before, reported_after, mismatch = row[:7]
             compacted = row[7]
-            tools_pk, usage, window = row[8:]
+            tools_pk, usage, window, model = row[8:]
             usage = json_value(usage)
             before = chunk.contexts[bytes(before_refs)]
             after = chunk.contexts[bytes(after_refs)]
@@ -434,6 +434,7 @@ def _compute_steps(
                     tools_tokens=chunk.tools_tokens.get(tools_pk, 0),
                     reported_by_usage=own_before is None and usage is not None,
                     usage=usage,
+                    model=model or session.model,
                 ),
                 tokens_of=chunk.tokens_of,
                 cache=chunk.texts,

@@ -425,7 +425,8 @@ SELECT coalesce(json_agg(json_build_array(
          (SELECT jsonb_object_agg(e.key, e.value->'after')
             FROM jsonb_each(CASE WHEN jsonb_typeof(st.stats->'partitions') = 'object'
                                  THEN st.stats->'partitions' END) AS e),
-         span.flags, p.reported_before, p.reported_after, ops.ops, span.lo, span.hi
+         span.flags, p.reported_before, p.reported_after, ops.ops, span.lo, span.hi,
+         st.stats->'unseen_tokens'
        ) ORDER BY p.bucket), '[]')::text,
        (SELECT coalesce(array_agg(DISTINCT mode), '{}') FROM s WHERE mode <> '')
 FROM peak p JOIN cv_step st ON st.id = p.id JOIN span USING (bucket) LEFT JOIN ops USING (bucket)
@@ -1120,10 +1121,12 @@ def session_budget(session: Session) -> tuple[int | None, int | None]:
     max_tokens = budget.get("max_tokens")
     reserved = budget.get("reserved_tokens") or 0
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
-        # Without a budget, the model's window (contract v1.1).
-        if not session.context_window:
+        # Without a budget, the model's window (contract v1.1), or the one that
+        # provider-counted occupancy was measured against.
+        aggregates = session.aggregates if isinstance(session.aggregates, dict) else {}
+        max_tokens = session.context_window or aggregates.get("window")
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens <= 0:
             return None, None
-        max_tokens = session.context_window
     return max_tokens, max_tokens - (reserved if isinstance(reserved, int) else 0)
 
 

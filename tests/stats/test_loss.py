@@ -106,9 +106,13 @@ def test_it_reports_unseen_tokens_from_a_steps_provider_usage(
     api: Api, celery_worker_process: Any
 ) -> None:
     usage = {"input_tokens": 900, "output_tokens": 20, "cache_read_tokens": 100}
-    first = step("usage", 0, [SYS, ASK], usage=usage)
+    first = step("usage", 0, [SYS, ASK], usage=usage, model="claude-sonnet-4-5")
     assert api.ingest({"batch": [first]}).status_code == 207
     wait_for(lambda: api.get("/sessions/usage/steps/0").json()["stats_status"] == "ready")
     stats = api.get("/sessions/usage/steps/0").json()["stats"]
     assert stats["unseen_tokens"] == 1000 - stats["tokens"]["before"]
     assert "token_estimate_off" not in stats["flags"]
+    # Occupancy is the provider's 1,000 tokens in Claude's 200,000-token window.
+    assert stats["occupancy"]["before"] == pytest.approx(1000 / 200_000)
+    wait_for(lambda: api.get("/sessions/usage").json()["stats_status"] == "ready")
+    assert api.get("/sessions/usage").json()["aggregates"]["window"] == 200_000
