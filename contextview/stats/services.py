@@ -40,6 +40,7 @@ from contextview.core.stats import (
     step_stats,
 )
 from contextview.core.tokens import EncodingChoice, TokenCounter, resolve_encoding
+from contextview.core.waste import waste_summary
 from contextview.db import binary_cursor
 from contextview.sessions.models import Session, Step
 from contextview.sessions.selectors import StoredMessage, json_value, messages_by_pk
@@ -249,9 +250,9 @@ _FOLDS_SQL = (
 _LOSSES_SQL = (
     "SELECT index, stats -> 'needs', stats -> 'refetches', stats -> 'folded_calls', "
     "jsonb_path_query_array(stats, '$.ops[*].targets'), "
-    "jsonb_path_query_array(stats, '$.ops[*].entities.lost') FROM cv_step "
+    "jsonb_path_query_array(stats, '$.ops[*].entities.lost'), stats -> 'waste' FROM cv_step "
     "WHERE session_id = %s AND index < %s AND stats_status = 'ready' AND (stats ?| "
-    "array['needs', 'refetches', 'folded_calls'] "
+    "array['needs', 'refetches', 'folded_calls', 'waste'] "
     "OR jsonb_path_exists(stats, '$.ops[*].entities.lost[0]')) ORDER BY index"
 )
 _RESTATS_SQL = (
@@ -382,6 +383,7 @@ def _compute_steps(
         prev_after, prev_index = chunk.contexts[bytes(previous[2])], previous[3]
         if tracker.next_index != steps[0][1]:
             tracker.restore(_losses_before(session.pk, steps[0][1]))
+            tracker.waste.resume(prev_before, chunk.texts)
     unsaid: dict[int, Inferred] = {}  # inferred operations, by step pk
 
     meter = ContextMeter(chunk.tokens_of)
@@ -482,7 +484,7 @@ def _losses_before(session_pk: int, index: int) -> Iterator[tuple[int, dict[str,
     with connection.cursor() as cursor:
         cursor.execute(_LOSSES_SQL, [session_pk, index])
         rows = cursor.fetchall()
-    for step_index, needs, refetches, calls, targets, lost in rows:
+    for step_index, needs, refetches, calls, targets, lost, waste in rows:
         ops = [
             {"targets": t, "entities": {"lost": e}}
             for t, e in zip(json_value(targets) or (), json_value(lost) or (), strict=True)
@@ -494,6 +496,7 @@ def _losses_before(session_pk: int, index: int) -> Iterator[tuple[int, dict[str,
                 "refetches": json_value(refetches),
                 "folded_calls": json_value(calls),
                 "ops": ops,
+                "waste": json_value(waste),
             },
         )
 
@@ -528,6 +531,9 @@ def _track_losses(
     pairs = [(f, before) for f in folds]
     if prev_after is not None:
         pairs += [(f, prev_after) for f in inferred.folds]
+    waste = tracker.waste.step(index, before, chunk.tokens_of, chunk.texts)
+    if waste:
+        stats["waste"] = waste
     calls = tracker.lose(index, stats["ops"], pairs, chunk.texts)
     if calls:
         stats["folded_calls"] = calls
@@ -756,6 +762,7 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
     aggregates: dict[str, Any] = session_aggregates(stats)
     aggregates["amnesia"] = amnesia
     aggregates["refetches"] = refetches
+    aggregates.update(waste_summary(by_index))
     choice = session_encoding(session)
     aggregates["encoding"] = choice.name
     if choice.note:

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from contextview.sessions.models import Session
-from tests.stats.test_loss import amnesia_session
+from tests.stats.test_loss import amnesia_session, waste_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,3 +46,33 @@ def test_it_shows_what_was_lost_and_which_later_step_needed_it(
     fine_link = f'href="/sessions/{fine.pk}/"'
     assert fine_link in client.get("/").content.decode()
     assert fine_link not in client.get("/?flag=amnesia").content.decode()
+
+
+def test_it_lists_amnesia_refetches_and_re_billed_results_on_the_session_page(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    forgetful = seed(amnesia_session("forgetful"))
+    wasteful = seed(waste_session("wasteful"))
+    client = login("viewer")
+    page = client.get(f"/sessions/{forgetful.pk}/").content.decode()
+    assert "What was lost and needed later" in page
+    step_2 = f'href="/sessions/{forgetful.pk}/steps/2/"'
+    # SO20260101007: lost at step 2, asked for at step 5; the search fetched again at 6.
+    amnesia = page[page.index('class="amnesia-list"') : page.index('class="refetch-list"')]
+    assert "SO20260101007" in amnesia and step_2 in amnesia
+    assert f'href="/sessions/{forgetful.pk}/steps/5/"' in amnesia and "asked" in amnesia
+    refetches = page[page.index('class="refetch-list"') :]
+    assert "search_orders" in refetches[: refetches.index("</table>")]
+    assert f'href="/sessions/{forgetful.pk}/steps/6/"' in refetches
+    assert "Carried for nothing" not in page
+
+    page = client.get(f"/sessions/{wasteful.pk}/").content.decode()
+    assert "What was lost and needed later" not in page
+    aggregates = wasteful.aggregates
+    assert f"Re-billed tokens: <strong>{aggregates['rebilled_tokens']:,}</strong>" in page
+    duplicates = page[
+        page.index('class="duplicate-list"') : page.index('class="unreferenced-list"')
+    ]
+    assert f'href="/sessions/{wasteful.pk}/steps/2/#m-t1"' in duplicates
+    unreferenced = page[page.index('class="unreferenced-list"') :]
+    assert "read_log" in unreferenced and "search_orders" not in unreferenced.split("</table>")[0]
