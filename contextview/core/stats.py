@@ -45,6 +45,7 @@ from contextview.core.entities import (
     normalize,
     pinned_entities,
 )
+from contextview.core.layout import third_of
 from contextview.core.model import PARTITIONS, REPLACING_OPS, Fold, Message, Operation
 from contextview.core.sequences import common_prefix, common_suffix
 from contextview.core.windows import known_window
@@ -794,12 +795,12 @@ def _pinned_mid(
     """Whether a pinned text or message starts in the middle third of `after`."""
     if not pinned and not any(map(_is_pinned, after)):
         return False
-    low, high = total / 3, 2 * total / 3
     at = 0
     for m in after:
-        if at >= high:
+        where = third_of(at, total)
+        if where == "end":
             break
-        if at >= low and (m.pinned or (pinned and cache.pinned_in(pinned, m.text))):
+        if where == "middle" and (m.pinned or (pinned and cache.pinned_in(pinned, m.text))):
             return True
         at += tokens_of(m)
     return False

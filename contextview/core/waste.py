@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from contextview.core.calls import call_text
@@ -40,8 +41,11 @@ UNREFERENCED_MIN_STEPS = 5
 LIST_LIMIT = 50
 
 
+_RESULT_ROLES = frozenset({"tool", "tool_result"})
+
+
 def is_tool_result(m: Message) -> bool:
-    return m.tool is not None or m.role in ("tool", "tool_result")
+    return m.tool is not None or m.role in _RESULT_ROLES
 
 
 @dataclass(slots=True)
@@ -68,8 +72,9 @@ class WasteTracker:
     """The tool results in a session's latest before context, by text."""
 
     live: dict[str, _Result] = field(default_factory=dict)
-    # entity key -> results holding it that no message referred to yet
-    by_key: dict[str, list[_Result]] = field(default_factory=dict)
+    # entity key -> the latest result that holds it (a reference to the key
+    # counts for that one), while no message referred to it yet
+    by_key: dict[str, _Result] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)
     last: Sequence[Message] | None = None
     duplicate_tokens: int = 0
@@ -95,9 +100,17 @@ class WasteTracker:
         """Follow step `index`'s before context; its ``waste`` events, None when none."""
         last = self.last
         delta = context_delta(last, before) if last is not None else None
-        if delta is None:
-            removed: Sequence[Message] = last or ()
-            added: Sequence[Message] = before
+        removed: Sequence[Message]
+        added: Sequence[Message]
+        if last is None:
+            removed, added = (), before
+        elif delta is None:
+            # Much changed: what differs, by identity (the contexts of a session
+            # share their message objects), rather than everything twice.
+            kept = set(map(id, before))
+            had = set(map(id, last))
+            removed = [m for m in last if id(m) not in kept]
+            added = [m for m in before if id(m) not in had]
         else:
             removed, added = delta
         self.last = before
@@ -120,15 +133,20 @@ class WasteTracker:
         # Net change per result text: a message that moved is neither gone nor new.
         change: dict[str, int] = {}
         first: dict[str, Message] = {}
+        get = change.get
         for m in removed:
-            if is_tool_result(m) and m.text:
-                change[m.text] = change.get(m.text, 0) - 1
-        removed_ids = {m.id for m in removed} if removed else set()
+            if m.tool is not None or m.role in _RESULT_ROLES:
+                text = m.text
+                if text:
+                    change[text] = get(text, 0) - 1
+        removed_ids = {m.id for m in removed} if removed else ()
         for m in added:
-            if is_tool_result(m):
-                if m.text:
-                    change[m.text] = change.get(m.text, 0) + 1
-                    first.setdefault(m.text, m)
+            if m.tool is not None or m.role in _RESULT_ROLES:
+                text = m.text
+                if text:
+                    change[text] = get(text, 0) + 1
+                    if text not in first:
+                        first[text] = m
             elif self.by_key and m.id not in removed_ids:
                 self._refer(m, cache, events)
         for text, n in change.items():
@@ -139,11 +157,12 @@ class WasteTracker:
         """Mark the results that message `m`, new in the context, refers to."""
         args = call_text(m) if m.extra or isinstance(m.content, list) else ""
         text = f"{m.text}\n{args}" if args else m.text
+        by_key, live = self.by_key, self.live
         for key in cache.keys_of(cache.base_entities(text)):
-            for result in self.by_key.pop(key, ()):
-                if not result.referenced and self.live.get(result.text) is result:
-                    result.referenced = True
-                    events.setdefault("referenced", []).append(result.digest)
+            result = by_key.pop(key, None)
+            if result is not None and not result.referenced and live.get(result.text) is result:
+                result.referenced = True
+                events.setdefault("referenced", []).append(result.digest)
 
     def _count(
         self,
@@ -173,8 +192,7 @@ class WasteTracker:
             events.setdefault("new", []).append(
                 [result.digest, result.tool, result.tokens, result.message, int(bool(keys))]
             )
-            for key in keys:
-                self.by_key.setdefault(key, []).append(result)
+            self.by_key.update(zip(keys, repeat(result)))  # noqa: B905 (repeat)
         old = result.copies
         result.copies = new = max(0, old + n)
         self.duplicate_tokens += _extra(new, result.tokens) - _extra(old, result.tokens)
@@ -214,8 +232,8 @@ class WasteTracker:
                 self.live[m.text] = result
                 self.duplicate_tokens += _extra(result.copies, result.tokens)
                 if not result.referenced:
-                    for key in cache.keys_of(cache.base_entities(m.text)):
-                        self.by_key.setdefault(key, []).append(result)
+                    keys = cache.keys_of(cache.base_entities(m.text))
+                    self.by_key.update(zip(keys, repeat(result)))  # noqa: B905 (repeat)
         pending.clear()
         self.last = before
 

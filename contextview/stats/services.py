@@ -40,7 +40,7 @@ from contextview.core.stats import (
     step_stats,
 )
 from contextview.core.tokens import EncodingChoice, TokenCounter, resolve_encoding
-from contextview.core.waste import waste_summary
+from contextview.core.waste import is_tool_result, waste_summary
 from contextview.db import binary_cursor
 from contextview.sessions.models import Session, Step
 from contextview.sessions.selectors import StoredMessage, json_value, messages_by_pk
@@ -672,8 +672,12 @@ def _chunk_read(
     }
 
     texts = TextCache()
-    # Entities are only read from what operations took in: the folded originals.
+    # Entities are read from what operations took in (the folded originals) and
+    # from tool results, which waste tracking follows (``core.waste``).
     originals = {stored[f[6]].blob_pk: stored[f[6]].message.text for f in chunk_folds}
+    originals.update(
+        (s.blob_pk, s.message.text) for s in stored.values() if is_tool_result(s.message)
+    )
     for pk, (found, keys) in entities_for_blobs(blobs=originals).items():
         texts.prime(originals[pk], found, keys)
     return _Chunk(

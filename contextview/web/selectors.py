@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from difflib import SequenceMatcher
+from functools import cached_property
 from typing import Any
 from urllib.parse import quote
 
@@ -45,6 +46,7 @@ from contextview.sessions.selectors import (
     step_contexts,
     token_counts,
 )
+from contextview.web.layout import StepLayout, step_layout
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -837,6 +839,20 @@ class StepView:
     stats: dict[str, Any] | None
     # Every message id of the step, before and after, in order: what can be annotated.
     message_ids: list[str] = field(default_factory=list)
+    # Each context's messages with their measured tokens (None: not counted yet).
+    before_cells: list[tuple[Message, int | None]] = field(default_factory=list)
+    after_cells: list[tuple[Message, int | None]] = field(default_factory=list)
+
+    @cached_property
+    def layout(self) -> StepLayout | None:
+        return step_layout(
+            session=self.session,
+            step=self.step,
+            before=self.before_cells,
+            after=self.after_cells,
+            tools_tokens=self.tools_tokens or 0,
+            encoding=_encoding(self.session, self.step),
+        )
 
     @property
     def groups(self) -> list[RowGroup]:
@@ -987,6 +1003,8 @@ def step_view(*, session: Session, step: Step) -> StepView:
         neighbors=step_neighbors(session=session, index=step.index),
         stats=stats,
         message_ids=list(dict.fromkeys(s.message.id for s in (*before, *after))),
+        before_cells=list(zip([s.message for s in before], tb, strict=True)),
+        after_cells=list(zip([s.message for s in after], ta, strict=True)),
     )
 
 
