@@ -38,6 +38,9 @@ FLAG_EXPLANATIONS = {
     "pinned_missing": "a pinned text is not in the context after the step",
     "after_mismatch": "the agent's own after-context differs from applying its operations",
     "token_estimate_off": "the agent's token counts are off by more than 10%",
+    "amnesia": "the step needs something an earlier operation lost",
+    "refetch_after_fold": "a tool call repeats, with its arguments, one whose result was folded",
+    "pinned_mid": "a pinned text sits in the middle third of a long context",
 }
 
 
@@ -91,6 +94,26 @@ def _flagged_details(session: Session, indexes: list[int]) -> list[dict[str, Any
     return out
 
 
+def _loss_lists(session: Session) -> dict[str, Any]:
+    """What the session's aggregates say was lost and needed later, fetched again, and
+    carried for nothing (``core.needs``, ``core.waste``)."""
+    aggregates = session.aggregates if isinstance(session.aggregates, dict) else {}
+
+    def listed(name: str) -> list[dict[str, Any]]:
+        value = aggregates.get(name)
+        return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
+
+    return {
+        "amnesia": listed("amnesia"),
+        "refetches": listed("refetches"),
+        "rebilled": {
+            "tokens": aggregates.get("rebilled_tokens") or 0,
+            "duplicates": listed("duplicate_results"),
+            "unreferenced": listed("unreferenced_results"),
+        },
+    }
+
+
 def session_report(session: Session) -> dict[str, Any]:
     timeline = list(session_timeline(session))
     flagged = [t["index"] for t in timeline if t.get("flags")][:MAX_FLAGGED]
@@ -118,6 +141,7 @@ def session_report(session: Session) -> dict[str, Any]:
         "lost_entities": [
             {"step": t["index"], "entities": t["lost"]} for t in timeline if t.get("lost")
         ],
+        **_loss_lists(session),
         "annotations": [
             {
                 "id": a.pk,
@@ -200,6 +224,48 @@ def _md_budget(budget: Any) -> str:
     return text
 
 
+def _md_loss(report: dict[str, Any]) -> list[str]:
+    """The Markdown sections of what was needed later, fetched again and re-billed."""
+    lines = ["", "## Needed later (amnesia)", ""]
+    if not report["amnesia"]:
+        lines.append("No step needed something an operation had lost.")
+    else:
+        lines += ["| entity | lost at step | needed at step | how |", "|---|---|---|---|"]
+        lines += [
+            f"| {_md(a.get('text', ''))} | {a.get('lost_at')} | {a.get('needed_at')} | "
+            f"{_md(a.get('how', ''))} |"
+            for a in report["amnesia"]
+        ]
+    lines += ["", "## Refetches", ""]
+    if not report["refetches"]:
+        lines.append("No tool call fetched again what a fold or drop took out.")
+    else:
+        lines += ["| tool | folded at step | fetched again at step | tokens |", "|---|---|---|---|"]
+        lines += [
+            f"| {_md(r.get('tool', ''))} | {r.get('lost_at')} | {r.get('refetched_at')} | "
+            f"{r.get('tokens')} |"
+            for r in report["refetches"]
+        ]
+    rebilled = report["rebilled"]
+    lines += ["", "## Re-billed tool results", ""]
+    if not rebilled["duplicates"] and not rebilled["unreferenced"]:
+        lines.append("No tool result was carried for nothing.")
+        return lines
+    lines += [f"Re-billed tokens: {rebilled['tokens']:,}", ""]
+    lines += [
+        f"- {_md(d.get('message', ''))} ({_md(d.get('tool') or '-')}): {d.get('copies')} copies "
+        f"from step {d.get('first_at')}, {d.get('tokens'):,} tokens re-billed"
+        for d in rebilled["duplicates"]
+    ]
+    lines += [
+        f"- {_md(u.get('message', ''))} ({_md(u.get('tool') or '-')}): never referred to again, "
+        f"carried {u.get('steps')} steps from step {u.get('added_at')}, "
+        f"{u.get('tokens'):,} tokens re-billed"
+        for u in rebilled["unreferenced"]
+    ]
+    return lines
+
+
 def report_markdown(report: dict[str, Any]) -> str:
     s = report["session"]
     lines = [f"# Session {_md(s['session_id'])}", ""]
@@ -255,6 +321,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         lines.append("No compression lost a key entity.")
     for entry in report["lost_entities"]:
         lines.append(f"- step {entry['step']}: {_md_list(entry['entities'])}")
+    lines += _md_loss(report)
     lines += ["", "## Annotations", ""]
     if not report["annotations"]:
         lines.append("No annotations.")
