@@ -224,28 +224,30 @@ def _md_budget(budget: Any) -> str:
     return text
 
 
+def _md_table(header: list[str], rows: list[list[Any]], empty: str) -> list[str]:
+    """A Markdown table of agent-sent cells (escaped), or `empty` without rows."""
+    if not rows:
+        return [empty]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in rows]
+
+
 def _md_loss(report: dict[str, Any]) -> list[str]:
     """The Markdown sections of what was needed later, fetched again and re-billed."""
     lines = ["", "## Needed later (amnesia)", ""]
-    if not report["amnesia"]:
-        lines.append("No step needed something an operation had lost.")
-    else:
-        lines += ["| entity | lost at step | needed at step | how |", "|---|---|---|---|"]
-        lines += [
-            f"| {_md(a.get('text', ''))} | {a.get('lost_at')} | {a.get('needed_at')} | "
-            f"{_md(a.get('how', ''))} |"
-            for a in report["amnesia"]
-        ]
+    lines += _md_table(
+        ["entity", "lost at step", "needed at step", "how"],
+        [[a.get("text", ""), a.get("lost_at"), a.get("needed_at"), a.get("how", "")]
+         for a in report["amnesia"]],
+        "No step needed something an operation had lost.",
+    )  # fmt: skip
     lines += ["", "## Refetches", ""]
-    if not report["refetches"]:
-        lines.append("No tool call fetched again what a fold or drop took out.")
-    else:
-        lines += ["| tool | folded at step | fetched again at step | tokens |", "|---|---|---|---|"]
-        lines += [
-            f"| {_md(r.get('tool', ''))} | {r.get('lost_at')} | {r.get('refetched_at')} | "
-            f"{r.get('tokens')} |"
-            for r in report["refetches"]
-        ]
+    lines += _md_table(
+        ["tool", "folded at step", "fetched again at step", "tokens"],
+        [[r.get("tool", ""), r.get("lost_at"), r.get("refetched_at"), r.get("tokens")]
+         for r in report["refetches"]],
+        "No tool call fetched again what a fold or drop took out.",
+    )  # fmt: skip
     rebilled = report["rebilled"]
     lines += ["", "## Re-billed tool results", ""]
     if not rebilled["duplicates"] and not rebilled["unreferenced"]:
