@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from contextview.core.calls import is_tool_result
 from contextview.core.entities import normalize
 from contextview.core.model import Message
 from contextview.core.parts import thinking_text
@@ -42,7 +43,7 @@ def kind_of(m: Message) -> str:
     """The kind a message counts under: system, tool_results or messages."""
     if m.role in ("system", "developer") or m.partition == "system":
         return "system"
-    if m.tool is not None or m.role in ("tool", "tool_result"):
+    if is_tool_result(m):
         return "tool_results"
     return "messages"
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
-from contextview.core.calls import call_text, calls_of, result_call
+from contextview.core.calls import call_text, calls_of, is_tool_result, result_call
 from contextview.core.entities import entity_key, is_kept_key
 from contextview.core.model import Fold, Message
 from contextview.core.stats import TextCache, TokensOf, op_reward
@@ -204,7 +204,7 @@ class LossTracker:
             for original in fold.originals:
                 if not original.extra and not isinstance(original.content, list):
                     continue  # no arguments and no call id: nothing to match a refetch by
-                if original.tool is None and original.role not in ("tool", "tool_result"):
+                if not is_tool_result(original):
                     continue
                 position = _position(context, original.id)
                 call = result_call(context, position) if position is not None else None

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
-from contextview.core.calls import call_text
+from contextview.core.calls import RESULT_ROLES, call_text, is_tool_result
 from contextview.core.model import Message
 from contextview.core.stats import TextCache, TokensOf, context_delta
 
@@ -39,13 +39,6 @@ from contextview.core.stats import TextCache, TokensOf, context_delta
 UNREFERENCED_MIN_STEPS = 5
 # The longest lists a session's aggregates keep (largest re-billed first).
 LIST_LIMIT = 50
-
-
-_RESULT_ROLES = frozenset({"tool", "tool_result"})
-
-
-def is_tool_result(m: Message) -> bool:
-    return m.tool is not None or m.role in _RESULT_ROLES
 
 
 @dataclass(slots=True)
@@ -131,17 +124,18 @@ class WasteTracker:
         events: dict[str, Any],
     ) -> None:
         # Net change per result text: a message that moved is neither gone nor new.
+        # (is_tool_result, written out: these loops run for every changed message.)
         change: dict[str, int] = {}
         first: dict[str, Message] = {}
         get = change.get
         for m in removed:
-            if m.tool is not None or m.role in _RESULT_ROLES:
+            if m.tool is not None or m.role in RESULT_ROLES:
                 text = m.text
                 if text:
                     change[text] = get(text, 0) - 1
         removed_ids = {m.id for m in removed} if removed else ()
         for m in added:
-            if m.tool is not None or m.role in _RESULT_ROLES:
+            if m.tool is not None or m.role in RESULT_ROLES:
                 text = m.text
                 if text:
                     change[text] = get(text, 0) + 1

@@ -21,6 +21,7 @@ import orjson
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
+from contextview.core.calls import is_tool_result
 from contextview.core.entities import entity_forms, entity_key, extract_entities_keyed
 from contextview.core.infer import COMPACTED, Inferred, infer_step
 from contextview.core.lru import SizedLRU
@@ -40,7 +41,7 @@ from contextview.core.stats import (
     step_stats,
 )
 from contextview.core.tokens import EncodingChoice, TokenCounter, resolve_encoding
-from contextview.core.waste import is_tool_result, waste_summary
+from contextview.core.waste import waste_summary
 from contextview.db import binary_cursor
 from contextview.sessions.models import Session, Step
 from contextview.sessions.selectors import StoredMessage, json_value, messages_by_pk
