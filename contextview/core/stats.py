@@ -145,7 +145,7 @@ class TextCache:
     message cost a dict lookup. One cache serves one session's computation.
     """
 
-    __slots__ = ("_normalized", "_base", "_entities", "_pinned", "_keys")
+    __slots__ = ("_normalized", "_base", "_entities", "_pinned", "_keys", "_text_keys")
 
     def __init__(self) -> None:
         self._normalized: dict[str, str] = {}
@@ -155,6 +155,8 @@ class TextCache:
         self._pinned: dict[tuple[str, ...], tuple[tuple[str, ...], dict[str, frozenset[int]]]] = {}
         # by id() of a list that `entities` returned: (that list, its entities' keys)
         self._keys: dict[int, tuple[list[str], list[str]]] = {}
+        # keys of a text's entities alone, which a caller may have stored per content
+        self._text_keys: dict[str, list[str]] = {}
 
     def normalized(self, text: str) -> str:
         cached = self._normalized.get(text)
@@ -170,6 +172,17 @@ class TextCache:
         self._base[text] = entities
         if keys is not None:
             self._keys[id(entities)] = (entities, keys)
+
+    def prime_keys(self, text: str, keys: list[str]) -> None:
+        """The keys of `text`'s entities (no pinned), worked out earlier: `text_keys`."""
+        self._text_keys[text] = keys
+
+    def text_keys(self, text: str) -> list[str]:
+        """The keys of the entities of `text` alone (no pinned texts)."""
+        keys = self._text_keys.get(text)
+        if keys is None:
+            keys = self._text_keys[text] = self.keys_of(self.base_entities(text))
+        return keys
 
     def base_entities(self, text: str) -> list[str]:
         cached = self._base.get(text)

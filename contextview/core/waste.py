@@ -182,7 +182,7 @@ class WasteTracker:
                 copies=0,
             )
             self.live[text] = result
-            keys = cache.keys_of(cache.base_entities(text))
+            keys = cache.text_keys(text)
             events.setdefault("new", []).append(
                 [result.digest, result.tool, result.tokens, result.message, int(bool(keys))]
             )
@@ -226,7 +226,7 @@ class WasteTracker:
                 self.live[m.text] = result
                 self.duplicate_tokens += _extra(result.copies, result.tokens)
                 if not result.referenced:
-                    keys = cache.keys_of(cache.base_entities(m.text))
+                    keys = cache.text_keys(m.text)
                     self.by_key.update(zip(keys, repeat(result)))  # noqa: B905 (repeat)
         pending.clear()
         self.last = before

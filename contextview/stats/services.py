@@ -149,6 +149,30 @@ def entities_for_blobs(*, blobs: dict[int, str]) -> dict[int, tuple[list[str], l
     return known
 
 
+def entity_keys_for_blobs(*, blobs: dict[int, str]) -> dict[int, list[str]]:
+    """The keys (``entity_key``) of each blob's key entities, without the entities.
+
+    What waste tracking matches tool results by: half the bytes of the entities.
+    """
+    if not blobs:
+        return {}
+    known, pks = _cached("entity keys", blobs)
+    if pks:
+        with binary_cursor() as cursor:
+            cursor.execute(
+                "SELECT blob_id, keys FROM cv_blob_entities "
+                "WHERE blob_id = ANY(%b) AND keys IS NOT NULL",
+                [sorted(pks)],
+            )
+            for pk, keys_json in cursor.fetchall():
+                keys = known[pk] = orjson.loads(keys_json)
+                _CACHE.put(("entity keys", pk), keys, 100 + 6 * len(keys_json))
+        missing = {pk: blobs[pk] for pk in pks if pk not in known}
+        for pk, (_, keys) in entities_for_blobs(blobs=missing).items():
+            known[pk] = keys
+    return known
+
+
 def _entities_stored(
     blobs: dict[int, str], pks: list[int]
 ) -> dict[int, tuple[tuple[list[str], list[str]], int]]:
@@ -673,14 +697,14 @@ def _chunk_read(
     }
 
     texts = TextCache()
-    # Entities are read from what operations took in (the folded originals) and
-    # from tool results, which waste tracking follows (``core.waste``).
+    # Entities are only read from what operations took in: the folded originals.
     originals = {stored[f[6]].blob_pk: stored[f[6]].message.text for f in chunk_folds}
-    originals.update(
-        (s.blob_pk, s.message.text) for s in stored.values() if is_tool_result(s.message)
-    )
     for pk, (found, keys) in entities_for_blobs(blobs=originals).items():
         texts.prime(originals[pk], found, keys)
+    # Waste tracking (``core.waste``) matches tool results by their entities' keys.
+    results = {s.blob_pk: s.message.text for s in stored.values() if is_tool_result(s.message)}
+    for pk, keys in entity_keys_for_blobs(blobs=results).items():
+        texts.prime_keys(results[pk], keys)
     return _Chunk(
         contexts=contexts,
         tokens_of=tokens_of,

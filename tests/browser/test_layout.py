@@ -11,6 +11,7 @@ import pytest
 
 from tests.api_client import Api
 from tests.browser.conftest import Watched, seed_session
+from tests.stats.test_loss import amnesia_session, waste_session
 from tests.web.test_layout import PINNED, layout_session
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -68,3 +69,29 @@ def test_it_draws_unseen_tokens_and_a_steps_composition_with_position_markers(
     _shot(page.locator("#composition"), "composition.png")
     assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
     assert session.step_count == 3
+
+
+def test_it_lists_amnesia_and_re_billed_results_and_opens_the_step_that_needed_it(
+    api: Api, open_page: Callable[..., Watched]
+) -> None:
+    forgetful = seed_session(api, amnesia_session("forgetful-browser"))
+    seed_session(api, waste_session("wasteful-browser"))
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.click("text=forgetful-browser")
+    lists = page.locator("#loss-section")
+    assert "SO20260101007" in lists.locator(".amnesia-list").inner_text()
+    _shot(lists, "loss-lists.png")
+    # The step that needed it opens in the panel beside the list.
+    lists.locator(".amnesia-list a", has_text="step 5").first.click()
+    page.wait_for_selector('#step-view[data-step="5"]')
+    assert page.url.endswith(f"/sessions/{forgetful.pk}/steps/5/")
+    assert page.locator(".flags-list .flag-amnesia").is_visible()
+
+    page.goto(page.url.split("/sessions/")[0] + "/")
+    page.click("text=wasteful-browser")
+    rebilled = page.locator("#loss-section .rebilled")
+    assert "Re-billed tokens" in rebilled.inner_text()
+    assert page.locator(".unreferenced-list", has_text="read_log").is_visible()
+    _shot(page.locator("#loss-section"), "rebilled-lists.png")
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
