@@ -96,7 +96,7 @@
     const meta = JSON.parse(el.dataset.meta || "{}");
     el.dataset.drawn = "1";
     // row: [index, mode, before, after, {partition: after}, flags, reported_before,
-    // reported_after, ops, first, last]; a long session comes in buckets of steps
+    // reported_after, ops, first, last, unseen]; a long session comes in buckets of steps
     // first..last, drawn at their fullest step `index`.
     const x = rows.map(function (r) { return r[0]; });
     const where = rows.map(function (r) {
@@ -116,6 +116,15 @@
         customdata: where, hovertemplate: "%{customdata}<br>%{fullData.name}: %{y} tokens<extra></extra>",
       };
     });
+    // What the provider read beyond the log (system prompt, tool schemas): its own band.
+    if (rows.some(function (r) { return r[11]; })) {
+      traces.push({
+        type: "scatter", mode: "lines", stackgroup: "tokens", name: "unseen (provider only)", x: x,
+        y: rows.map(function (r) { return r[11] ? Math.max(0, r[11]) : null; }),
+        line: { width: 0.5, color: "#fca5a5" }, fillpattern: { shape: "/", fgcolor: "#ef4444" },
+        customdata: where, hovertemplate: "%{customdata}<br>unseen by the log: %{y} tokens<extra></extra>",
+      });
+    }
     const reported = rows.map(function (r) { return r[7]; });
     if (reported.some(function (v) { return v !== null; })) {
       traces.push({
@@ -286,7 +295,59 @@
     });
   }
 
-  const DRAW = { occupancy: drawChart, compare: drawCompare, trends: drawTrends };
+  // --- a step's context by kind, and where its pinned texts and task sit ---------------
+
+  const KIND_COLORS = {
+    unseen: "#fca5a5", tools: "#a78bfa", system: "#64748b", messages: "#3b82f6",
+    tool_results: "#f59e0b", thinking: "#14b8a6",
+  };
+
+  function drawComposition(el) {
+    if (!window.Plotly || el.dataset.drawn) return;
+    el.dataset.drawn = "1";
+    const data = JSON.parse(el.dataset.rows || "{}");
+    const bars = data.bars || [], markers = data.markers || [];
+    const names = bars.map(function (b) { return b.name; });
+    const traces = (data.kinds || []).map(function (k) {
+      return {
+        type: "bar", orientation: "h", name: text(k[1]), y: names,
+        x: bars.map(function (b) { return b.parts[k[0]] || 0; }),
+        marker: { color: KIND_COLORS[k[0]] || "#a3a3a3" },
+        hovertemplate: "%{y}: " + text(k[1]) + " %{x:,} tokens<extra></extra>",
+      };
+    }).filter(function (t) { return t.x.some(function (v) { return v > 0; }); });
+    const shapes = [], annotations = [];
+    const strip = markers.length > 0 && data.total > 0;
+    if (strip) {
+      // The after context from its first token to its last, its middle third shaded.
+      shapes.push({ type: "rect", xref: "x2", yref: "y2 domain", x0: data.total / 3, x1: 2 * data.total / 3,
+                    y0: 0, y1: 1, fillcolor: "#fee2e2", line: { width: 0 }, layer: "below" });
+      annotations.push({ xref: "x2", yref: "y2 domain", x: data.total / 2, y: 1, yanchor: "bottom",
+                         text: "middle third", showarrow: false, font: { size: 10, color: "#b91c1c" } });
+      traces.push({
+        type: "scatter", mode: "markers", name: "position", xaxis: "x2", yaxis: "y2", showlegend: false,
+        x: markers.map(function (m) { return m.at; }), y: markers.map(function (m) { return m.what; }),
+        text: markers.map(function (m) { return m.third; }),
+        customdata: markers.map(function (m) { return text(m.text); }),
+        marker: { symbol: "diamond", size: 11, color: markers.map(function (m) { return m.third === "middle" ? "#dc2626" : "#111827"; }) },
+        hovertemplate: "%{y} at token %{x:,} (%{text}): %{customdata}<extra></extra>",
+      });
+    }
+    const layout = {
+      barmode: "stack", height: strip ? 250 : 150, margin: { l: 60, r: 20, t: 10, b: 30 },
+      showlegend: true, legend: { orientation: "h", traceorder: "normal", y: strip ? -0.25 : -0.45, font: { size: 11 } },
+      yaxis: { domain: strip ? [0.52, 1] : [0, 1], fixedrange: true, autorange: "reversed" },
+      xaxis: { rangemode: "tozero", ticksuffix: strip ? "" : " tokens" },
+      shapes: shapes, annotations: annotations,
+    };
+    if (strip) {
+      layout.xaxis2 = { anchor: "y2", range: [0, data.total], title: { text: "position in the after context (tokens)", standoff: 2 } };
+      layout.yaxis2 = { domain: [0, 0.24], type: "category", fixedrange: true };
+    }
+    window.Plotly.newPlot(el, traces, layout, { responsive: true, displaylogo: false, displayModeBar: false });
+  }
+
+  const DRAW = { occupancy: drawChart, compare: drawCompare, trends: drawTrends, composition: drawComposition };
 
   function drawCharts(root) {
     (root || document).querySelectorAll("[data-chart]").forEach(function (el) {

@@ -22,6 +22,12 @@ _CALL_PARTS = frozenset({"tool_call", "tool_use", "function_call"})
 _ARG_KEYS = ("arguments", "args", "input", "tool_input")
 # How far back from a tool result its call is looked for.
 CALL_LOOKBACK = 16
+RESULT_ROLES = frozenset({"tool", "tool_result"})
+
+
+def is_tool_result(message: Message) -> bool:
+    """Whether a message is a tool's result: it names its tool, or has a tool's role."""
+    return message.tool is not None or message.role in RESULT_ROLES
 
 
 def args_key(arguments: Any) -> str:
@@ -83,7 +89,7 @@ def result_call(context: Sequence[Message], position: int) -> tuple[str, str | N
     own, or those of the call it names in one of the messages just before it.
     """
     message = context[position]
-    if message.tool is None and message.role not in ("tool", "tool_result"):
+    if not is_tool_result(message):
         return None
     tool = message.tool
     extra = message.extra or {}

@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
-from contextview.core.calls import call_text, calls_of, result_call
+from contextview.core.calls import call_text, calls_of, is_tool_result, result_call
 from contextview.core.entities import entity_key, is_kept_key
 from contextview.core.model import Fold, Message
 from contextview.core.stats import TextCache, TokensOf, op_reward
+from contextview.core.waste import WasteTracker
 
 HOWS = ("asked", "mentioned", "refetched", "reloaded")
 # Partitions whose messages ask: the user's question and the task.
@@ -58,6 +59,8 @@ class LossTracker:
     linked: set[tuple[int, int, str, str]] = field(default_factory=set)
     # the index of the step it expects next: it knows every step before it
     next_index: int = 0
+    # what the contexts carry for nothing, followed along the same steps
+    waste: WasteTracker = field(default_factory=WasteTracker)
 
     def clear(self) -> None:
         self.open.clear()
@@ -66,6 +69,7 @@ class LossTracker:
         self.folded_calls.clear()
         self.linked.clear()
         self.next_index = 0
+        self.waste.clear()
 
     def restore(self, rows: Iterable[tuple[int, Mapping[str, Any]]]) -> None:
         """Rebuild from the stats of earlier steps, in index order: (index, stats)."""
@@ -79,6 +83,7 @@ class LossTracker:
                 self.folded_calls.pop((refetch["tool"], refetch["args"]), None)
             for tool, args in stats.get("folded_calls") or ():
                 self.folded_calls[(tool, args)] = index
+            self.waste.replay(index, stats.get("waste"))
             self.next_index = index + 1
 
     def _open_all(
@@ -207,7 +212,7 @@ class LossTracker:
             for original in fold.originals:
                 if not original.extra and not isinstance(original.content, list):
                     continue  # no arguments and no call id: nothing to match a refetch by
-                if original.tool is None and original.role not in ("tool", "tool_result"):
+                if not is_tool_result(original):
                     continue
                 position = _position(context, original.id)
                 call = result_call(context, position) if position is not None else None

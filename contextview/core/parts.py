@@ -214,6 +214,17 @@ def reading(content: Any, extra: Mapping[str, Any] | None = None) -> Reading:
     return Reading("\n".join(reader.texts), reader.estimated, reader.parts)
 
 
+def thinking_text(content: Any) -> str:
+    """The text of a message's thinking and reasoning parts, as the model reads it."""
+    if not isinstance(content, list):
+        return ""
+    reader = _Reader()
+    for part in content:
+        if isinstance(part, Mapping) and part.get("type") in _THINKING_TYPES:
+            reader.part(part)
+    return "\n".join(reader.texts)
+
+
 def _reads_extra(extra: Mapping[str, Any]) -> bool:
     return any(key in extra for key in READ_FIELDS)
 

@@ -58,6 +58,8 @@ class WalkedStep:
     # the step's own window, where the call said it (else the session's)
     context_window: int | None = None
     tools_tokens: int = 0
+    # the call's model, else the session's (a known window is looked up by it)
+    model: str | None = None
 
     @staticmethod
     def of(index: int, result: StepResult, **facts: Any) -> WalkedStep:
@@ -231,6 +233,7 @@ class SessionWalk:
                 tools_tokens=step.tools_tokens,
                 reported_by_usage=step.before_tokens is None and step.usage is not None,
                 usage=step.usage,
+                model=step.model,
             ),
             tokens_of=tokens_of,
             cache=cache,
@@ -272,6 +275,9 @@ class SessionWalk:
         previous = self.afters.get(step.index - 1)
         if previous is not None:
             pairs += [(f, previous) for f in inferred.folds]
+        waste = tracker.waste.step(step.index, before, tokens_of, cache)
+        if waste:
+            stats["waste"] = waste
         calls = tracker.lose(step.index, stats["ops"], pairs, cache)
         if calls:
             stats["folded_calls"] = calls

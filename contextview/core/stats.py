@@ -45,9 +45,11 @@ from contextview.core.entities import (
     normalize,
     pinned_entities,
 )
+from contextview.core.layout import third_of
 from contextview.core.model import PARTITIONS, REPLACING_OPS, Fold, Message, Operation
 from contextview.core.sequences import common_prefix, common_suffix
 from contextview.core.usage import usage_counts
+from contextview.core.windows import known_window
 
 # Every flag a step can raise, with the one line the page and the reports show beside
 # it (the contract's Statistics section). In the order the dashboard lists them.
@@ -136,6 +138,9 @@ class StepInput:
     reported_by_usage: bool = False
     # the provider's usage as reported (input_tokens, cache_read_tokens, ...)
     usage: Mapping[str, Any] | None = None
+    # the model that served the call: with usage and no window given, its known
+    # window (``contextview.core.windows``) is what occupancy is measured against
+    model: str | None = None
 
 
 class TextCache:
@@ -146,7 +151,7 @@ class TextCache:
     message cost a dict lookup. One cache serves one session's computation.
     """
 
-    __slots__ = ("_normalized", "_base", "_entities", "_pinned", "_keys")
+    __slots__ = ("_normalized", "_base", "_entities", "_pinned", "_keys", "_text_keys")
 
     def __init__(self) -> None:
         self._normalized: dict[str, str] = {}
@@ -156,6 +161,8 @@ class TextCache:
         self._pinned: dict[tuple[str, ...], tuple[tuple[str, ...], dict[str, frozenset[int]]]] = {}
         # by id() of a list that `entities` returned: (that list, its entities' keys)
         self._keys: dict[int, tuple[list[str], list[str]]] = {}
+        # keys of a text's entities alone, which a caller may have stored per content
+        self._text_keys: dict[str, list[str]] = {}
 
     def normalized(self, text: str) -> str:
         cached = self._normalized.get(text)
@@ -171,6 +178,17 @@ class TextCache:
         self._base[text] = entities
         if keys is not None:
             self._keys[id(entities)] = (entities, keys)
+
+    def prime_keys(self, text: str, keys: list[str]) -> None:
+        """The keys of `text`'s entities (no pinned), worked out earlier: `text_keys`."""
+        self._text_keys[text] = keys
+
+    def text_keys(self, text: str) -> list[str]:
+        """The keys of the entities of `text` alone (no pinned texts)."""
+        keys = self._text_keys.get(text)
+        if keys is None:
+            keys = self._text_keys[text] = self.keys_of(self.base_entities(text))
+        return keys
 
     def base_entities(self, text: str) -> list[str]:
         cached = self._base.get(text)
@@ -624,7 +642,6 @@ def step_stats(
     if cache is None:
         cache = TextCache()
     pinned = tuple(step.pinned)
-    budget = budget_of(step.budget, step.context_window)
     flags: set[str] = set()
 
     if meter is None:
@@ -636,6 +653,11 @@ def step_stats(
         after_tokens += step.tools_tokens
         before_parts = {**before_parts, "tools": step.tools_tokens}
         after_parts = {**after_parts, "tools": step.tools_tokens}
+    unseen = _unseen_tokens(step.usage, before_tokens)
+    window = step.context_window
+    if window is None and unseen is not None:
+        window = known_window(step.model)
+    budget = budget_of(step.budget, window)
     estimated: dict[str, int] | None = None
     if estimate_meter is not None:
         estimated = {
@@ -652,12 +674,16 @@ def step_stats(
     occupancy: dict[str, float | None] = {"before": None, "after": None}
     limit = budget.limit
     if budget.max_tokens is not None:
+        # With provider usage the window holds what the log does not show as well
+        # (system prompt, tool schemas): the provider's count, carried to the after.
+        hidden = unseen or 0
+        seen_after = max(0, after_tokens + hidden)
         occupancy = {
-            "before": before_tokens / budget.max_tokens,
-            "after": after_tokens / budget.max_tokens,
+            "before": max(0, before_tokens + hidden) / budget.max_tokens,
+            "after": seen_after / budget.max_tokens,
         }
         for flag, at in OCCUPANCY_THRESHOLDS:
-            if after_tokens > budget.max_tokens * at:
+            if seen_after > budget.max_tokens * at:
                 flags.add(flag)
     exceeded = limit is not None and after_tokens > limit
     if exceeded:
@@ -669,7 +695,6 @@ def step_stats(
         "before": _relative_error(step.reported_before, before_tokens),
         "after": _relative_error(step.reported_after, after_tokens),
     }
-    unseen = _unseen_tokens(step.usage, before_tokens)
     # The flag concerns the agent's own estimates; provider usage also counts what
     # the log does not hold (system prompt, tool schemas): that is unseen_tokens.
     own_errors = [reported_error["after"]]
@@ -759,6 +784,8 @@ def step_stats(
         out["estimated_tokens"] = estimated
     if unseen is not None:
         out["unseen_tokens"] = unseen
+        if budget.max_tokens is not None:
+            out["window"] = budget.max_tokens
     return out
 
 
@@ -778,12 +805,12 @@ def _pinned_mid(
     """Whether a pinned text or message starts in the middle third of `after`."""
     if not pinned and not any(map(_is_pinned, after)):
         return False
-    low, high = total / 3, 2 * total / 3
     at = 0
     for m in after:
-        if at >= high:
+        where = third_of(at, total)
+        if where == "end":
             break
-        if at >= low and (m.pinned or (pinned and cache.pinned_in(pinned, m.text))):
+        if where == "middle" and (m.pinned or (pinned and cache.pinned_in(pinned, m.text))):
             return True
         at += tokens_of(m)
     return False
@@ -800,9 +827,11 @@ def session_aggregates(step_stats_list: Sequence[Mapping[str, Any]]) -> dict[str
     ops_by_type: Counter[str] = Counter()
     flag_counts: Counter[str] = Counter()
     tokens_saved = entities_total = entities_kept = reload_regrets = tokens_after = 0
+    window = 0
     reward_total = 0.0
     for stats in step_stats_list:
         tokens_after += stats["tokens"]["after"]
+        window = max(window, stats.get("window") or 0)
         if "reload_regret" in stats["flags"]:
             # One per original brought back; a step reloading three counts three.
             reload_regrets += len(stats.get("regretted_reloads") or ()) or 1
@@ -837,4 +866,6 @@ def session_aggregates(step_stats_list: Sequence[Mapping[str, Any]]) -> dict[str
         "tokens_after_total": tokens_after,
         "entities_total": entities_total,
         "entities_kept": entities_kept,
+        # the window that provider-counted occupancy was measured against, if any
+        **({"window": window} if window else {}),
     }

@@ -76,6 +76,26 @@ def _flagged_details(session: Session, indexes: list[int]) -> list[dict[str, Any
     return out
 
 
+def _loss_lists(session: Session) -> dict[str, Any]:
+    """What the session's aggregates say was lost and needed later, fetched again, and
+    carried for nothing (``core.needs``, ``core.waste``)."""
+    aggregates = session.aggregates if isinstance(session.aggregates, dict) else {}
+
+    def listed(name: str) -> list[dict[str, Any]]:
+        value = aggregates.get(name)
+        return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
+
+    return {
+        "amnesia": listed("amnesia"),
+        "refetches": listed("refetches"),
+        "rebilled": {
+            "tokens": aggregates.get("rebilled_tokens") or 0,
+            "duplicates": listed("duplicate_results"),
+            "unreferenced": listed("unreferenced_results"),
+        },
+    }
+
+
 def session_report(session: Session) -> dict[str, Any]:
     timeline = list(session_timeline(session))
     flagged = [t["index"] for t in timeline if t.get("flags")][:MAX_FLAGGED]
@@ -103,6 +123,7 @@ def session_report(session: Session) -> dict[str, Any]:
         "lost_entities": [
             {"step": t["index"], "entities": t["lost"]} for t in timeline if t.get("lost")
         ],
+        **_loss_lists(session),
         "annotations": [
             {
                 "id": a.pk,
@@ -215,6 +236,50 @@ def _md_budget(budget: Any) -> str:
     return text
 
 
+def _md_table(header: list[str], rows: list[list[Any]], empty: str) -> list[str]:
+    """A Markdown table of agent-sent cells (escaped), or `empty` without rows."""
+    if not rows:
+        return [empty]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in rows]
+
+
+def _md_loss(report: dict[str, Any]) -> list[str]:
+    """The Markdown sections of what was needed later, fetched again and re-billed."""
+    lines = ["", "## Needed later (amnesia)", ""]
+    lines += _md_table(
+        ["entity", "lost at step", "needed at step", "how"],
+        [[a.get("text", ""), a.get("lost_at"), a.get("needed_at"), a.get("how", "")]
+         for a in report["amnesia"]],
+        "No step needed something an operation had lost.",
+    )  # fmt: skip
+    lines += ["", "## Refetches", ""]
+    lines += _md_table(
+        ["tool", "folded at step", "fetched again at step", "tokens"],
+        [[r.get("tool", ""), r.get("lost_at"), r.get("refetched_at"), r.get("tokens")]
+         for r in report["refetches"]],
+        "No tool call fetched again what a fold or drop took out.",
+    )  # fmt: skip
+    rebilled = report["rebilled"]
+    lines += ["", "## Re-billed tool results", ""]
+    if not rebilled["duplicates"] and not rebilled["unreferenced"]:
+        lines.append("No tool result was carried for nothing.")
+        return lines
+    lines += [f"Re-billed tokens: {rebilled['tokens']:,}", ""]
+    lines += [
+        f"- {_md(d.get('message', ''))} ({_md(d.get('tool') or '-')}): {d.get('copies')} copies "
+        f"from step {d.get('first_at')}, {d.get('tokens'):,} tokens re-billed"
+        for d in rebilled["duplicates"]
+    ]
+    lines += [
+        f"- {_md(u.get('message', ''))} ({_md(u.get('tool') or '-')}): never referred to again, "
+        f"carried {u.get('steps')} steps from step {u.get('added_at')}, "
+        f"{u.get('tokens'):,} tokens re-billed"
+        for u in rebilled["unreferenced"]
+    ]
+    return lines
+
+
 def report_markdown(report: dict[str, Any]) -> str:
     s = report["session"]
     lines = [f"# Session {_md(s['session_id'])}", ""]
@@ -270,6 +335,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         lines.append("No compression lost a key entity.")
     for entry in report["lost_entities"]:
         lines.append(f"- step {entry['step']}: {_md_list(entry['entities'])}")
+    lines += _md_loss(report)
     lines += ["", "## Annotations", ""]
     if not report["annotations"]:
         lines.append("No annotations.")

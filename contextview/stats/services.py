@@ -21,6 +21,7 @@ import orjson
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
+from contextview.core.calls import is_tool_result
 from contextview.core.entities import entity_forms, entity_key, extract_entities_keyed
 from contextview.core.infer import COMPACTED, Inferred
 from contextview.core.lru import SizedLRU
@@ -33,6 +34,7 @@ from contextview.core.refs import decode_many
 from contextview.core.session import SessionWalk, WalkedStep
 from contextview.core.stats import ContextMeter, TextCache, session_aggregates
 from contextview.core.tokens import EncodingChoice, TokenCounter
+from contextview.core.waste import waste_summary
 from contextview.db import binary_cursor
 from contextview.sessions.models import Session, Step
 from contextview.sessions.selectors import StoredMessage, json_value, messages_by_pk
@@ -140,6 +142,30 @@ def entities_for_blobs(*, blobs: dict[int, str]) -> dict[int, tuple[list[str], l
     return known
 
 
+def entity_keys_for_blobs(*, blobs: dict[int, str]) -> dict[int, list[str]]:
+    """The keys (``entity_key``) of each blob's key entities, without the entities.
+
+    What waste tracking matches tool results by: half the bytes of the entities.
+    """
+    if not blobs:
+        return {}
+    known, pks = _cached("entity keys", blobs)
+    if pks:
+        with binary_cursor() as cursor:
+            cursor.execute(
+                "SELECT blob_id, keys FROM cv_blob_entities "
+                "WHERE blob_id = ANY(%b) AND keys IS NOT NULL",
+                [sorted(pks)],
+            )
+            for pk, keys_json in cursor.fetchall():
+                keys = known[pk] = orjson.loads(keys_json)
+                _CACHE.put(("entity keys", pk), keys, 100 + 6 * len(keys_json))
+        missing = {pk: blobs[pk] for pk in pks if pk not in known}
+        for pk, (_, keys) in entities_for_blobs(blobs=missing).items():
+            known[pk] = keys
+    return known
+
+
 def _entities_stored(
     blobs: dict[int, str], pks: list[int]
 ) -> dict[int, tuple[tuple[list[str], list[str]], int]]:
@@ -219,7 +245,7 @@ def _session_lock(session_id: int) -> Iterator[None]:
 _STEPS_SQL = (
     "SELECT id, index, before_refs, after_refs, reported_before, reported_after, after_mismatch, "
     f"coalesce(obs_extra -> '{COMPACTED}' = 'true'::jsonb, false), "
-    "tools_blob_id, usage, context_window "
+    "tools_blob_id, usage, context_window, model "
     "FROM cv_step WHERE session_id = %s AND index >= %s ORDER BY index LIMIT %s"
 )
 _PREVIOUS_SQL = (
@@ -242,9 +268,9 @@ _FOLDS_SQL = (
 _LOSSES_SQL = (
     "SELECT index, stats -> 'needs', stats -> 'refetches', stats -> 'folded_calls', "
     "jsonb_path_query_array(stats, '$.ops[*].targets'), "
-    "jsonb_path_query_array(stats, '$.ops[*].entities.lost') FROM cv_step "
+    "jsonb_path_query_array(stats, '$.ops[*].entities.lost'), stats -> 'waste' FROM cv_step "
     "WHERE session_id = %s AND index < %s AND stats_status = 'ready' AND (stats ?| "
-    "array['needs', 'refetches', 'folded_calls'] "
+    "array['needs', 'refetches', 'folded_calls', 'waste'] "
     "OR jsonb_path_exists(stats, '$.ops[*].entities.lost[0]')) ORDER BY index"
 )
 _RESTATS_SQL = (
@@ -380,6 +406,7 @@ def _compute_steps(
         )
         if tracker.next_index != steps[0][1]:
             tracker.restore(_losses_before(session.pk, steps[0][1]))
+            tracker.waste.resume(chunk.contexts[bytes(previous[0])], chunk.texts)
     unsaid: dict[int, Inferred] = {}  # inferred operations, by step pk
 
     meter = ContextMeter(chunk.tokens_of)
@@ -394,7 +421,7 @@ def _compute_steps(
     with binary_cursor() as cursor, cursor.connection.pipeline():
         for row in steps:
             pk, index, before_refs, after_refs, own_before, reported_after, mismatch = row[:7]
-            compacted, tools_pk, usage, window = row[7:]
+            compacted, tools_pk, usage, window, model = row[7:]
             inferred, stats = walk.measure(
                 WalkedStep(
                     index=index,
@@ -409,6 +436,7 @@ def _compute_steps(
                     usage=json_value(usage),
                     context_window=window,
                     tools_tokens=chunk.tools_tokens.get(tools_pk, 0),
+                    model=model or session.model,
                 ),
                 tokens_of=chunk.tokens_of,
                 cache=chunk.texts,
@@ -434,7 +462,7 @@ def _losses_before(session_pk: int, index: int) -> Iterator[tuple[int, dict[str,
     with connection.cursor() as cursor:
         cursor.execute(_LOSSES_SQL, [session_pk, index])
         rows = cursor.fetchall()
-    for step_index, needs, refetches, calls, targets, lost in rows:
+    for step_index, needs, refetches, calls, targets, lost, waste in rows:
         ops = [
             {"targets": t, "entities": {"lost": e}}
             for t, e in zip(json_value(targets) or (), json_value(lost) or (), strict=True)
@@ -446,6 +474,7 @@ def _losses_before(session_pk: int, index: int) -> Iterator[tuple[int, dict[str,
                 "refetches": json_value(refetches),
                 "folded_calls": json_value(calls),
                 "ops": ops,
+                "waste": json_value(waste),
             },
         )
 
@@ -587,6 +616,10 @@ def _chunk_read(
     originals = {stored[f[6]].blob_pk: stored[f[6]].message.text for f in chunk_folds}
     for pk, (found, keys) in entities_for_blobs(blobs=originals).items():
         texts.prime(originals[pk], found, keys)
+    # Waste tracking (``core.waste``) matches tool results by their entities' keys.
+    results = {s.blob_pk: s.message.text for s in stored.values() if is_tool_result(s.message)}
+    for pk, keys in entity_keys_for_blobs(blobs=results).items():
+        texts.prime_keys(results[pk], keys)
     return _Chunk(
         contexts=contexts,
         tokens_of=tokens_of,
@@ -654,6 +687,7 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
     aggregates: dict[str, Any] = session_aggregates(stats)
     aggregates["amnesia"] = amnesia
     aggregates["refetches"] = refetches
+    aggregates.update(waste_summary(by_index))
     choice = session_encoding(session)
     aggregates["encoding"] = choice.name
     if choice.note:

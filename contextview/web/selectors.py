@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from difflib import SequenceMatcher
+from functools import cached_property
 from typing import Any
 from urllib.parse import quote
 
@@ -56,6 +57,7 @@ from contextview.sessions.selectors import (
     step_contexts,
     token_counts,
 )
+from contextview.web.layout import StepLayout, step_layout
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -420,7 +422,8 @@ SELECT coalesce(json_agg(json_build_array(
          (SELECT jsonb_object_agg(e.key, e.value->'after')
             FROM jsonb_each(CASE WHEN jsonb_typeof(st.stats->'partitions') = 'object'
                                  THEN st.stats->'partitions' END) AS e),
-         span.flags, p.reported_before, p.reported_after, ops.ops, span.lo, span.hi
+         span.flags, p.reported_before, p.reported_after, ops.ops, span.lo, span.hi,
+         st.stats->'unseen_tokens'
        ) ORDER BY p.bucket), '[]')::text,
        (SELECT coalesce(array_agg(DISTINCT mode), '{}') FROM s WHERE mode <> '')
 FROM peak p JOIN cv_step st ON st.id = p.id JOIN span USING (bucket) LEFT JOIN ops USING (bucket)
@@ -911,6 +914,20 @@ class StepView:
     message_ids: list[str] = field(default_factory=list)
     # The tools the agent ran after this call (from OTLP tool spans).
     tool_runs: list[ToolRunView] = field(default_factory=list)
+    # Each context's messages with their measured tokens (None: not counted yet).
+    before_cells: list[tuple[Message, int | None]] = field(default_factory=list)
+    after_cells: list[tuple[Message, int | None]] = field(default_factory=list)
+
+    @cached_property
+    def layout(self) -> StepLayout | None:
+        return step_layout(
+            session=self.session,
+            step=self.step,
+            before=self.before_cells,
+            after=self.after_cells,
+            tools_tokens=self.tools_tokens or 0,
+            encoding=_encoding(self.session),
+        )
 
     @property
     def groups(self) -> list[RowGroup]:
@@ -1077,6 +1094,8 @@ def step_view(*, session: Session, step: Step) -> StepView:
         stats=stats,
         message_ids=list(dict.fromkeys(s.message.id for s in (*before, *after))),
         tool_runs=tool_runs_of_step(session=session, step=step),
+        before_cells=list(zip([s.message for s in before], tb, strict=True)),
+        after_cells=list(zip([s.message for s in after], ta, strict=True)),
     )
 
 
@@ -1207,10 +1226,14 @@ class RestorePreview:
 
 
 def session_budget(session: Session) -> tuple[int | None, int | None]:
-    """The session's max_tokens and limit, by the rule the statistics use."""
-    budget = budget_of(
-        session.budget if isinstance(session.budget, dict) else None, session.context_window
-    )
+    """The session's max_tokens and limit, by the rule the statistics use. Without a
+    budget or a window of its own, the window that provider-counted occupancy was
+    measured against (``aggregates.window``)."""
+    aggregates = session.aggregates if isinstance(session.aggregates, dict) else {}
+    window = session.context_window or aggregates.get("window")
+    if not isinstance(window, int) or isinstance(window, bool):
+        window = None
+    budget = budget_of(session.budget if isinstance(session.budget, dict) else None, window)
     return budget.max_tokens, budget.limit
 
 

@@ -106,9 +106,60 @@ def test_it_reports_unseen_tokens_from_a_steps_provider_usage(
     api: Api, celery_worker_process: Any
 ) -> None:
     usage = {"input_tokens": 900, "output_tokens": 20, "cache_read_tokens": 100}
-    first = step("usage", 0, [SYS, ASK], usage=usage)
+    first = step("usage", 0, [SYS, ASK], usage=usage, model="claude-sonnet-4-5")
     assert api.ingest({"batch": [first]}).status_code == 207
     wait_for(lambda: api.get("/sessions/usage/steps/0").json()["stats_status"] == "ready")
     stats = api.get("/sessions/usage/steps/0").json()["stats"]
     assert stats["unseen_tokens"] == 1000 - stats["tokens"]["before"]
     assert "token_estimate_off" not in stats["flags"]
+    # Occupancy is the provider's 1,000 tokens in Claude's 200,000-token window.
+    assert stats["occupancy"]["before"] == pytest.approx(1000 / 200_000)
+    wait_for(lambda: api.get("/sessions/usage").json()["stats_status"] == "ready")
+    assert api.get("/sessions/usage").json()["aggregates"]["window"] == 200_000
+
+
+def waste_session(name: str) -> list[dict[str, Any]]:
+    """The order search is answered twice from step 2 on; a log read at step 0 is never
+    referred to again, yet carried to the end; the order it found is."""
+    log = {"id": "log", "role": "tool", "tool": "read_log", "content": "GET /api/lock 504 3002ms"}
+    context = [SYS, ASK, log, call(1), result(1)]
+    steps = [step(name, 0, context)]
+    for k in range(1, 9):
+        # The agent writes about the order it found, never about the log.
+        text = "SO20260101007 needs a new carrier." if k == 3 else f"Working, part {k}."
+        context = [*context, say(f"a{k}", "assistant", text)]
+        if k == 2:
+            context = [*context, call(2), result(2)]
+        steps.append(step(name, k, context))
+    return steps
+
+
+def test_it_sums_the_tokens_re_billed_for_duplicate_and_unreferenced_results(
+    api: Api, celery_worker_process: Any
+) -> None:
+    tokens = len(load_encoding("cl100k_base").encode_ordinary(RESULT))
+    assert api.ingest({"batch": waste_session("waste")}).status_code == 207
+    # The same session again, in two batches: the second run resumes mid-session.
+    split = waste_session("waste-resumed")
+    assert api.ingest({"batch": split[:5]}).status_code == 207
+    wait_for(lambda: api.get("/sessions/waste-resumed").json()["stats_status"] == "ready")
+    assert api.ingest({"batch": split[5:]}).status_code == 207
+    for name in ("waste", "waste-resumed"):
+        wait_for(
+            lambda name=name: (
+                api.get(f"/sessions/{name}").json()["stats_status"] == "ready"
+                and api.get(f"/sessions/{name}").json()["aggregates"]["steps"] == 9
+            )
+        )
+    aggregates = api.get("/sessions/waste").json()["aggregates"]
+    # The second answer is billed for nothing at steps 2 to 8.
+    assert aggregates["duplicate_results"] == [
+        {"tool": "search_orders", "message": "t1", "first_at": 2, "copies": 2, "tokens": 7 * tokens}
+    ]
+    [log] = aggregates["unreferenced_results"]
+    assert (log["message"], log["added_at"], log["steps"]) == ("log", 0, 9)
+    assert aggregates["rebilled_tokens"] == 7 * tokens + log["tokens"]
+    assert api.get("/sessions/waste/steps/3").json()["stats"]["waste"]["duplicate_tokens"] == tokens
+    resumed = api.get("/sessions/waste-resumed").json()["aggregates"]
+    for key in ("duplicate_results", "unreferenced_results", "rebilled_tokens"):
+        assert resumed[key] == aggregates[key], key

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from contextview.sessions.models import Session
-from tests.stats.test_loss import amnesia_session
+from tests.stats.test_loss import amnesia_session, waste_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,3 +46,62 @@ def test_it_shows_what_was_lost_and_which_later_step_needed_it(
     fine_link = f'href="/sessions/{fine.pk}/"'
     assert fine_link in client.get("/").content.decode()
     assert fine_link not in client.get("/?flag=amnesia").content.decode()
+
+
+def test_it_lists_amnesia_refetches_and_re_billed_results_on_the_session_page(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    forgetful = seed(amnesia_session("forgetful"))
+    wasteful = seed(waste_session("wasteful"))
+    client = login("viewer")
+    page = client.get(f"/sessions/{forgetful.pk}/").content.decode()
+    assert "What was lost and needed later" in page
+    step_2 = f'href="/sessions/{forgetful.pk}/steps/2/"'
+    # SO20260101007: lost at step 2, asked for at step 5; the search fetched again at 6.
+    amnesia = page[page.index('class="amnesia-list"') : page.index('class="refetch-list"')]
+    assert "SO20260101007" in amnesia and step_2 in amnesia
+    assert f'href="/sessions/{forgetful.pk}/steps/5/"' in amnesia and "asked" in amnesia
+    refetches = page[page.index('class="refetch-list"') :]
+    assert "search_orders" in refetches[: refetches.index("</table>")]
+    assert f'href="/sessions/{forgetful.pk}/steps/6/"' in refetches
+    assert "Carried for nothing" not in page
+
+    page = client.get(f"/sessions/{wasteful.pk}/").content.decode()
+    assert "What was lost and needed later" not in page
+    aggregates = wasteful.aggregates
+    assert f"Re-billed tokens: <strong>{aggregates['rebilled_tokens']:,}</strong>" in page
+    duplicates = page[
+        page.index('class="duplicate-list"') : page.index('class="unreferenced-list"')
+    ]
+    assert f'href="/sessions/{wasteful.pk}/steps/2/#m-t1"' in duplicates
+    unreferenced = page[page.index('class="unreferenced-list"') :]
+    assert "read_log" in unreferenced and "search_orders" not in unreferenced.split("</table>")[0]
+
+
+def test_it_reports_amnesia_refetches_and_re_billed_results_in_markdown_and_html(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    forgetful = seed(amnesia_session("forgetful"))
+    wasteful = seed(waste_session("wasteful"))
+    client = login("viewer")
+
+    markdown = client.get(f"/sessions/{forgetful.pk}/report.md").content.decode()
+    needed = markdown.split("## Needed later (amnesia)")[1].split("## Refetches")[0]
+    assert "| SO20260101007 | 2 | 5 | asked |" in needed
+    refetches = markdown.split("## Refetches")[1].split("## Re-billed")[0]
+    assert "| search_orders | 2 | 6 |" in refetches
+    assert "No tool result was carried for nothing." in markdown
+
+    html = client.get(f"/sessions/{forgetful.pk}/report.html").content.decode()
+    amnesia = html[html.index('<section id="amnesia">') : html.index('<section id="refetches">')]
+    assert '<mark class="lost-entity needed">SO20260101007</mark>' in amnesia
+    assert '<a href="#step-2">step 2</a>' in amnesia and '<a href="#step-5">step 5</a>' in amnesia
+    assert 'id="step-5"' in html  # the link lands on the timeline's row
+
+    rebilled = client.get(f"/sessions/{wasteful.pk}/report.md").content.decode()
+    rebilled = rebilled.split("## Re-billed tool results")[1]
+    assert f"Re-billed tokens: {wasteful.aggregates['rebilled_tokens']:,}" in rebilled
+    assert "- t1 (search_orders): 2 copies from step 2" in rebilled
+    assert "- log (read_log): never referred to again, carried 9 steps from step 0" in rebilled
+    html = client.get(f"/sessions/{wasteful.pk}/report.html").content.decode()
+    assert "never referred to again, carried 9 steps" in html

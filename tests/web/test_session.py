@@ -30,7 +30,8 @@ def test_it_shows_the_session_header_chart_data_and_steps(
         assert text in page, text
     rows = _chart(page, "rows")
     assert [r[0] for r in rows] == [0, 1, 2]
-    index, mode, before, after, partitions, flags, _, reported_after, ops, lo, hi = rows[0]
+    index, mode, before, after, partitions, flags, _, reported_after, ops, lo, hi, unseen = rows[0]
+    assert unseen is None  # no provider usage: nothing hidden from the log
     assert mode == "summary" and ops == "summarize" and reported_after == 60
     assert index == lo == hi == 0
     assert after < before and sum(partitions.values()) == after

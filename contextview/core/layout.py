@@ -1,0 +1,112 @@
+"""What a context is made of, and where its pinned texts and task sit in it.
+
+Models attend least to the middle of a long context ("lost in the middle"):
+`third_of` is the one rule for start, middle and end, which ``pinned_mid``
+(``contextview.core.stats``) and the step page's markers both use.
+`composition` splits a context's tokens by kind, as an engineer asks "what
+is this context full of": system prompt, tool definitions, tool results,
+messages, the model's thinking, and what the provider read that the log does
+not hold (``unseen_tokens``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from contextview.core.calls import is_tool_result
+from contextview.core.entities import normalize
+from contextview.core.model import Message
+from contextview.core.parts import thinking_text
+
+# In the order a provider reads them: what comes first in a call first.
+KINDS = ("unseen", "tools", "system", "messages", "tool_results", "thinking")
+KIND_LABELS = {
+    "unseen": "unseen (provider only)",
+    "tools": "tool definitions",
+    "system": "system",
+    "messages": "messages",
+    "tool_results": "tool results",
+    "thinking": "thinking",
+}
+THIRDS = ("start", "middle", "end")
+
+
+def third_of(at: float, total: float) -> str:
+    """Which third of a context of `total` tokens a message starting at token `at` is in."""
+    if total <= 0 or at < total / 3:
+        return "start"
+    return "middle" if at < 2 * total / 3 else "end"
+
+
+def kind_of(m: Message) -> str:
+    """The kind a message counts under: system, tool_results or messages."""
+    if m.role in ("system", "developer") or m.partition == "system":
+        return "system"
+    if is_tool_result(m):
+        return "tool_results"
+    return "messages"
+
+
+def composition(
+    context: Sequence[Message],
+    tokens: Sequence[int | None],
+    *,
+    count: Callable[[str], int],
+    tools_tokens: int = 0,
+    unseen: int | None = None,
+) -> dict[str, int]:
+    """Tokens of `context` by kind (`KINDS`, in order); `tokens[i]` are message i's.
+
+    A message's thinking counts apart from the rest of it, measured with `count`
+    and never more than the message's own tokens. Negative unseen tokens (the
+    provider counted less than the log holds) count as none.
+    """
+    out = dict.fromkeys(KINDS, 0)
+    out["unseen"] = max(0, unseen or 0)
+    out["tools"] = tools_tokens
+    for m, n in zip(context, tokens, strict=True):
+        n = n or 0
+        if m.role == "assistant" and isinstance(m.content, list):
+            thought = thinking_text(m.content)
+            if thought:
+                t = min(n, count(thought))
+                out["thinking"] += t
+                n -= t
+        out[kind_of(m)] += n
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a pinned text or the task sits in a context."""
+
+    what: str  # "pinned" or "task"
+    text: str  # the pinned text, or the start of the message
+    message: str  # the id of the message it is in
+    at: int  # tokens before that message
+    third: str  # start, middle or end
+
+
+def placements(
+    context: Sequence[Message], tokens: Sequence[int | None], pinned: Sequence[str] = ()
+) -> list[Placement]:
+    """Where each pinned text (first found), pinned message and task message sits."""
+    total = sum(n or 0 for n in tokens)
+    wanted = {normalize(p): p for p in pinned if p.strip()}
+    out: list[Placement] = []
+    at = 0
+    for m, n in zip(context, tokens, strict=True):
+        folded = normalize(m.text) if wanted else ""
+        for key in [k for k in wanted if k in folded]:
+            out.append(Placement("pinned", wanted.pop(key), m.id, at, third_of(at, total)))
+        if m.pinned or m.partition == "task":
+            what = "pinned" if m.pinned else "task"
+            out.append(Placement(what, _start(m.text), m.id, at, third_of(at, total)))
+        at += n or 0
+    return out
+
+
+def _start(text: str, limit: int = 80) -> str:
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -1,0 +1,342 @@
+"""Waste: tool results a session pays for again and again without using them.
+
+Every call sends the whole context, so a tool result is billed once per step
+that carries it. Two kinds are waste:
+
+- **duplicates**: the same result (same text) present several times in one
+  context; every copy beyond the first is billed for nothing at each step.
+- **unreferenced**: a result that the agent never refers to again (no later
+  user or assistant message, nor any tool call's arguments, holds one of its
+  key entities) yet that stays in the context for `UNREFERENCED_MIN_STEPS`
+  steps or more. Each read after the first is billed for nothing. A result
+  without key entities cannot be told apart and is not judged.
+
+Their "re-billed tokens" are those tokens summed over the steps that carried
+them. The work has two halves, as for losses (``contextview.core.needs``):
+
+- `WasteTracker`, run over a session's before contexts in order, looks only
+  at what changed since the previous one (``context_delta``) and at each
+  distinct result text once. What happens (a result arrives, leaves, gains or
+  loses a copy, is referred to) goes into the step's stats as ``waste``
+  events, so a computation resumed at any step rebuilds it (`replay`, `resume`).
+- `waste_summary`, at session aggregation, reads those events back into the
+  session's lists and totals.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import Any
+
+from contextview.core.calls import RESULT_ROLES, call_text, is_tool_result
+from contextview.core.model import Message
+from contextview.core.stats import TextCache, TokensOf, context_delta
+
+# An unreferenced result is waste once carried this many steps.
+UNREFERENCED_MIN_STEPS = 5
+# The longest lists a session's aggregates keep (largest re-billed first).
+LIST_LIMIT = 50
+
+
+@dataclass(slots=True)
+class _Result:
+    """One distinct tool result text while it is in the context."""
+
+    text: str
+    digest: str
+    tool: str
+    message: str
+    tokens: int
+    since: int
+    copies: int = 1
+    referenced: bool = False
+
+
+def _extra(copies: int, tokens: int) -> int:
+    """Tokens of the copies beyond the first."""
+    return (copies - 1) * tokens if copies > 1 else 0
+
+
+@dataclass(slots=True)
+class WasteTracker:
+    """The tool results in a session's latest before context, by text."""
+
+    live: dict[str, _Result] = field(default_factory=dict)
+    # entity key -> the latest result that holds it (a reference to the key
+    # counts for that one), while no message referred to it yet
+    by_key: dict[str, _Result] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)
+    last: Sequence[Message] | None = None
+    duplicate_tokens: int = 0
+    # results replayed from stats, by digest, until `resume` finds their texts
+    pending: dict[str, _Result] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        self.live.clear()
+        self.by_key.clear()
+        self.pending.clear()
+        self.last = None
+        self.duplicate_tokens = 0
+
+    def _digest(self, text: str) -> str:
+        found = self.digests.get(text)
+        if found is None:
+            found = self.digests[text] = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        return found
+
+    def step(
+        self, index: int, before: Sequence[Message], tokens_of: TokensOf, cache: TextCache
+    ) -> dict[str, Any] | None:
+        """Follow step `index`'s before context; its ``waste`` events, None when none."""
+        last = self.last
+        delta = context_delta(last, before) if last is not None else None
+        removed: Sequence[Message]
+        added: Sequence[Message]
+        if last is None:
+            removed, added = (), before
+        elif delta is None:
+            # Much changed: what differs, by identity (the contexts of a session
+            # share their message objects), rather than everything twice.
+            kept = set(map(id, before))
+            had = set(map(id, last))
+            removed = [m for m in last if id(m) not in kept]
+            added = [m for m in before if id(m) not in had]
+        else:
+            removed, added = delta
+        self.last = before
+        events: dict[str, Any] = {}
+        if removed or added:
+            self._apply(index, removed, added, tokens_of, cache, events)
+        if self.duplicate_tokens:
+            events["duplicate_tokens"] = self.duplicate_tokens
+        return events or None
+
+    def _apply(
+        self,
+        index: int,
+        removed: Sequence[Message],
+        added: Sequence[Message],
+        tokens_of: TokensOf,
+        cache: TextCache,
+        events: dict[str, Any],
+    ) -> None:
+        # Net change per result text: a message that moved is neither gone nor new.
+        # (is_tool_result, written out: these loops run for every changed message.)
+        change: dict[str, int] = {}
+        first: dict[str, Message] = {}
+        get = change.get
+        for m in removed:
+            if m.tool is not None or m.role in RESULT_ROLES:
+                text = m.text
+                if text:
+                    change[text] = get(text, 0) - 1
+        removed_ids = {m.id for m in removed} if removed else ()
+        for m in added:
+            if m.tool is not None or m.role in RESULT_ROLES:
+                text = m.text
+                if text:
+                    change[text] = get(text, 0) + 1
+                    if text not in first:
+                        first[text] = m
+            elif self.by_key and m.id not in removed_ids:
+                self._refer(m, cache, events)
+        for text, n in change.items():
+            if n:
+                self._count(index, text, n, first.get(text), tokens_of, cache, events)
+
+    def _refer(self, m: Message, cache: TextCache, events: dict[str, Any]) -> None:
+        """Mark the results that message `m`, new in the context, refers to."""
+        args = call_text(m) if m.extra or isinstance(m.content, list) else ""
+        text = f"{m.text}\n{args}" if args else m.text
+        by_key, live = self.by_key, self.live
+        for key in cache.keys_of(cache.base_entities(text)):
+            result = by_key.pop(key, None)
+            if result is not None and not result.referenced and live.get(result.text) is result:
+                result.referenced = True
+                events.setdefault("referenced", []).append(result.digest)
+
+    def _count(
+        self,
+        index: int,
+        text: str,
+        n: int,
+        message: Message | None,
+        tokens_of: TokensOf,
+        cache: TextCache,
+        events: dict[str, Any],
+    ) -> None:
+        result = self.live.get(text)
+        if result is None:
+            if n < 0 or message is None:
+                return  # left without having been followed: nothing to do
+            result = _Result(
+                text=text,
+                digest=self._digest(text),
+                tool=message.tool or "",
+                message=message.id,
+                tokens=tokens_of(message),
+                since=index,
+                copies=0,
+            )
+            self.live[text] = result
+            keys = cache.text_keys(text)
+            events.setdefault("new", []).append(
+                [result.digest, result.tool, result.tokens, result.message, int(bool(keys))]
+            )
+            self.by_key.update(zip(keys, repeat(result)))  # noqa: B905 (repeat)
+        old = result.copies
+        result.copies = new = max(0, old + n)
+        self.duplicate_tokens += _extra(new, result.tokens) - _extra(old, result.tokens)
+        if new == 0:
+            del self.live[text]
+            events.setdefault("gone", []).append(result.digest)
+        elif new > 1 or old > 1:
+            events.setdefault("copies", []).append([result.digest, new])
+
+    def replay(self, index: int, events: Mapping[str, Any] | None) -> None:
+        """Take in the ``waste`` events of step `index` (steps in index order)."""
+        if not events:
+            return
+        pending = self.pending
+        for digest in events.get("referenced") or ():
+            if digest in pending:
+                pending[digest].referenced = True
+        for digest in events.get("gone") or ():
+            pending.pop(digest, None)
+        for digest, tool, tokens, message, _ in events.get("new") or ():
+            pending[digest] = _Result("", digest, tool, message, tokens, index, copies=1)
+        for digest, copies in events.get("copies") or ():
+            if digest in pending:
+                pending[digest].copies = copies
+
+    def resume(self, before: Sequence[Message], cache: TextCache) -> None:
+        """After `replay`: `before` is the context of the step replayed last."""
+        pending = self.pending
+        for m in before:
+            if not pending:
+                break
+            if is_tool_result(m) and m.text:
+                result = pending.pop(self._digest(m.text), None)
+                if result is None:
+                    continue
+                result.text = m.text
+                self.live[m.text] = result
+                self.duplicate_tokens += _extra(result.copies, result.tokens)
+                if not result.referenced:
+                    keys = cache.text_keys(m.text)
+                    self.by_key.update(zip(keys, repeat(result)))  # noqa: B905 (repeat)
+        pending.clear()
+        self.last = before
+
+
+@dataclass(slots=True)
+class _Carried:
+    """One result over the whole session, as `waste_summary` reads it back."""
+
+    tool: str
+    message: str
+    tokens: int
+    added_at: int
+    judged: bool
+    open_at: int | None = None  # the step it came (back) at, while in the context
+    copies: int = 1
+    copies_at: int = 0
+    steps: int = 0
+    max_copies: int = 1
+    duplicated_at: int | None = None
+    duplicate_tokens: int = 0
+    referenced: bool = False
+
+    def settle_copies(self, index: int) -> None:
+        self.duplicate_tokens += _extra(self.copies, self.tokens) * (index - self.copies_at)
+        self.copies_at = index
+
+    def close(self, index: int) -> None:
+        if self.open_at is not None:
+            self.settle_copies(index)
+            self.steps += index - self.open_at
+            self.open_at = None
+
+
+def waste_summary(stats_by_index: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """The session's waste from its steps' ``waste`` events: aggregates entries.
+
+    ``duplicate_results``: results present more than once in a context, with the
+    most copies seen and the re-billed tokens of the extra copies;
+    ``unreferenced_results``: results never referred to again yet carried
+    `UNREFERENCED_MIN_STEPS` steps or more, with the tokens re-billed after
+    their first step; ``rebilled_tokens``: both summed.
+    """
+    results: dict[str, _Carried] = {}
+    end = 0
+    for index in sorted(stats_by_index):
+        end = index + 1
+        events = stats_by_index[index].get("waste")
+        if not isinstance(events, Mapping):
+            continue
+        for digest in events.get("referenced") or ():
+            if digest in results:
+                results[digest].referenced = True
+        for digest in events.get("gone") or ():
+            if digest in results:
+                results[digest].close(index)
+        for digest, tool, tokens, message, judged in events.get("new") or ():
+            carried = results.get(digest)
+            if carried is None:
+                carried = results[digest] = _Carried(tool, message, tokens, index, bool(judged))
+            carried.open_at = carried.copies_at = index
+            carried.copies = 1
+        for digest, copies in events.get("copies") or ():
+            carried = results.get(digest)
+            if carried is None or carried.open_at is None:
+                continue
+            carried.settle_copies(index)
+            carried.copies = copies
+            if copies > carried.max_copies:
+                carried.max_copies = copies
+            if copies > 1 and carried.duplicated_at is None:
+                carried.duplicated_at = index
+    for carried in results.values():
+        carried.close(end)
+
+    duplicates: list[dict[str, Any]] = [
+        {
+            "tool": c.tool,
+            "message": c.message,
+            "first_at": c.duplicated_at,
+            "copies": c.max_copies,
+            "tokens": c.duplicate_tokens,
+        }
+        for c in results.values()
+        if c.duplicated_at is not None and c.duplicate_tokens
+    ]
+    unreferenced: list[dict[str, Any]] = [
+        {
+            "tool": c.tool,
+            "message": c.message,
+            "added_at": c.added_at,
+            "steps": c.steps,
+            "tokens": c.tokens * (c.steps - 1),
+        }
+        for c in results.values()
+        if c.judged and not c.referenced and c.steps >= UNREFERENCED_MIN_STEPS and c.tokens
+    ]
+    total = sum(d["tokens"] for d in duplicates) + sum(u["tokens"] for u in unreferenced)
+    return {
+        "duplicate_results": _largest(duplicates),
+        "unreferenced_results": _largest(unreferenced),
+        "rebilled_tokens": total,
+    }
+
+
+def _largest(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries that re-billed most, earliest first among equals."""
+
+    def order(entry: dict[str, Any]) -> tuple[int, int]:
+        step = entry["first_at"] if "first_at" in entry else entry["added_at"]
+        return (-int(entry["tokens"]), int(step or 0))
+
+    return sorted(entries, key=order)[:LIST_LIMIT]

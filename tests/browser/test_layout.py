@@ -1,0 +1,97 @@
+"""In the browser: the unseen band of the occupancy chart, and a step's context by kind
+with the position of its pinned text and task."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.api_client import Api
+from tests.browser.conftest import Watched, seed_session
+from tests.stats.test_loss import amnesia_session, waste_session
+from tests.web.test_layout import PINNED, layout_session
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# Where to keep screenshots for a person to look at (nowhere unless set).
+SHOTS = os.environ.get("CV_SCREENSHOTS", "")
+
+
+def _shot(element: Any, name: str) -> None:
+    if SHOTS:
+        element.screenshot(path=os.path.join(SHOTS, name))
+
+
+def test_it_draws_unseen_tokens_and_a_steps_composition_with_position_markers(
+    api: Api, open_page: Callable[..., Watched]
+) -> None:
+    session = seed_session(api, layout_session("layout-browser"))
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.click("text=layout-browser")
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    names = page.evaluate(
+        "() => document.getElementById('occupancy-chart').data.map((t) => t.name)"
+    )
+    assert "unseen (provider only)" in names
+    unseen = page.evaluate(
+        """() => document.getElementById('occupancy-chart').data
+                 .find((t) => t.name === 'unseen (provider only)').y"""
+    )
+    assert len(unseen) == 3 and all(n > 20_000 for n in unseen)
+    _shot(page.locator("#overview-chart"), "occupancy-unseen.png")
+
+    page.click('table.steps a[data-step="0"]')
+    page.wait_for_selector('#step-view[data-step="0"] .composition-chart .main-svg')
+    chart = page.locator(".composition-chart")
+    bars = chart.evaluate(
+        "(gd) => gd.data.filter((t) => t.type === 'bar').map((t) => [t.name, t.x])"
+    )
+    kinds = {name: x for name, x in bars}
+    assert set(kinds) == {
+        "unseen (provider only)", "tool definitions", "system", "messages", "tool results",
+        "thinking",
+    }  # fmt: skip
+    assert kinds["unseen (provider only)"][0] > 20_000 and kinds["thinking"][0] > 0
+    markers = chart.evaluate(
+        "(gd) => { const t = gd.data.find((d) => d.name === 'position');"
+        " return t.y.map((what, k) => [what, t.text[k], t.customdata[k]]); }"
+    )
+    assert ["task", "start", "Find why order SO20260101007 times out."] in markers
+    assert ["pinned", "middle", PINNED] in markers
+    # The middle third is shaded, so a marker in it reads as at risk.
+    shaded = chart.evaluate("(gd) => gd.layout.shapes.filter((s) => s.type === 'rect').length")
+    assert shaded == 1
+    assert page.locator(".placements .where-middle").inner_text() == "middle"
+    _shot(page.locator("#composition"), "composition.png")
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
+    assert session.step_count == 3
+
+
+def test_it_lists_amnesia_and_re_billed_results_and_opens_the_step_that_needed_it(
+    api: Api, open_page: Callable[..., Watched]
+) -> None:
+    forgetful = seed_session(api, amnesia_session("forgetful-browser"))
+    seed_session(api, waste_session("wasteful-browser"))
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.click("text=forgetful-browser")
+    lists = page.locator("#loss-section")
+    assert "SO20260101007" in lists.locator(".amnesia-list").inner_text()
+    _shot(lists, "loss-lists.png")
+    # The step that needed it opens in the panel beside the list.
+    lists.locator(".amnesia-list a", has_text="step 5").first.click()
+    page.wait_for_selector('#step-view[data-step="5"]')
+    assert page.url.endswith(f"/sessions/{forgetful.pk}/steps/5/")
+    assert page.locator(".flags-list .flag-amnesia").is_visible()
+
+    page.goto(page.url.split("/sessions/")[0] + "/")
+    page.click("text=wasteful-browser")
+    rebilled = page.locator("#loss-section .rebilled")
+    assert "Re-billed tokens" in rebilled.inner_text()
+    assert page.locator(".unreferenced-list", has_text="read_log").is_visible()
+    _shot(page.locator("#loss-section"), "rebilled-lists.png")
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)

@@ -1,0 +1,80 @@
+"""The step page's "What the context holds": kinds of tokens and where pinned texts sit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from contextview.core.tokens import load_encoding
+from contextview.sessions.models import Session, Step
+from tests.api_client import step
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PINNED = "member id A12345"
+LOG = "\n".join(f"2026-01-15 10:00:{k:02d} GET /api/cart/{k} 200 0.012s" for k in range(40))
+THOUGHT = "The cart calls look normal, so the timeout is elsewhere."
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_log",
+            "description": "Read the shop's access log.",
+            "parameters": {"type": "object", "properties": {"lines": {"type": "integer"}}},
+        },
+    }
+]
+
+
+def layout_session(name: str = "layout") -> list[dict[str, Any]]:
+    """Three steps: the task at the start, the pinned text in the middle of two logs, and
+    a model that read 20,000 tokens more than the log holds."""
+    messages = [
+        {"id": "sys", "role": "system", "content": "You debug checkout problems."},
+        {"id": "task", "role": "user", "partition": "task",
+         "content": "Find why order SO20260101007 times out."},
+        {"id": "log1", "role": "tool", "tool": "read_log", "content": LOG},
+        {"id": "note", "role": "assistant", "content": f"Noted: the customer's {PINNED}."},
+        {"id": "log2", "role": "tool", "tool": "read_log", "content": LOG.replace("cart", "cat")},
+        {"id": "think", "role": "assistant", "content": [
+            {"type": "thinking", "thinking": THOUGHT},
+            {"type": "text", "text": "Next I read the inventory log."}]},
+    ]  # fmt: skip
+    return [
+        {"type": "session", "id": f"{name}-start",
+         "body": {"session_id": name, "pinned": [PINNED], "model": "gpt-4o"}},
+        step(name, 0, messages, tools=TOOLS, usage={"input_tokens": 24_000}),
+        step(name, 1, [*messages, {"id": "u1", "role": "user", "content": "Go on."}],
+             tools=TOOLS, usage={"input_tokens": 25_000}),
+        step(name, 2, [*messages, {"id": "u1", "role": "user", "content": "Go on."},
+                       {"id": "a2", "role": "assistant", "content": "Reading it."}],
+             tools=TOOLS, usage={"input_tokens": 26_000}),
+    ]  # fmt: skip
+
+
+def test_it_shows_the_context_by_kind_and_where_the_pinned_text_and_task_sit(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    session = seed(layout_session())
+    page = login("viewer").get(f"/sessions/{session.pk}/steps/0/").content.decode()
+    assert "What the context holds" in page and 'data-chart="composition"' in page
+    stats = Step.objects.get(session=session, index=0).stats
+    table = page[
+        page.index('class="composition-table"') : page.index(
+            "</table>", page.index('class="composition-table"')
+        )
+    ]
+    unseen = stats["unseen_tokens"]
+    assert unseen > 20_000 and f"{unseen:,}" in table
+    thinking = len(load_encoding("cl100k_base").encode_ordinary(THOUGHT))
+    row = table[table.index('class="kind-thinking"') :].split("</tr>")[0]
+    assert f'<td class="num">{thinking}</td>' in row
+    for kind in ("tool definitions", "system", "tool results", "messages"):
+        assert f"<th>{kind}</th>" in table, kind
+    places = page[page.index('class="placements"') :].split("</ul>")[0]
+    assert '<span class="where where-start">start</span> task' in places
+    assert f'<span class="where where-middle">middle</span> pinned <q>{PINNED}</q>' in places
+    assert 'href="#m-note"' in places
