@@ -15,7 +15,7 @@ worker resumes at the first pending step (`resume`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,6 +188,15 @@ class SessionWalk:
         """Continue after step `index`, computed earlier (the worker's next chunk)."""
         self.afters = {index: after}
         self._previous = _Previous(index, before, {m.id for m in before}, new_tool, new_call)
+
+    def restore_losses(
+        self, rows: Iterable[tuple[int, Mapping[str, Any]]], cache: TextCache
+    ) -> None:
+        """Rebuild what the losses and the waste trackers knew from the stats of the
+        steps before (``LossTracker.restore``'s rows), after `resume`."""
+        self.tracker.restore(rows)
+        if self._previous is not None:
+            self.tracker.waste.resume(self._previous.before, cache)
 
     def measure(
         self,

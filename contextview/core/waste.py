@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
 from contextview.core.calls import RESULT_ROLES, call_text, is_tool_result
@@ -65,9 +64,10 @@ class WasteTracker:
     """The tool results in a session's latest before context, by text."""
 
     live: dict[str, _Result] = field(default_factory=dict)
-    # entity key -> the latest result that holds it (a reference to the key
-    # counts for that one), while no message referred to it yet
-    by_key: dict[str, _Result] = field(default_factory=dict)
+    # entity key -> the results in the context that hold it, in the order they
+    # arrived: a reference to the key counts for the latest of them. A function of
+    # what the context holds, so a resumed walk rebuilds it exactly (`resume`).
+    by_key: dict[str, list[_Result]] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)
     last: Sequence[Message] | None = None
     duplicate_tokens: int = 0
@@ -151,10 +151,10 @@ class WasteTracker:
         """Mark the results that message `m`, new in the context, refers to."""
         args = call_text(m) if m.extra or isinstance(m.content, list) else ""
         text = f"{m.text}\n{args}" if args else m.text
-        by_key, live = self.by_key, self.live
+        by_key = self.by_key
         for key in cache.keys_of(cache.base_entities(text)):
-            result = by_key.pop(key, None)
-            if result is not None and not result.referenced and live.get(result.text) is result:
+            holders = by_key.get(key)
+            if holders and not (result := holders[-1]).referenced:
                 result.referenced = True
                 events.setdefault("referenced", []).append(result.digest)
 
@@ -186,12 +186,13 @@ class WasteTracker:
             events.setdefault("new", []).append(
                 [result.digest, result.tool, result.tokens, result.message, int(bool(keys))]
             )
-            self.by_key.update(zip(keys, repeat(result)))  # noqa: B905 (repeat)
+            self._hold(keys, result)
         old = result.copies
         result.copies = new = max(0, old + n)
         self.duplicate_tokens += _extra(new, result.tokens) - _extra(old, result.tokens)
         if new == 0:
             del self.live[text]
+            self._release(cache.text_keys(text), result)
             events.setdefault("gone", []).append(result.digest)
         elif new > 1 or old > 1:
             events.setdefault("copies", []).append([result.digest, new])
@@ -215,21 +216,39 @@ class WasteTracker:
     def resume(self, before: Sequence[Message], cache: TextCache) -> None:
         """After `replay`: `before` is the context of the step replayed last."""
         pending = self.pending
-        for m in before:
-            if not pending:
-                break
-            if is_tool_result(m) and m.text:
-                result = pending.pop(self._digest(m.text), None)
-                if result is None:
-                    continue
-                result.text = m.text
-                self.live[m.text] = result
-                self.duplicate_tokens += _extra(result.copies, result.tokens)
-                if not result.referenced:
-                    keys = cache.text_keys(m.text)
-                    self.by_key.update(zip(keys, repeat(result)))  # noqa: B905 (repeat)
+        texts = {self._digest(m.text): m.text for m in before if is_tool_result(m) and m.text}
+        # The pending results are in the order they arrived, as `by_key` wants them.
+        for digest, result in pending.items():
+            text = texts.get(digest)
+            if text is None:
+                continue
+            result.text = text
+            self.live[text] = result
+            self.duplicate_tokens += _extra(result.copies, result.tokens)
+            self._hold(cache.text_keys(text), result)
         pending.clear()
         self.last = before
+
+    def _hold(self, keys: Sequence[str], result: _Result) -> None:
+        by_key = self.by_key
+        for key in keys:
+            holders = by_key.get(key)
+            if holders is None:
+                by_key[key] = [result]
+            else:
+                holders.append(result)
+
+    def _release(self, keys: Sequence[str], result: _Result) -> None:
+        by_key = self.by_key
+        for key in keys:
+            holders = by_key.get(key)
+            if holders is not None:
+                for i, held in enumerate(holders):
+                    if held is result:
+                        del holders[i]
+                        break
+                if not holders:
+                    del by_key[key]
 
 
 @dataclass(slots=True)

@@ -405,8 +405,7 @@ def _compute_steps(
             new_call=previous[4],
         )
         if tracker.next_index != steps[0][1]:
-            tracker.restore(_losses_before(session.pk, steps[0][1]))
-            tracker.waste.resume(chunk.contexts[bytes(previous[0])], chunk.texts)
+            walk.restore_losses(_losses_before(session.pk, steps[0][1]), chunk.texts)
     unsaid: dict[int, Inferred] = {}  # inferred operations, by step pk
 
     meter = ContextMeter(chunk.tokens_of)

@@ -143,6 +143,7 @@ def test_a_session_whole_in_batches_or_shuffled_says_the_same(
     start = 0
     for cut in cuts:
         walk = SessionWalk(budget={"max_tokens": 400}, pinned=["504"])
+        cache = TextCache()
         if start:
             prev = batched[start - 1]
             walk.resume(
@@ -153,8 +154,8 @@ def test_a_session_whole_in_batches_or_shuffled_says_the_same(
                 new_call=chunked[start - 1][2].get("new_call"),
             )
             walk.folded = {mid for i in range(start) for f in chunked[i][1] for mid in f[3]}
-            walk.tracker.restore((i, chunked[i][2]) for i in range(start))
-        chunked.update(_measure(walk, batched, list(range(start, cut)), TextCache()))
+            walk.restore_losses(((i, chunked[i][2]) for i in range(start)), cache)
+        chunked.update(_measure(walk, batched, list(range(start, cut)), cache))
         start = cut
     assert chunked == measured
 

@@ -96,6 +96,9 @@ def test_it_serves_a_real_agents_step_with_its_call_and_statistics(
         'Look at the inventory logs.\nBash\n{"command": "tail"}'
     )
     assert stats["tokens"]["before"] == sum(m["tokens"] for m in got["before"]) + tools
-    assert stats["occupancy"]["before"] == stats["tokens"]["before"] / 200000
+    # With provider usage, occupancy is the provider's count against the window: what
+    # the call really held, the system prompt and schemas the log never shows included.
+    assert stats["unseen_tokens"] == 2312 - stats["tokens"]["before"]
+    assert stats["occupancy"]["before"] == 2312 / 200000
     assert stats["estimated"] is True
     assert _http(gunicorn_api, key, "GET", "/sessions/cc")["status"] == "unknown"
