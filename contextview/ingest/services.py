@@ -761,20 +761,21 @@ def _record_session_messages(
             pk = store.pk_of_hash[store.hash_of[id(message)]]
             pks.pop(pk, None)
             pks[pk] = None
-    pairs = [(sid, mid) for sid, ids in order.items() for mid in ids]
-    if not pairs:
+    if not any(order.values()):
         return
+    # Both lists as arrays, not (session, id) pairs: the planner then walks the
+    # session_latest index for them (pairs from unnest got a scan of the table).
     cursor.execute(
         "SELECT x.session_id, x.msg_id, x.message_id FROM cv_session_message x "
-        "JOIN unnest(%b::bigint[], %b::text[]) AS w(s, i) ON x.session_id = w.s "
-        "AND x.msg_id = w.i ORDER BY x.seq",
-        [[sid for sid, _ in pairs], [mid for _, mid in pairs]],
+        "WHERE x.session_id = ANY(%b::bigint[]) AND x.msg_id = ANY(%b::text[]) ORDER BY x.seq",
+        [sorted(order), sorted({mid for ids in order.values() for mid in ids})],
     )
     stored: set[tuple[int, int]] = set()
     latest: dict[tuple[int, str], int] = {}
     for sid, mid, pk in cursor.fetchall():
-        stored.add((sid, pk))
-        latest[(sid, mid)] = pk
+        if mid in order[sid]:
+            stored.add((sid, pk))
+            latest[(sid, mid)] = pk
     by_pk = {st.session.pk: st for st in states.values()}
     sess, msgs, ids, seqs = [], [], [], []
     for sid, recorded in order.items():
