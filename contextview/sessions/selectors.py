@@ -430,10 +430,12 @@ def step_tools(steps: Sequence[Step]) -> dict[int, Any]:
     wanted = {s.tools_blob_id for s in steps if s.tools_blob_id is not None}
     if not wanted:
         return {}
-    parts = dict(Blob.objects.filter(pk__in=wanted).values_list("pk", "parts"))
-    return {
-        s.pk: json_value(parts.get(s.tools_blob_id)) for s in steps if s.tools_blob_id is not None
+    # A list of tools that is also a message's content is that message's blob.
+    parts = {
+        pk: unpack(json_value(value), text)
+        for pk, value, text in Blob.objects.filter(pk__in=wanted).values_list("pk", "parts", "text")
     }
+    return {s.pk: parts.get(s.tools_blob_id) for s in steps if s.tools_blob_id is not None}
 
 
 # --- diff and archive ------------------------------------------------------------------
