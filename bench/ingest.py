@@ -6,13 +6,14 @@
 
 For each mode (`by-id`: unchanged messages sent by id alone; `runs`: the last
 step's after context as one run plus the new messages, the `$base` extension the
-SDK uses; `full`: every message with its content at every step) it posts N generated
-sessions (bench/ingest_gen.py) in batches of up to 100 events, with W
-concurrent clients, one session per client at a time so a session's steps
-arrive in order. It reports events accepted per second and the p50/p99 latency
-of a batch; given --database-url, also how much the public tables grew
-(sum of pg_total_relation_size) per accepted step and per byte of distinct
-message content. Prints a table and then one JSON line.
+SDK uses; `full`: every message with its content at every step; `full-reverse` and
+`full-shuffled`: the same, the steps posted last first or in a seeded random
+order) it posts N generated sessions (bench/ingest_gen.py) in batches of up to 100
+events, with W concurrent clients, one session per client at a time so a
+session's steps arrive in the mode's order. It reports events accepted per
+second and the p50/p99 latency of a batch; given --database-url, also how much
+the public tables grew (sum of pg_total_relation_size) per accepted step and per
+byte of distinct message content. Prints a table and then one JSON line.
 
 Only talks to the --url and --database-url given, and refuses hosts that are
 not loopback. Every loop is bounded by --sessions x --steps and by --time-limit.
@@ -26,11 +27,12 @@ import ipaddress
 import itertools
 import json
 import math
+import random
 import socket
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +45,21 @@ from bench.ingest_gen import distinct_content_bytes, long_session, session_event
 from contextview.demo.post import IngestError, post_body
 
 # mode: (by_id, runs) for long_session
-MODES = {"by-id": (True, False), "runs": (True, True), "full": (False, False)}
+MODES = {
+    "by-id": (True, False),
+    "runs": (True, True),
+    "full": (False, False),
+    "full-reverse": (False, False),
+    "full-shuffled": (False, False),
+}
+# Modes whose steps are posted out of order (full content: nothing refers to a step
+# not yet sent): last step first, or in a seeded random order.
+REORDERED = {"full-reverse", "full-shuffled"}
+MODE_GROUPS = {
+    "both": ["by-id", "full"],
+    "all": ["by-id", "runs", "full"],
+    "orders": ["full", "full-reverse", "full-shuffled"],
+}
 MAX_SESSIONS = 1000
 MAX_STEPS = 100_000
 MAX_WORKERS = 64
@@ -165,12 +181,16 @@ def prepare(
     by_id, runs = MODES[mode]
     prepared = []
     for session_id in session_ids:
-        events = itertools.chain(
-            [session_event(session_id, seed=args.seed, by_id=by_id)],
-            long_session(
-                session_id, args.steps, args.max_context, args.seed, by_id=by_id, runs=runs
-            ),
+        steps: Iterable[dict[str, Any]] = long_session(
+            session_id, args.steps, args.max_context, args.seed, by_id=by_id, runs=runs
         )
+        if mode in REORDERED:
+            steps = list(steps)
+            if mode == "full-reverse":
+                steps.reverse()
+            else:
+                random.Random(f"{args.seed}-{session_id}").shuffle(steps)
+        events = itertools.chain([session_event(session_id, seed=args.seed, by_id=by_id)], steps)
         bodies = [
             (group, gzip.compress(body, compresslevel=5) if args.gzip else body)
             for group, body in batches(events, args.batch_size, args.max_body_bytes)
@@ -358,11 +378,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--mode",
-        choices=["by-id", "runs", "full", "both", "all"],
+        choices=[*MODES, *MODE_GROUPS],
         default="both",
         help="by-id: unchanged messages sent by id alone; runs: the last step's after as one "
         "run and the new messages (the $base extension, what the SDK sends); full: full "
-        "content at every step; both: by-id then full; all: the three (default: %(default)s)",
+        "content at every step; full-reverse, full-shuffled: full content, the steps posted "
+        "last first or in a random order; both: by-id then full; all: by-id, runs and full; "
+        "orders: the three full modes (default: %(default)s)",
     )
     parser.add_argument(
         "--batch-size", type=int, default=100, help="events per request (default: %(default)s)"
@@ -435,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     validate(parser, args)
-    modes = {"both": ["by-id", "full"], "all": list(MODES)}.get(args.mode, [args.mode])
+    modes = MODE_GROUPS.get(args.mode, [args.mode])
     records = []
     for mode in modes:
         print(

@@ -54,6 +54,23 @@ def json_needs_escape(text: str) -> bool:
     return not text.isascii() and (NUL_SYMBOL in text or ESCAPE in text)
 
 
+# In text that `json.dumps(..., ensure_ascii=False)` wrote (the canonical form), NUL
+# is always written as the escape \u0000 and everything else as itself.
+_UNSAFE_WRITTEN = re.compile("\\\\u0000|[\ud800-\udfff\u2400\u241b]")
+
+
+def written_json_needs_escape(text: str) -> bool:
+    """Whether some string of the value that `text` encodes (JSON written with
+    ``ensure_ascii=False``) may be changed by :func:`escape` (False is certain).
+
+    One pass over text the caller has written anyway (to hash it), instead of a
+    walk over every string of the value.
+    """
+    if text.isascii():
+        return "\\u0000" in text
+    return _UNSAFE_WRITTEN.search(text) is not None
+
+
 def _escape_one(match: re.Match[str]) -> str:
     char = match.group()
     if char == "\x00":

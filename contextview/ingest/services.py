@@ -40,6 +40,7 @@ from contextview.core.model import Message as CoreMessage
 from contextview.core.parts import tools_text
 from contextview.core.refs import decode_refs, encode_refs
 from contextview.core.session import SessionWalk
+from contextview.core.textsafe import written_json_needs_escape
 from contextview.db import binary_cursor
 from contextview.ingest.body import Refused
 from contextview.ingest.schemas import (
@@ -127,11 +128,18 @@ def _validate(position: int, raw: Any, now: datetime, needs_escape: bool) -> _Ev
         return EventResult(None, 400, f"batch[{position}]: an event must be a JSON object")
     raw_id = raw.get("id")
     event_id = raw_id if isinstance(raw_id, str) else None
-    if needs_escape:
+    # The body is written out once, to be hashed; that text also tells whether any
+    # string in it needs escaping, so a clean event is not walked string by string.
+    body_text: str | None = canonical_json(raw.get("body"))
+    if needs_escape and (
+        written_json_needs_escape(body_text)
+        or written_json_needs_escape(canonical_json({k: v for k, v in raw.items() if k != "body"}))
+    ):
         try:
             raw = event_make_safe(raw)
         except InputError as exc:
             return EventResult(event_id, exc.status, str(exc))
+        body_text = None
     try:
         head = EventHead.model_validate(raw)
     except ValidationError as exc:
@@ -145,7 +153,7 @@ def _validate(position: int, raw: Any, now: datetime, needs_escape: bool) -> _Ev
         head=head,
         body=body,  # type: ignore[arg-type]
         raw_body=head.body,
-        body_hash=(body_hash := _sha(canonical_json(head.body))),
+        body_hash=(body_hash := _sha(body_text or canonical_json(head.body))),
         # The body is hashed once; the event's hash covers it and the other fields.
         event_hash=_sha(
             canonical_json({k: v for k, v in raw.items() if k not in ("id", "body")})
@@ -195,6 +203,14 @@ def _reload_targets(body: StepBody) -> set[str]:
     return found
 
 
+def _plain_key(m: CoreMessage) -> tuple[Any, ...] | None:
+    """Every field that makes a message with text content what it is (None when
+    its content is a list of parts or it carries extra fields)."""
+    if type(m.content) is not str or m.extra is not None:
+        return None
+    return (m.id, m.role, m.partition, m.tool, m.pinned, m.expirable, m.content)
+
+
 class _Store:
     """Content-addressed rows gathered during a batch, written in bulk at its end."""
 
@@ -206,6 +222,7 @@ class _Store:
         self.new_messages: dict[bytes, tuple[CoreMessage, bytes]] = {}
         self.new_blobs: dict[bytes, CoreMessage] = {}
         self._alive: list[CoreMessage] = []
+        self.hash_of_plain: dict[tuple[Any, ...], bytes] = {}
         # Tool definitions sent with calls, by blob hash: a list resent with every
         # call is one blob, which each step names.
         self.tools: dict[bytes, list[dict[str, Any]]] = {}
@@ -220,8 +237,19 @@ class _Store:
         h = self.hash_of.get(id(message))
         if h is not None:
             return h
+        # A context resent in full parses every message again, as a new object: a
+        # plain text message is looked up by its fields, which costs a fraction of
+        # hashing it again.
+        key = _plain_key(message)
+        h = None if key is None else self.hash_of_plain.get(key)
+        if h is not None:
+            self.hash_of[id(message)] = h
+            self._alive.append(message)
+            return h
         bh = blob_hash(message_payload(message))
         h = message_hash(message, blob=bh)
+        if key is not None:
+            self.hash_of_plain[key] = h
         self.hash_of[id(message)] = h
         self._alive.append(message)
         if h not in self.pk_of_hash and h not in self.new_messages:
@@ -699,26 +727,56 @@ def _record_session_messages(
     store: _Store,
     rows: list[_StepRow],
 ) -> None:
-    """Note each newly recorded message for its session; the highest seq is the latest."""
-    by_session: dict[int, dict[int, tuple[str, int]]] = defaultdict(dict)
+    """Note each newly recorded message for its session; the highest seq is the latest.
+
+    A context resent in full records its unchanged messages again: a row is written
+    only for a message the session never recorded, or for one that becomes the
+    latest of its id again (an id that went A, B, A), so resending, in any order,
+    costs no rewrite.
+    """
+    # per session, per id: the messages recorded, in order, each once (its last time)
+    order: dict[int, dict[str, dict[int, None]]] = defaultdict(lambda: defaultdict(dict))
     for row in rows:
-        s = row.session
+        recorded = order[row.session.pk]
         for message in row.recorded.values():
+            pks = recorded[message.id]
             pk = store.pk_of_hash[store.hash_of[id(message)]]
-            s.record_seq += 1
-            by_session[s.pk][pk] = (message.id, s.record_seq)
-    if not by_session:
+            pks.pop(pk, None)
+            pks[pk] = None
+    if not any(order.values()):
         return
+    # Both lists as arrays, not (session, id) pairs: the planner then walks the
+    # session_latest index for them (pairs from unnest got a scan of the table).
+    cursor.execute(
+        "SELECT x.session_id, x.msg_id, x.message_id FROM cv_session_message x "
+        "WHERE x.session_id = ANY(%b::bigint[]) AND x.msg_id = ANY(%b::text[]) ORDER BY x.seq",
+        [sorted(order), sorted({mid for ids in order.values() for mid in ids})],
+    )
+    stored: set[tuple[int, int]] = set()
+    latest: dict[tuple[int, str], int] = {}
+    for sid, mid, pk in cursor.fetchall():
+        if mid in order[sid]:
+            stored.add((sid, pk))
+            latest[(sid, mid)] = pk
+    by_pk = {st.session.pk: st for st in states.values()}
     sess, msgs, ids, seqs = [], [], [], []
-    for sid, entries in by_session.items():
-        for pk, (msg_id, seq) in entries.items():
-            sess.append(sid)
-            msgs.append(pk)
-            ids.append(msg_id)
-            seqs.append(seq)
-    for state in states.values():
-        if state.session.pk in by_session:
-            state.fields.add("record_seq")
+    for sid, recorded in order.items():
+        session = by_pk[sid].session
+        for mid, pks in recorded.items():
+            new = [pk for pk in pks if (sid, pk) not in stored]
+            final = next(reversed(pks))
+            if not new and latest.get((sid, mid)) == final:
+                continue
+            for pk in pks:
+                if pk == final or (sid, pk) not in stored:
+                    session.record_seq += 1
+                    sess.append(sid)
+                    msgs.append(pk)
+                    ids.append(mid)
+                    seqs.append(session.record_seq)
+            by_pk[sid].fields.add("record_seq")
+    if not sess:
+        return
     cursor.execute(
         "INSERT INTO cv_session_message (project_id, session_id, message_id, msg_id, seq, "
         "created_at) SELECT %s, s, m, i, q, now() FROM unnest(%b::bigint[], %b::bigint[], "

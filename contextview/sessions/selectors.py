@@ -13,6 +13,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Q, QuerySet
 
+from contextview.core.blobs import pack, unpack
 from contextview.core.diff import diff_contexts
 from contextview.core.infer import COMPACTED, Inferred
 from contextview.core.messages import message_payload
@@ -54,6 +55,8 @@ def message_from_row(row: Sequence[Any]) -> CoreMessage:
     """A core message from the values of ``MESSAGE_COLUMNS``."""
     msg_id, role, partition, tool, pinned, expirable, extra, text, parts = row
     parts = json_value(parts)
+    if parts is not None:
+        parts = unpack(parts, text)
     extra = json_value(extra)
     content: Any = text
     if parts is not None:
@@ -74,12 +77,13 @@ def message_from_row(row: Sequence[Any]) -> CoreMessage:
 
 # How ingest writes what message_from_row reads: a blob keeps the message's text
 # and, unless it is a plain string, what the model reads of it as JSON (content
-# and tool calls); the message row keeps its other fields.
+# and tool calls, without the text a second time: `core.blobs`); the message row
+# keeps its other fields.
 
 
 def blob_parts(m: CoreMessage) -> str | None:
     value = message_payload(m)
-    return None if isinstance(value, str) else json.dumps(value)
+    return None if isinstance(value, str) else json.dumps(pack(value, m.text))
 
 
 def stored_extra(m: CoreMessage) -> str | None:
@@ -427,10 +431,12 @@ def step_tools(steps: Sequence[Step]) -> dict[int, Any]:
     wanted = {s.tools_blob_id for s in steps if s.tools_blob_id is not None}
     if not wanted:
         return {}
-    parts = dict(Blob.objects.filter(pk__in=wanted).values_list("pk", "parts"))
-    return {
-        s.pk: json_value(parts.get(s.tools_blob_id)) for s in steps if s.tools_blob_id is not None
+    # A list of tools that is also a message's content is that message's blob.
+    parts = {
+        pk: unpack(json_value(value), text)
+        for pk, value, text in Blob.objects.filter(pk__in=wanted).values_list("pk", "parts", "text")
     }
+    return {s.pk: parts.get(s.tools_blob_id) for s in steps if s.tools_blob_id is not None}
 
 
 # --- diff and archive ------------------------------------------------------------------

@@ -5,6 +5,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
+from contextview.core.messages import canonical_json
 from contextview.core.textsafe import (
     ESCAPE,
     NUL_SYMBOL,
@@ -14,6 +15,7 @@ from contextview.core.textsafe import (
     restore,
     restore_json,
     text_problem,
+    written_json_needs_escape,
 )
 
 # Any code point, lone surrogates included, and the codec's own characters often.
@@ -53,6 +55,17 @@ def test_it_tells_from_the_json_text_alone_when_nothing_needs_escaping(
         text = json.dumps(value)  # a lone surrogate is not UTF-8: sent as its escape
     if not json_needs_escape(text):
         assert escape_json(json.loads(text)) == value
+
+
+@given(JSON)
+def test_it_tells_from_the_canonical_json_alone_when_nothing_needs_escaping(
+    value: object,
+) -> None:
+    if not written_json_needs_escape(canonical_json(value)):
+        assert escape_json(value) == value
+    assert written_json_needs_escape(canonical_json(["a\x00b"]))
+    assert written_json_needs_escape(canonical_json({"k\ud83d": 1}))
+    assert not written_json_needs_escape(canonical_json({"ascii": "\\u0041 é"}))
 
 
 def test_it_leaves_clean_text_alone_and_stores_nul_readably() -> None:
