@@ -185,13 +185,16 @@ def test_it_keeps_the_calls_model_tools_output_and_usage(api: Api) -> None:
     assert got["stats"]["partitions"]["tools"] == {"before": tools_tokens, "after": tools_tokens}
     messages = sum(m["tokens"] for m in got["before"])
     assert got["stats"]["tokens"]["before"] == messages + tools_tokens
-    assert got["stats"]["occupancy"]["before"] == (messages + tools_tokens) / 128000
+    # With provider usage, occupancy is the provider's count against the window.
+    assert got["stats"]["unseen_tokens"] == 1020 - (messages + tools_tokens)
+    assert got["stats"]["occupancy"]["before"] == 1020 / 128000
     assert "token_estimate_off" not in got["stats"]["flags"]
 
     later = api.get("/sessions/s/steps/1").json()
     assert later["model"] == "gpt-4o-mini"
     assert later["reported"]["before_tokens"] == 55  # the agent's own count wins
-    assert later["stats"]["occupancy"]["before"] == (messages + tools_tokens) / 1000
+    # Occupancy takes the provider's count (40 input tokens) against the step's window.
+    assert later["stats"]["occupancy"]["before"] == 40 / 1000
     assert api.get("/sessions/s").json()["context_window"] == 128000
     # Definitions resent with every call are stored once.
     assert Blob.objects.filter(parts=TOOLS).count() == 1
