@@ -228,7 +228,8 @@ def replay_form_context(session: Session, form: dict[str, Any] | None = None) ->
 
 # The most recent sessions of the range replayed per request, each read whole: at most
 # this many, and no more once this many steps are replayed (a request stays well
-# within the web timeout).
+# within the web timeout). A session longer than the whole allowance is left out and
+# named under the table, for its own page's replay (which streams or goes row by row).
 SAVINGS_SESSIONS = 50
 SAVINGS_STEPS = 20_000
 SAVINGS_POLICIES = (MODE_POLICIES["sliding"], MODE_POLICIES["summary"])
@@ -246,10 +247,20 @@ class SavingsRow:
     masking_amnesia: int = 0
 
 
-def savings_rows(*, project: Any, start: Any, end: Any) -> tuple[list[SavingsRow], int, int]:
+@dataclass
+class Savings:
+    rows: list[SavingsRow]
+    # sessions with steps started in the range
+    total: int
+    replayed: int
+    # the range's recent sessions too long to replay within one request
+    too_long: list[Session]
+
+
+def savings_rows(*, project: Any, start: Any, end: Any) -> Savings:
     """Per agent and mode (the session's last mode, as the agent x mode table counts
     it): what seed 001's sliding and summary (masking) policies would have saved over
-    the sessions started in [start, end); (rows, sessions in range, sessions replayed)."""
+    the sessions started in [start, end), within SAVINGS_SESSIONS and SAVINGS_STEPS."""
     sessions = Session.objects.filter(
         project=project, started_at__gte=start, started_at__lt=end, step_count__gt=0
     ).order_by("-started_at", "-pk")
@@ -257,9 +268,13 @@ def savings_rows(*, project: Any, start: Any, end: Any) -> tuple[list[SavingsRow
     rows: dict[tuple[str | None, str | None], SavingsRow] = {}
     policies = [policy_from_json(p) for p in SAVINGS_POLICIES]
     replayed: list[Session] = []
+    too_long: list[Session] = []
     steps_left = SAVINGS_STEPS
     for session in sessions[:SAVINGS_SESSIONS]:
-        if replayed and session.step_count > steps_left:
+        if session.step_count > SAVINGS_STEPS:
+            too_long.append(session)
+            continue
+        if session.step_count > steps_left:
             break
         steps_left -= session.step_count
         replayed.append(session)
@@ -276,7 +291,7 @@ def savings_rows(*, project: Any, start: Any, end: Any) -> tuple[list[SavingsRow
         row.masking_saved += masking.totals.recorded - masking.totals.tokens
         row.masking_amnesia += masking.totals.amnesia
     ordered = sorted(rows.values(), key=lambda r: (r.agent or "", r.mode or ""))
-    return ordered, total, len(replayed)
+    return Savings(ordered, total, len(replayed), too_long)
 
 
 @login_required
@@ -285,13 +300,16 @@ def overview_savings(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """The overview's "what sliding / masking would have saved" table, for its range."""
     access = _project_or_404(request, slug)
     span = web.TrendRange.from_query(request.GET)
-    rows, total, replayed = savings_rows(project=access.project, start=span.start, end=span.end)
+    savings = savings_rows(project=access.project, start=span.start, end=span.end)
     context = {
         "project": access.project,
         "span": span,
-        "savings": rows,
-        "savings_total": total,
-        "savings_replayed": replayed,
+        "savings": savings.rows,
+        "savings_total": savings.total,
+        "savings_replayed": savings.replayed,
+        "savings_too_long": savings.too_long,
+        "savings_steps": SAVINGS_STEPS,
+        "replay_default": policy_query(MODE_POLICIES["sliding"]),
         "savings_policies": [policy_label(p) for p in SAVINGS_POLICIES],
     }
     if _fragment(request):

@@ -155,3 +155,35 @@ def test_it_says_how_many_of_the_ranges_sessions_it_replayed(
     html = answer.content.decode()
     assert "The 1 most recent of the range's 2 sessions were replayed." in html
     assert re.search(r'<td class="num">1</td>', html)
+
+
+def test_it_leaves_out_a_session_too_long_to_replay_in_one_request_and_names_it(
+    login: Callable[..., Client], seed: Callable[..., Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextview.web import replay_views
+
+    short = seed(growing_session("short", turns=1), stats=False)  # 2 steps
+    long = seed(growing_session("long"), stats=False)  # 7 steps, the most recent
+    monkeypatch.setattr(replay_views, "SAVINGS_STEPS", 5)
+    replayed_ids: list[int] = []
+    replays = replay_views.session_replays
+
+    def counted(*, session: Session, policies: object) -> object:
+        replayed_ids.append(session.pk)
+        return replays(session=session, policies=policies)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(replay_views, "session_replays", counted)
+    answer = login("viewer").get(
+        f"/projects/{short.project.slug}/overview/replay/", HTTP_HX_REQUEST="true"
+    )
+    html = answer.content.decode()
+    assert answer.status_code == 200
+    assert replayed_ids == [short.pk]  # the long one is never read
+    assert "The 1 most recent of the range's 2 sessions were replayed." in html
+    note = re.search(r'class="muted replay-too-long"[^>]*>(.*?)</p>', html, re.S)
+    assert note, html
+    assert "over 5 steps each" in note.group(1)
+    assert (
+        f'href="/sessions/{long.pk}/replay/?kind=sliding&amp;keep_last=20">long</a> (7 steps)'
+        in (note.group(1))
+    )
