@@ -1,7 +1,9 @@
 """The session page's replay panel: a session replayed under another policy.
 
-One request replays the session under the policy asked for and, in the same pass
-over its steps (``session_replays``), under the few policies it is compared with.
+One request replays the session under one policy, the one asked for: the policies
+it is compared with are each their own request (a row htmx asks for, or a link
+without JavaScript), so no request costs more than one replay however long the
+session.
 Kept apart from ``views.py`` (other pages), sharing its helpers.
 """
 
@@ -120,44 +122,40 @@ def policy_query(raw: dict[str, Any]) -> str:
     return urlencode(fields)
 
 
-def replay_view(*, session: Session, policy: Policy, compare: bool = True) -> ReplayView:
-    """The panel for `policy`; with `compare`, the comparison replayed in the same pass,
-    else left for the page to ask row by row (``pending``)."""
+def replay_view(*, session: Session, policy: Policy) -> ReplayView:
+    """The panel for `policy`, the policies it is compared with left for the page to
+    ask one by one (``pending``)."""
     chosen = policy.as_dict()
     compared = [p for p in _compared(session) if p != chosen]
-    policies = [policy, *(policy_from_json(p) for p in compared)] if compare else [policy]
-    runs, steps = session_replays(session=session, policies=policies)
+    (run,), steps = session_replays(session=session, policies=[policy])
     per_step: list[tuple[int, int, int]] = []
     lost: list[tuple[int, str]] = []
     lost_count = 0
-    for step, *_ in steps:
+    for (step,) in steps:
         per_step.append((step.index, step.recorded, step.tokens))
         for text in step.lost_needed:
             lost_count += 1
             if len(lost) < LOST_SHOWN:
                 lost.append((step.index, text))
-    rows = [
-        PolicyRow(
-            label=policy_label(p.as_dict()),
-            tokens=run.totals.tokens,
-            tokens_saved=run.totals.recorded - run.totals.tokens,
-            peak_tokens=run.totals.peak_tokens,
-            amnesia=run.totals.amnesia,
-            chosen=k == 0,
-        )
-        for k, (p, run) in enumerate(zip(policies, runs, strict=True))
-    ]
+    row = PolicyRow(
+        label=policy_label(chosen),
+        tokens=run.totals.tokens,
+        tokens_saved=run.totals.recorded - run.totals.tokens,
+        peak_tokens=run.totals.peak_tokens,
+        amnesia=run.totals.amnesia,
+        chosen=True,
+    )
     amnesia = (session.aggregates or {}).get("amnesia")
     return ReplayView(
         policy=chosen,
         label=policy_label(chosen),
-        totals=runs[0].totals.as_dict(),
+        totals=run.totals.as_dict(),
         points=json.dumps(_bucketed(per_step)),
         lost=lost,
         lost_count=lost_count,
-        rows=rows,
+        rows=[row],
         recorded_amnesia=len(amnesia) if isinstance(amnesia, list) else None,
-        pending=[] if compare else [(policy_label(p), policy_query(p)) for p in compared],
+        pending=[(policy_label(p), policy_query(p)) for p in compared],
     )
 
 
@@ -189,13 +187,13 @@ def replay_panel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     else:
         if request.GET.get("row"):
             # One row of the comparison, which the panel asks for once it shows.
-            (row,) = replay_view(session=session, policy=policy, compare=False).rows
+            (row,) = replay_view(session=session, policy=policy).rows
             row.chosen = False
             return render(request, "session/_replay_row.html", {"row": row})
-        # With htmx the panel answers with the chosen policy alone; a long session's
-        # comparison then comes row by row, each its own request.
-        lazy = _fragment(request)
-        context["replay"] = replay_view(session=session, policy=policy, compare=not lazy)
+        # The chosen policy alone, so a request costs one replay however long the
+        # session: with htmx the comparison then comes row by row, each its own
+        # request; without JavaScript each compared policy is a link to its own page.
+        context["replay"] = replay_view(session=session, policy=policy)
     if _fragment(request):
         return render(request, "session/_replay.html", context, status=status)
     # Without JavaScript: the form and its answer on a page of their own.

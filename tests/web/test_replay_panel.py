@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -72,17 +73,41 @@ def test_it_names_the_field_of_a_bad_parameter(
     assert "policy.kind" in unknown.content.decode()
 
 
-def test_it_works_without_javascript(
-    login: Callable[..., Client], seed: Callable[..., Session]
+def test_it_works_without_javascript_one_replay_a_page(
+    login: Callable[..., Client], seed: Callable[..., Session], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from contextview.web import replay_views
+
     session = seed(growing_session("chat"), stats=False)
-    page = login("viewer").get(
+    replayed: list[list[str]] = []
+    replays = replay_views.session_replays
+
+    def counted(*, session: Session, policies: list[Any]) -> Any:
+        replayed.append([p.kind for p in policies])
+        return replays(session=session, policies=policies)
+
+    monkeypatch.setattr(replay_views, "session_replays", counted)
+    client = login("viewer")
+    page = client.get(
         f"/sessions/{session.pk}/replay/",
         {"kind": "budget", "max_tokens": "120", "order": "tool, memory"},
     )
     assert page.status_code == 200
     html = page.content.decode()
     assert "<html" in html and "budget 120 (tool, memory)" in html
+    # However long the session, a page costs one replay: the chosen policy's.
+    assert replayed == [["budget"]]
+    # The others compared are links, each to a page of its own.
+    links = re.findall(r'<a href="(/sessions/\d+/replay/\?[^"]+)">replay ([^<]+)</a>', html)
+    assert [label for _, label in links] == [
+        "full",
+        "sliding 20",
+        "mask_observations 3",
+        "hybrid 10",
+    ]
+    masked = client.get(links[2][0].replace("&amp;", "&")).content.decode()
+    assert "Under <strong>mask_observations 3</strong>" in masked
+    assert replayed[1:] == [["mask_observations"]]
 
 
 def test_it_keeps_other_projects_sessions_out(
