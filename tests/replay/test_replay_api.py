@@ -147,3 +147,16 @@ def test_it_names_the_field_in_the_commands_error(api: Api) -> None:
         call_command("replaysession", "acme", "chat", "--policy", '{"kind": "sliding"}')
     with pytest.raises(CommandError, match="no session"):
         call_command("replaysession", "acme", "nope", "--policy", '{"kind": "full"}')
+
+
+def test_the_commands_table_keeps_a_step_with_many_losses_on_a_row() -> None:
+    from contextview.core.replay import ReplayedStep
+    from contextview.stats.management.commands.replaysession import _lost
+
+    many = [f"lib/module_{n}.ex" for n in range(30)]
+    step = ReplayedStep(index=3, tokens=1, held=[], removed=[], lost_needed=many, recorded=2)
+    cell = _lost(step)
+    assert cell.startswith("lib/module_0.ex, lib/module_1.ex") and cell.endswith("(30 in all)")
+    assert len(cell) < 120
+    few = ReplayedStep(index=3, tokens=1, held=[], removed=[], lost_needed=["A12345"], recorded=2)
+    assert _lost(few) == "A12345"

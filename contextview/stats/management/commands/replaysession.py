@@ -7,19 +7,34 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from contextview.core.errors import InputError
-from contextview.core.replay import policy_from_json
+from contextview.core.replay import ReplayedStep, policy_from_json
 from contextview.projects.models import Project
 from contextview.sessions.models import Session
 from contextview.stats.replays import session_replay
 
 _ROW = "{:>6}  {:>9}  {:>9}  {:<24}  {}"
+# The lost_needed column keeps a row on a line or two; the API lists every entity.
+_LOST_WIDTH = 100
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _lost(step: ReplayedStep) -> str:
+    """What the step needed that the policy had removed, cut short with how many in all."""
+    lost = ", ".join(step.lost_needed) or "-"
+    if len(lost) <= _LOST_WIDTH:
+        return lost
+    return f"{lost[:_LOST_WIDTH].rstrip(', ')}… ({len(step.lost_needed)} in all)"
 
 
 class Command(BaseCommand):
     help = (
         "Replay a recorded session under another context policy (no model is called) and "
         "print, per step, the tokens as recorded and under the policy, what the policy "
-        "removed and what it had lost that the step needed; totals at the end. "
+        "removed and what it had lost that the step needed (cut short on a long row; the "
+        "API lists them all); totals at the end. "
         'Policies: {"kind": "full"}, {"kind": "sliding", "keep_last": N}, '
         '{"kind": "mask_observations", "keep_last": N}, {"kind": "hybrid", "keep_last": N}, '
         '{"kind": "budget", "max_tokens": T, "order": [partitions]}.'
@@ -51,9 +66,8 @@ class Command(BaseCommand):
         for step in steps:
             removed = ",".join(step.removed) or "-"
             if len(removed) > 24:
-                removed = f"{len(step.removed)} messages"
-            lost = ", ".join(step.lost_needed) or "-"
-            write(_ROW.format(step.index, step.recorded, step.tokens, removed, lost))
+                removed = _count(len(step.removed), "message")
+            write(_ROW.format(step.index, step.recorded, step.tokens, removed, _lost(step)))
         totals = run.totals.as_dict()
         write("")
         for name in ("recorded_tokens", "tokens", "tokens_saved", "peak_tokens", "amnesia"):
