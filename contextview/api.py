@@ -19,7 +19,7 @@ from contextview.core.errors import InputError
 from contextview.core.importers import FORMATS
 from contextview.core.model import PARTITIONS
 from contextview.core.monitors import METRICS
-from contextview.core.replay import policy_from_json
+from contextview.core.replay import KEEP_LAST, MAX_TOKENS, policy_from_json
 from contextview.ingest.body import BodyError, batch_parse, request_body
 from contextview.ingest.imports import ImportFailed, transcript_import
 from contextview.ingest.ratelimit import rate_limit_check
@@ -575,7 +575,7 @@ def _policy_doc(kind: str, **parameters: Any) -> dict[str, Any]:
     }
 
 
-_WINDOW = {"type": "integer", "minimum": 0}
+_WINDOW = {"type": "integer", "minimum": KEEP_LAST[0], "maximum": KEEP_LAST[1]}
 _POLICY_DOC = {
     "oneOf": [
         _policy_doc("full"),
@@ -584,7 +584,7 @@ _POLICY_DOC = {
         _policy_doc("hybrid", keep_last=_WINDOW),
         _policy_doc(
             "budget",
-            max_tokens={"type": "integer", "minimum": 1},
+            max_tokens={"type": "integer", "minimum": MAX_TOKENS[0], "maximum": MAX_TOKENS[1]},
             order={"type": "array", "items": {"enum": list(PARTITIONS)}, "minItems": 1},
         ),
     ]

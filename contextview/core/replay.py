@@ -280,10 +280,17 @@ POLICIES: dict[str, type[Policy]] = {
 }
 
 
-def _count(raw: Mapping[str, Any], name: str, *, minimum: int) -> int:
+# The range of each count a policy takes: past the maximum no context is that big, and
+# a number the answer's JSON cannot hold in 64 bits never reaches it.
+KEEP_LAST = (0, 1_000_000)
+MAX_TOKENS = (1, 1_000_000_000)
+
+
+def _count(raw: Mapping[str, Any], name: str, bounds: tuple[int, int]) -> int:
     value = raw.get(name)
-    if type(value) is not int or value < minimum:
-        raise InputError(f"policy.{name}", f"must be an integer of at least {minimum}")
+    low, high = bounds
+    if type(value) is not int or not low <= value <= high:
+        raise InputError(f"policy.{name}", f"must be an integer from {low:,} to {high:,}")
     return value
 
 
@@ -301,7 +308,7 @@ def policy_from_json(raw: Any) -> Policy:
     if kind == "full":
         return Full()
     if kind == "budget":
-        max_tokens = _count(raw, "max_tokens", minimum=1)
+        max_tokens = _count(raw, "max_tokens", MAX_TOKENS)
         order = raw.get("order")
         if not isinstance(order, list) or not order:
             raise InputError("policy.order", "must be a non-empty list of partitions")
@@ -310,7 +317,7 @@ def policy_from_json(raw: Any) -> Policy:
                 raise InputError(f"policy.order[{k}]", f"must be one of {', '.join(PARTITIONS)}")
         return Budget(max_tokens=max_tokens, order=tuple(dict.fromkeys(order)))
     windowed = _WINDOWED[kind]
-    return windowed(keep_last=_count(raw, "keep_last", minimum=0))
+    return windowed(keep_last=_count(raw, "keep_last", KEEP_LAST))
 
 
 _PARAMETERS: dict[str, frozenset[str]] = {
@@ -552,6 +559,8 @@ DEGRADATION_ORDER = ("tool", "memory", "retrieval")
 
 __all__ = [
     "DEGRADATION_ORDER",
+    "KEEP_LAST",
+    "MAX_TOKENS",
     "MODE_POLICIES",
     "POLICIES",
     "Budget",

@@ -105,6 +105,85 @@ def test_it_refuses_a_bad_policy_naming_the_field(api: Api, policy: Any, field: 
     assert response.json()["error"].startswith(f"{field}: ")
 
 
+_POLICY_FIELD_CASES = [
+    # the body
+    (b"{not json", "body"),
+    (b"\xff\xfe", "body"),
+    (b"[]", "body"),
+    (b"{}", "policy"),
+    (b'{"policy": null}', "policy"),
+    (b'{"policy": "sliding"}', "policy"),
+    (b'{"policy": ["sliding", 20]}', "policy"),
+    # the kind
+    (b'{"policy": {}}', "policy.kind"),
+    (b'{"policy": {"kind": ["sliding"]}}', "policy.kind"),
+    (b'{"policy": {"kind": "sliding", "keep_last": 4, "max_tokens": 9}}', "policy.max_tokens"),
+]
+for kind in ("sliding", "mask_observations", "hybrid"):
+    for bad in (
+        b"-1",
+        b"3.0",
+        b"1e400",
+        b"NaN",
+        b"true",
+        b'"4"',
+        b"null",
+        b"10000000000000000000000",
+    ):
+        _POLICY_FIELD_CASES.append(
+            (
+                b'{"policy": {"kind": "%s", "keep_last": %s}}' % (kind.encode(), bad),
+                "policy.keep_last",
+            )
+        )
+for bad in (b"0", b"-5", b"120.5", b"false", b"[120]", b"10000000000000000000000"):
+    _POLICY_FIELD_CASES.append(
+        (
+            b'{"policy": {"kind": "budget", "max_tokens": %s, "order": ["tool"]}}' % bad,
+            "policy.max_tokens",
+        )
+    )
+for bad, field in (
+    (b'"tool"', "policy.order"),
+    (b"[]", "policy.order"),
+    (b"null", "policy.order"),
+    (b'{"tool": 1}', "policy.order"),
+    (b'["tool", "tools"]', "policy.order[1]"),
+    (b'["tool", ["memory"]]', "policy.order[1]"),
+    (b'["tool", {"p": 1}]', "policy.order[1]"),
+    (b"[3]", "policy.order[0]"),
+):
+    _POLICY_FIELD_CASES.append(
+        (b'{"policy": {"kind": "budget", "max_tokens": 100, "order": %s}}' % bad, field)
+    )
+
+
+@pytest.mark.parametrize(("body", "field"), _POLICY_FIELD_CASES)
+def test_it_answers_400_naming_the_field_of_any_malformed_body(
+    api: Api, body: bytes, field: str
+) -> None:
+    response = api.client.post(
+        "/api/v1/sessions/chat/replay", body, content_type="application/json", **api.auth
+    )
+    assert response.status_code == 400, body
+    assert response.json()["error"].startswith(f"{field}"), response.json()
+
+
+def test_it_replays_the_edges_of_a_good_policy(api: Api) -> None:
+    """The smallest and largest parameters it takes replay, rather than fail."""
+    _seed(api, turns=2)
+    for policy in (
+        {"kind": "sliding", "keep_last": 0},
+        {"kind": "mask_observations", "keep_last": 0},
+        {"kind": "hybrid", "keep_last": 1_000_000},
+        {"kind": "budget", "max_tokens": 1, "order": ["tool", "tool", "other"]},
+        {"kind": "budget", "max_tokens": 1_000_000_000, "order": ["system"]},
+    ):
+        response = _replay(api, policy)
+        assert response.status_code == 200, policy
+        assert len(_body(response)["steps"]) == 3
+
+
 def test_it_answers_404_for_another_projects_session(api: Api, make_api: Any) -> None:
     _seed(api, turns=1)
     other = make_api("other")
