@@ -15,7 +15,8 @@ With ``--database-url``, a session of ``--db-steps`` steps is also built there
 (once; reused on later runs, as ``bench.pages`` builds its own) and replayed as
 a user would ask: ``POST /api/v1/sessions/{id}/replay`` under one policy (time
 to the first bytes and to the whole streamed answer), the session page's replay
-panel (the chosen policy) and the comparison rows the page then asks for.
+panel (the chosen policy) and the comparison rows the page then asks for, and the
+page without JavaScript (one replay too).
 """
 
 from __future__ import annotations
@@ -129,15 +130,18 @@ def bench_database(database_url: str, steps: int, messages: int) -> list[dict[st
         }
     )
     client.force_login(user)
-    # The panel (the chosen policy) and, as the page then asks, each compared row.
+    # The panel (the chosen policy) and, as the page then asks, each compared row; and
+    # the page without JavaScript, which replays the chosen policy alone too.
     for part, query in (
         ("panel", {"kind": "sliding", "keep_last": "20"}),
         ("row", {"kind": "full", "row": "1"}),
         ("row", {"kind": "mask_observations", "keep_last": "3", "row": "1"}),
         ("row", {"kind": "hybrid", "keep_last": "10", "row": "1"}),
+        ("page without JavaScript", {"kind": "mask_observations", "keep_last": "3"}),
     ):
+        htmx = {} if part.startswith("page") else {"HTTP_HX_REQUEST": "true"}
         started = time.perf_counter()
-        answer = client.get(f"/sessions/{session.pk}/replay/", query, HTTP_HX_REQUEST="true")
+        answer = client.get(f"/sessions/{session.pk}/replay/", query, **htmx)
         assert answer.status_code == 200
         rows.append(
             {
