@@ -234,6 +234,11 @@ def watch_main(
     """
     followed: dict[Path, _Followed] = {}
     done = 0
+    for folder in folders:
+        if not folder.exists():
+            print(f"{folder}: does not exist yet; watching for it", file=sys.stderr, flush=True)
+    names = ", ".join(map(str, folders))
+    print(f"watching {names}: new calls are sent as they are written (Ctrl-C stops)", flush=True)
     try:
         while rounds is None or done < rounds:
             now = time.time()

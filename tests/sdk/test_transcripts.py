@@ -153,3 +153,14 @@ def test_it_refuses_a_2_gb_upload_without_reading_it(gunicorn_api: str, project_
     assert answer.startswith("HTTP/1.1 413"), answer[:200]
     assert "over the import limit" in answer
     assert time.monotonic() - started < 5
+
+
+def test_it_says_what_it_watches_and_which_folder_is_not_there_yet(
+    gunicorn_api: str, project_key: str, tmp_path: Path
+) -> None:
+    missing = tmp_path / "not-yet"
+    watcher = _watcher(missing, gunicorn_api, project_key)
+    time.sleep(1.5)
+    out, err = _stop(watcher)
+    assert f"watching {missing}" in out
+    assert f"{missing}: does not exist yet; watching for it" in err
