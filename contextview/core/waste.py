@@ -64,10 +64,12 @@ class WasteTracker:
     """The tool results in a session's latest before context, by text."""
 
     live: dict[str, _Result] = field(default_factory=dict)
-    # entity key -> the results in the context that hold it, in the order they
-    # arrived: a reference to the key counts for the latest of them. A function of
-    # what the context holds, so a resumed walk rebuilds it exactly (`resume`).
-    by_key: dict[str, list[_Result]] = field(default_factory=dict)
+    # entity key -> the results in the context that hold it, by text, in the order
+    # they arrived: a reference to the key counts for the latest of them. A function
+    # of what the context holds, so a resumed walk rebuilds it exactly (`resume`).
+    # A dict, not a list: a result leaving is taken out of every key it holds at
+    # once, where a list would be searched (common keys are held by hundreds).
+    by_key: dict[str, dict[str, _Result]] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)
     last: Sequence[Message] | None = None
     duplicate_tokens: int = 0
@@ -154,7 +156,7 @@ class WasteTracker:
         by_key = self.by_key
         for key in cache.keys_of(cache.base_entities(text)):
             holders = by_key.get(key)
-            if holders and not (result := holders[-1]).referenced:
+            if holders and not (result := next(reversed(holders.values()))).referenced:
                 result.referenced = True
                 events.setdefault("referenced", []).append(result.digest)
 
@@ -231,22 +233,21 @@ class WasteTracker:
 
     def _hold(self, keys: Sequence[str], result: _Result) -> None:
         by_key = self.by_key
+        text = result.text
         for key in keys:
             holders = by_key.get(key)
             if holders is None:
-                by_key[key] = [result]
+                by_key[key] = {text: result}
             else:
-                holders.append(result)
+                holders[text] = result
 
     def _release(self, keys: Sequence[str], result: _Result) -> None:
         by_key = self.by_key
+        text = result.text
         for key in keys:
             holders = by_key.get(key)
-            if holders is not None:
-                for i, held in enumerate(holders):
-                    if held is result:
-                        del holders[i]
-                        break
+            if holders is not None and holders.get(text) is result:
+                del holders[text]
                 if not holders:
                     del by_key[key]
 
