@@ -130,12 +130,13 @@ class LossTracker:
         fresh = set(new)
 
         def scanned(key: str) -> bool:
-            # Looked for only when a need is found, which happens once per loss and way.
-            return any(
-                is_kept_key(key, cache.normalized(m.text))
-                for i, m in enumerate(before)
-                if i not in fresh
-            )
+            # Looked for only when a need is found, which happens once per loss and way;
+            # from the end, where what was just talked about sits.
+            normalized = cache.normalized
+            for i in range(len(before) - 1, -1, -1):
+                if i not in fresh and is_kept_key(key, normalized(before[i].text)):
+                    return True
+            return False
 
         in_context = kept or scanned
 
