@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextview.core.calls import RESULT_ROLES, call_text, is_tool_result
+from contextview.core.calls import RESULT_ROLES, is_tool_result, said_text
 from contextview.core.model import Message
 from contextview.core.stats import TextCache, TokensOf, context_delta
 
@@ -163,10 +163,8 @@ class WasteTracker:
 
     def _refer(self, m: Message, cache: TextCache, events: dict[str, Any]) -> None:
         """Mark the results that message `m`, new in the context, refers to."""
-        args = call_text(m) if m.extra or isinstance(m.content, list) else ""
-        text = f"{m.text}\n{args}" if args else m.text
         by_key = self.by_key
-        for key in cache.keys_of(cache.base_entities(text)):
+        for key in cache.text_keys(said_text(m)):
             holders = by_key.get(key)
             if holders is None:
                 continue
