@@ -32,7 +32,7 @@ from typing import Any
 
 from contextview.core.calls import RESULT_ROLES, is_tool_result, said_text
 from contextview.core.model import Message
-from contextview.core.stats import TextCache, TokensOf, context_delta
+from contextview.core.stats import Delta, TextCache, TokensOf, context_delta
 
 # An unreferenced result is waste once carried this many steps.
 UNREFERENCED_MIN_STEPS = 5
@@ -102,11 +102,26 @@ class WasteTracker:
         return found
 
     def step(
-        self, index: int, before: Sequence[Message], tokens_of: TokensOf, cache: TextCache
+        self,
+        index: int,
+        before: Sequence[Message],
+        tokens_of: TokensOf,
+        cache: TextCache,
+        since: tuple[Sequence[Message], Delta] | None = None,
     ) -> dict[str, Any] | None:
-        """Follow step `index`'s before context; its ``waste`` events, None when none."""
+        """Follow step `index`'s before context; its ``waste`` events, None when none.
+
+        `since`, when the caller worked it out: a context and ``context_delta`` of it
+        and `before` (used when that context is the one this tracker saw last).
+        """
         last = self.last
-        delta = context_delta(last, before) if last is not None else None
+        delta: Delta
+        if last is None:
+            delta = None
+        elif since is not None and since[0] is last:
+            delta = since[1]
+        else:
+            delta = context_delta(last, before)
         removed: Sequence[Message]
         added: Sequence[Message]
         if last is None:
