@@ -117,3 +117,11 @@ def call_text(message: Message) -> str:
         if arguments is not None:
             texts.append(arguments if isinstance(arguments, str) else args_key(arguments))
     return "\n".join(texts)
+
+
+def said_text(message: Message) -> str:
+    """A message's text with what it passes to its tools: where its entities are said."""
+    if not message.extra and not isinstance(message.content, list):
+        return message.text  # tool calls sit in extra fields or in parts
+    args = call_text(message)
+    return f"{message.text}\n{args}" if args else message.text

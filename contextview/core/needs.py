@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
-from contextview.core.calls import call_text, calls_of, is_tool_result, result_call
+from contextview.core.calls import calls_of, is_tool_result, result_call, said_text
 from contextview.core.entities import entity_key, is_kept_key
 from contextview.core.model import Fold, Message
 from contextview.core.stats import TextCache, TokensOf, op_reward
@@ -130,12 +130,13 @@ class LossTracker:
         fresh = set(new)
 
         def scanned(key: str) -> bool:
-            # Looked for only when a need is found, which happens once per loss and way.
-            return any(
-                is_kept_key(key, cache.normalized(m.text))
-                for i, m in enumerate(before)
-                if i not in fresh
-            )
+            # Looked for only when a need is found, which happens once per loss and way;
+            # from the end, where what was just talked about sits.
+            normalized = cache.normalized
+            for i in range(len(before) - 1, -1, -1):
+                if i not in fresh and is_kept_key(key, normalized(before[i].text)):
+                    return True
+            return False
 
         in_context = kept or scanned
 
@@ -166,7 +167,7 @@ class LossTracker:
                             "tokens": tokens_of(m),
                         }
                     )
-                    for key in cache.keys_of(cache.base_entities(m.text)):
+                    for key in cache.text_keys(m.text):
                         loss = self.open.get(key)
                         if loss is not None and loss[2] == lost_at:
                             need(loss, "refetched")
@@ -178,11 +179,10 @@ class LossTracker:
                 text = m.text
             elif m.role == "assistant":
                 how = "mentioned"
-                args = call_text(m) if m.extra or isinstance(m.content, list) else ""
-                text = f"{m.text}\n{args}" if args else m.text
+                text = said_text(m)
             else:
                 continue
-            for key in cache.keys_of(cache.base_entities(text)):
+            for key in cache.text_keys(text):
                 loss = self.open.get(key)
                 if loss is not None:
                     need(loss, how)

@@ -27,6 +27,7 @@ from contextview.core.needs import LossTracker, new_positions
 from contextview.core.runs import expand_runs
 from contextview.core.stats import (
     ContextMeter,
+    Delta,
     StepInput,
     TextCache,
     TokensOf,
@@ -251,8 +252,13 @@ class SessionWalk:
         )
         if self.encoding_note:
             stats["encoding_note"] = self.encoding_note
-        self._track_losses(step, stats, inferred, reloaded, prev_ids, cache, tokens_of)
-        self._advance(step, inferred, stats, previous)
+        # What changed since the previous step's before: the waste tracker and the
+        # ids of the next step read it, worked out once.
+        since = None
+        if previous is not None and previous.before is not before:
+            since = (previous.before, context_delta(previous.before, before))
+        self._track_losses(step, stats, inferred, reloaded, prev_ids, cache, tokens_of, since)
+        self._advance(step, inferred, stats, previous, since)
         return inferred, stats
 
     def _track_losses(
@@ -264,6 +270,7 @@ class SessionWalk:
         prev_ids: set[str] | None,
         cache: TextCache,
         tokens_of: TokensOf,
+        since: tuple[Sequence[Message], Delta] | None,
     ) -> None:
         """What the step needed of earlier losses, and what it lost itself, into its stats."""
         tracker = self.tracker
@@ -284,7 +291,7 @@ class SessionWalk:
         previous = self.afters.get(step.index - 1)
         if previous is not None:
             pairs += [(f, previous) for f in inferred.folds]
-        waste = tracker.waste.step(step.index, before, tokens_of, cache)
+        waste = tracker.waste.step(step.index, before, tokens_of, cache, since)
         if waste:
             stats["waste"] = waste
         calls = tracker.lose(step.index, stats["ops"], pairs, cache)
@@ -297,6 +304,7 @@ class SessionWalk:
         inferred: Inferred,
         stats: Mapping[str, Any],
         previous: _Previous | None,
+        since: tuple[Sequence[Message], Delta] | None,
     ) -> None:
         folds = [*step.folds, *inferred.folds]
         if folds:
@@ -305,22 +313,30 @@ class SessionWalk:
                 self.folded.update(m.id for m in f.originals)
         self.afters.pop(step.index - 1, None)
         self.afters[step.index] = step.after
-        ids = _ids_of(step.before, previous)
+        ids = _ids_of(step.before, previous, since)
         self._previous = _Previous(
             step.index, step.before, ids, stats.get("new_tool"), stats.get("new_call")
         )
 
 
-def _ids_of(before: Sequence[Message], previous: _Previous | None) -> set[str]:
+def _ids_of(
+    before: Sequence[Message],
+    previous: _Previous | None,
+    since: tuple[Sequence[Message], Delta] | None,
+) -> set[str]:
     """The ids of `before`, from those of the previous step's before when little changed.
 
+    `since` is that before and its ``context_delta`` to `before`, when worked out.
     The previous step's set is updated in place: the step that read it is done with it.
     """
     if previous is None:
         return {m.id for m in before}
     if previous.before is before:
         return previous.ids
-    delta = context_delta(previous.before, before)
+    if since is not None and since[0] is previous.before:
+        delta = since[1]
+    else:
+        delta = context_delta(previous.before, before)
     if delta is None:
         return {m.id for m in before}
     removed, added = delta

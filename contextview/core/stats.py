@@ -342,9 +342,11 @@ class ContextMeter:
         return total, parts
 
 
-def context_delta(
-    last: Sequence[Message], messages: Sequence[Message]
-) -> tuple[Sequence[Message], Sequence[Message]] | None:
+# What `context_delta` answers: (messages that left, messages that came), or None.
+Delta = tuple[Sequence[Message], Sequence[Message]] | None
+
+
+def context_delta(last: Sequence[Message], messages: Sequence[Message]) -> Delta:
     """What turns context `last` into `messages`: (messages that left, messages that came).
 
     None when that is no cheaper than going through `messages` whole. See

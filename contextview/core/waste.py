@@ -30,12 +30,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextview.core.calls import RESULT_ROLES, call_text, is_tool_result
+from contextview.core.calls import RESULT_ROLES, is_tool_result, said_text
 from contextview.core.model import Message
-from contextview.core.stats import TextCache, TokensOf, context_delta
+from contextview.core.stats import Delta, TextCache, TokensOf, context_delta
 
 # An unreferenced result is waste once carried this many steps.
 UNREFERENCED_MIN_STEPS = 5
+# Gone entries `WasteTracker.by_key` may hold beyond its live ones before it is rebuilt.
+REBUILD_MIN = 100_000
 # The longest lists a session's aggregates keep (largest re-billed first).
 LIST_LIMIT = 50
 
@@ -52,6 +54,9 @@ class _Result:
     since: int
     copies: int = 1
     referenced: bool = False
+    # the keys of its entities, while it is held by them (`WasteTracker.by_key`)
+    keys: Sequence[str] = ()
+    gone: bool = False
 
 
 def _extra(copies: int, tokens: int) -> int:
@@ -64,10 +69,18 @@ class WasteTracker:
     """The tool results in a session's latest before context, by text."""
 
     live: dict[str, _Result] = field(default_factory=dict)
-    # entity key -> the results in the context that hold it, in the order they
-    # arrived: a reference to the key counts for the latest of them. A function of
-    # what the context holds, so a resumed walk rebuilds it exactly (`resume`).
+    # entity key -> the results that held it, in the order they arrived: a
+    # reference to the key counts for the latest of them still in the context. A
+    # function of what the context holds, so a resumed walk rebuilds it exactly
+    # (`resume`). A result that leaves is only marked gone (common keys are held
+    # by hundreds of results): `_refer` drops gone ones from a list's end, and the
+    # lists are rebuilt from the live results when gone entries outnumber the rest.
     by_key: dict[str, list[_Result]] = field(default_factory=dict)
+    # how many results in the context hold a key: none, and nothing can be referred to
+    keyed: int = 0
+    # entries of `by_key` for results in the context, and for gone ones
+    held: int = 0
+    dropped: int = 0
     digests: dict[str, str] = field(default_factory=dict)
     last: Sequence[Message] | None = None
     duplicate_tokens: int = 0
@@ -78,6 +91,7 @@ class WasteTracker:
         self.live.clear()
         self.by_key.clear()
         self.pending.clear()
+        self.keyed = self.held = self.dropped = 0
         self.last = None
         self.duplicate_tokens = 0
 
@@ -88,11 +102,26 @@ class WasteTracker:
         return found
 
     def step(
-        self, index: int, before: Sequence[Message], tokens_of: TokensOf, cache: TextCache
+        self,
+        index: int,
+        before: Sequence[Message],
+        tokens_of: TokensOf,
+        cache: TextCache,
+        since: tuple[Sequence[Message], Delta] | None = None,
     ) -> dict[str, Any] | None:
-        """Follow step `index`'s before context; its ``waste`` events, None when none."""
+        """Follow step `index`'s before context; its ``waste`` events, None when none.
+
+        `since`, when the caller worked it out: a context and ``context_delta`` of it
+        and `before` (used when that context is the one this tracker saw last).
+        """
         last = self.last
-        delta = context_delta(last, before) if last is not None else None
+        delta: Delta
+        if last is None:
+            delta = None
+        elif since is not None and since[0] is last:
+            delta = since[1]
+        else:
+            delta = context_delta(last, before)
         removed: Sequence[Message]
         added: Sequence[Message]
         if last is None:
@@ -141,7 +170,7 @@ class WasteTracker:
                     change[text] = get(text, 0) + 1
                     if text not in first:
                         first[text] = m
-            elif self.by_key and m.id not in removed_ids:
+            elif self.keyed and m.id not in removed_ids:
                 self._refer(m, cache, events)
         for text, n in change.items():
             if n:
@@ -149,12 +178,20 @@ class WasteTracker:
 
     def _refer(self, m: Message, cache: TextCache, events: dict[str, Any]) -> None:
         """Mark the results that message `m`, new in the context, refers to."""
-        args = call_text(m) if m.extra or isinstance(m.content, list) else ""
-        text = f"{m.text}\n{args}" if args else m.text
         by_key = self.by_key
-        for key in cache.keys_of(cache.base_entities(text)):
+        for key in cache.text_keys(said_text(m)):
             holders = by_key.get(key)
-            if holders and not (result := holders[-1]).referenced:
+            if holders is None:
+                continue
+            result = holders[-1]
+            if result.gone:
+                while holders and holders[-1].gone:
+                    holders.pop()
+                if not holders:
+                    del by_key[key]
+                    continue
+                result = holders[-1]
+            if not result.referenced:
                 result.referenced = True
                 events.setdefault("referenced", []).append(result.digest)
 
@@ -237,18 +274,24 @@ class WasteTracker:
                 by_key[key] = [result]
             else:
                 holders.append(result)
+        if keys:
+            result.keys = keys
+            self.keyed += 1
+            self.held += len(keys)
 
     def _release(self, keys: Sequence[str], result: _Result) -> None:
-        by_key = self.by_key
-        for key in keys:
-            holders = by_key.get(key)
-            if holders is not None:
-                for i, held in enumerate(holders):
-                    if held is result:
-                        del holders[i]
-                        break
-                if not holders:
-                    del by_key[key]
+        result.gone = True
+        if not keys:
+            return
+        self.keyed -= 1
+        self.held -= len(keys)
+        self.dropped += len(keys)
+        if self.dropped > self.held + REBUILD_MIN:
+            # `live` is in the order the results arrived, as `by_key` holds them.
+            self.by_key.clear()
+            self.held = self.dropped = self.keyed = 0
+            for held in self.live.values():
+                self._hold(held.keys, held)
 
 
 @dataclass(slots=True)

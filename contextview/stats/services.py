@@ -21,7 +21,7 @@ import orjson
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
-from contextview.core.calls import is_tool_result
+from contextview.core.calls import is_tool_result, said_text
 from contextview.core.entities import entity_forms, entity_key, extract_entities_keyed
 from contextview.core.infer import COMPACTED, Inferred
 from contextview.core.lru import SizedLRU
@@ -302,6 +302,10 @@ def _compute_chunk(
     tracker: LossTracker | None = None,
 ) -> tuple[int, bool]:
     """Compute and commit up to `size` steps from the first pending one; (how many, more?)."""
+    with connection.cursor() as cursor:
+        # Statistics are derived: a commit lost to a crash leaves its steps pending,
+        # to be computed again, so the chunk need not wait for its WAL to be flushed.
+        cursor.execute("SET LOCAL synchronous_commit = off")
     session = Session.objects.filter(pk=session_id).first()
     if session is None:
         return 0, False
@@ -615,10 +619,17 @@ def _chunk_read(
     originals = {stored[f[6]].blob_pk: stored[f[6]].message.text for f in chunk_folds}
     for pk, (found, keys) in entities_for_blobs(blobs=originals).items():
         texts.prime(originals[pk], found, keys)
-    # Waste tracking (``core.waste``) matches tool results by their entities' keys.
-    results = {s.blob_pk: s.message.text for s in stored.values() if is_tool_result(s.message)}
-    for pk, keys in entity_keys_for_blobs(blobs=results).items():
-        texts.prime_keys(results[pk], keys)
+    # Waste tracking (``core.waste``) matches tool results by their entities' keys,
+    # and looks up what the other messages say by theirs, as losses (``core.needs``)
+    # do: read once per content, not extracted again by every new worker process.
+    # (Tool calls' arguments are said too: such messages' keys are worked out.)
+    said = {
+        s.blob_pk: text
+        for s in stored.values()
+        if (text := s.message.text) and (is_tool_result(s.message) or said_text(s.message) == text)
+    }
+    for pk, keys in entity_keys_for_blobs(blobs=said).items():
+        texts.prime_keys(said[pk], keys)
     return _Chunk(
         contexts=contexts,
         tokens_of=tokens_of,
