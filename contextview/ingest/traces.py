@@ -50,6 +50,7 @@ from contextview.core.otlp import (
     step_event,
     timestamp,
 )
+from contextview.core.refs import decode_refs
 from contextview.core.textsafe import escape
 from contextview.ingest.models import ToolRun as ToolRunRow
 from contextview.ingest.services import batch_ingest
@@ -198,6 +199,10 @@ class _Session:
     # the last stored step: its index and order key (start microsecond, span id)
     last_index: int = -1
     last_order: tuple[int, str] | None = None
+    # the message ids of the last stored step's context, when it came from a span:
+    # the export's first call is sent against it, as the calls after are against the
+    # call before them
+    last_ids: list[str] | None = None
 
 
 def _micros(ts: datetime) -> int:
@@ -206,21 +211,30 @@ def _micros(ts: datetime) -> int:
 
 def _sessions(project: Project, ids: list[str]) -> dict[str, _Session]:
     found: dict[str, _Session] = defaultdict(_Session)
+    refs: dict[str, list[int]] = {}
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT s.external_id, s.id, s.agent, s.model, t.index, t.timestamp, "
-            "t.obs_extra ->> 'span_id' FROM cv_session s LEFT JOIN LATERAL ("
-            "SELECT index, timestamp, obs_extra FROM cv_step WHERE session_id = s.id "
-            "ORDER BY index DESC LIMIT 1) t ON true "
+            "t.obs_extra ->> 'span_id', t.after_refs FROM cv_session s LEFT JOIN LATERAL ("
+            "SELECT index, timestamp, obs_extra, after_refs FROM cv_step "
+            "WHERE session_id = s.id ORDER BY index DESC LIMIT 1) t ON true "
             "WHERE s.project_id = %s AND s.external_id = ANY(%s)",
             [project.pk, ids],
         )
-        for external_id, pk, agent, model, index, ts, span_id in cursor.fetchall():
+        for external_id, pk, agent, model, index, ts, span_id, after in cursor.fetchall():
             session = found[external_id]
             session.pk, session.agent, session.model = pk, agent, model
             if index is not None:
                 session.last_index = index
                 session.last_order = (_micros(ts), span_id or "")
+                if span_id:
+                    refs[external_id] = decode_refs(bytes(after))
+        wanted = sorted({pk for pks in refs.values() for pk in pks})
+        if wanted:
+            cursor.execute("SELECT id, msg_id FROM cv_message WHERE id = ANY(%s)", [wanted])
+            msg_ids = dict(cursor.fetchall())
+            for external_id, pks in refs.items():
+                found[external_id].last_ids = [msg_ids[pk] for pk in pks]
     return found
 
 
@@ -317,7 +331,11 @@ def _plan(
         previous: LlmCall | None = None
         for offset, call in enumerate(steps):
             index = start + offset
-            base = None if previous is None else (index - 1, [m["id"] for m in previous.messages])
+            base: tuple[int, list[str]] | None = None
+            if previous is not None:
+                base = (index - 1, [m["id"] for m in previous.messages])
+            elif index == state.last_index + 1 and state.last_ids is not None:
+                base = (state.last_index, state.last_ids)
             events.append(step_event(call, index, base=base))
             owners.append(call)
             previous = call

@@ -239,6 +239,24 @@ def test_it_sends_what_a_context_shares_with_the_step_before_as_a_run(agent: Age
     assert [m["content"] for m in obs["messages"][1:]] == ["new"]
 
 
+def test_it_sends_what_a_compacted_context_keeps_of_the_step_before_as_runs(
+    agent: Agent,
+) -> None:
+    """A compaction replaces the head by a summary: the kept tail still goes as a run,
+    so a long context is not sent (and stored) again in full."""
+    context = [text("user", f"message {i}") for i in range(8)]
+    agent.call(context)
+    agent.call([text("user", "summary"), *context[4:], text("user", "new")])
+    one, two = calls(agent)
+    event = step_event(two, 3, base=(2, [m["id"] for m in one.messages]))
+    obs = event["body"]["obs"]
+    assert obs["$base"] == 2
+    # the system prompt (base position 0) alone, the summary, the kept tail, the new one
+    system, summary, run, new = obs["messages"]
+    assert run == {"$run": [5, 4]}
+    assert [system["role"], summary["content"], new["content"]] == ["system", "summary", "new"]
+
+
 def test_it_ignores_spans_that_are_not_llm_calls(agent: Agent) -> None:
     agent.other()
     decoded = decode_request(request_of(agent.exporter.get_finished_spans()))  # type: ignore[attr-defined]
