@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -670,11 +670,25 @@ def _compacted(attrs: Mapping[str, Any]) -> bool:
     return value is True or (isinstance(value, str) and value.lower() == "true")
 
 
-def decode_request(request: ExportTraceServiceRequest) -> Decoded:
+def span_event_ids(request: ExportTraceServiceRequest) -> list[str]:
+    """The event id every span of an export would have, read from the ids alone."""
+    return [
+        span_event_id(span.trace_id.hex(), span.span_id.hex())
+        for resource_spans in request.resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+    ]
+
+
+def decode_request(
+    request: ExportTraceServiceRequest, *, stored: Container[str] = frozenset()
+) -> Decoded:
     """The LLM calls of an export, its tool runs, the spans that could not be read,
     and the span count.
 
-    Other spans are counted and left out.
+    Other spans are counted and left out, and so are the spans whose event id is in
+    `stored` (sent again: an exporter retrying an export whose answer it lost), before
+    their attributes are read.
     """
     decoded = Decoded()
     pending: list[_Pending] = []
@@ -687,6 +701,8 @@ def decode_request(request: ExportTraceServiceRequest) -> Decoded:
             for span in scope_spans.spans:
                 decoded.spans += 1
                 trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
+                if stored and span_event_id(trace_id, span_id) in stored:
+                    continue
                 attrs = attributes(span.attributes)
                 ids_ok = len(span.trace_id) == 16 and len(span.span_id) == 8
                 if not is_llm_call(attrs):

@@ -47,6 +47,7 @@ from contextview.core.otlp import (
     ToolRun,
     decode_request,
     span_event_id,
+    span_event_ids,
     step_event,
     timestamp,
 )
@@ -111,8 +112,10 @@ def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> Tr
                 )
                 if cursor.fetchone() is None:
                     raise ServerBusy
-            # Decoded in a slot: the slots bound the memory and time of that too.
-            decoded = decode_request(request)
+            # Decoded in a slot: the slots bound the memory and time of that too. Spans
+            # stored already are left out before their contexts are read (`_unseen`
+            # checks again once the sessions are locked).
+            decoded = decode_request(request, stored=_stored(project, span_event_ids(request)))
             outcome = TracesOutcome(spans=decoded.spans)
             for refused in decoded.refused:
                 outcome.rejected += 1
@@ -175,14 +178,19 @@ def _tool_runs_store(project: Project, runs: list[ToolRun]) -> None:
     )
 
 
-def _unseen(project: Project, calls: list[LlmCall]) -> list[LlmCall]:
-    """The calls not stored yet: a span sent again, or twice in one request, is one."""
+def _stored(project: Project, event_ids: list[str]) -> set[str]:
+    """Which of these event ids the project has stored."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT event_id FROM cv_raw_event WHERE project_id = %s AND event_id = ANY(%s)",
-            [project.pk, [c.event_id for c in calls]],
+            [project.pk, event_ids],
         )
-        stored = {row[0] for row in cursor.fetchall()}
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _unseen(project: Project, calls: list[LlmCall]) -> list[LlmCall]:
+    """The calls not stored yet: a span sent again, or twice in one request, is one."""
+    stored = _stored(project, [c.event_id for c in calls])
     out: list[LlmCall] = []
     for call in calls:
         if call.event_id not in stored:
