@@ -245,8 +245,14 @@ def parse_message_list(
     messages: list[Message] = []
     seen: dict[str, int] = {}
     for i, item in enumerate(raw):
-        m = parse_message(
-            item, field=f"{field}[{i}]", latest=latest, inherit_partition=inherit_partition
+        # A message of a base context (a `$run`) is resolved already: most of a resent
+        # context, so it skips the call and the field name built for errors.
+        m = (
+            item
+            if type(item) is Message
+            else parse_message(
+                item, field=f"{field}[{i}]", latest=latest, inherit_partition=inherit_partition
+            )
         )
         first = seen.setdefault(m.id, i)
         if first != i:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -47,7 +47,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from contextview.core.runs import BASE_KEY, run_element
+from contextview.core.runs import BASE_KEY, encode_runs, runs_in
 
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
@@ -670,11 +670,25 @@ def _compacted(attrs: Mapping[str, Any]) -> bool:
     return value is True or (isinstance(value, str) and value.lower() == "true")
 
 
-def decode_request(request: ExportTraceServiceRequest) -> Decoded:
+def span_event_ids(request: ExportTraceServiceRequest) -> list[str]:
+    """The event id every span of an export would have, read from the ids alone."""
+    return [
+        span_event_id(span.trace_id.hex(), span.span_id.hex())
+        for resource_spans in request.resource_spans
+        for scope_spans in resource_spans.scope_spans
+        for span in scope_spans.spans
+    ]
+
+
+def decode_request(
+    request: ExportTraceServiceRequest, *, stored: Container[str] = frozenset()
+) -> Decoded:
     """The LLM calls of an export, its tool runs, the spans that could not be read,
     and the span count.
 
-    Other spans are counted and left out.
+    Other spans are counted and left out, and so are the spans whose event id is in
+    `stored` (sent again: an exporter retrying an export whose answer it lost), before
+    their attributes are read.
     """
     decoded = Decoded()
     pending: list[_Pending] = []
@@ -687,6 +701,8 @@ def decode_request(request: ExportTraceServiceRequest) -> Decoded:
             for span in scope_spans.spans:
                 decoded.spans += 1
                 trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
+                if stored and span_event_id(trace_id, span_id) in stored:
+                    continue
                 attrs = attributes(span.attributes)
                 ids_ok = len(span.trace_id) == 16 and len(span.span_id) == 8
                 if not is_llm_call(attrs):
@@ -746,7 +762,8 @@ def timestamp(start_ns: int) -> str:
     return (_EPOCH + timedelta(microseconds=start_ns // 1000)).isoformat()
 
 
-# A shared head shorter than this is sent in full: a run costs a lookup of the base.
+# Fewer messages than this found in the base are sent in full: runs cost a lookup
+# of the base.
 MIN_RUN = 4
 
 
@@ -755,9 +772,11 @@ def step_event(
 ) -> dict[str, Any]:
     """The ingest step event of `call` at `index`.
 
-    `base` is the index and message ids of the session's step just before, stored
-    by the same batch: the messages this context shares with it at its head are sent
-    as one ``$run`` of that step's context (what the server already holds).
+    `base` is the index and message ids of the session's step just before (stored
+    by the same batch or before it): the messages this context shares with it, at
+    its head or after a compaction dropped some, are sent as ``$run`` elements of
+    that step's context (what the server already holds). Ids are digests of the
+    content, so an id found there stands for the same message.
     """
     messages: list[Any] = call.messages
     obs: dict[str, Any] = {**(call.extra or {}), "trace_id": call.trace_id, "span_id": call.span_id}
@@ -765,13 +784,11 @@ def step_event(
         obs[COMPACTED] = True
     if base is not None:
         base_index, base_ids = base
-        shared = 0
-        limit = min(len(base_ids), len(messages))
-        while shared < limit and base_ids[shared] == messages[shared]["id"]:
-            shared += 1
-        if shared >= MIN_RUN:
+        where = {mid: position for position, mid in enumerate(base_ids)}
+        positions = [where.get(m["id"]) for m in messages]
+        if sum(count for _, _, count in runs_in(positions)) >= MIN_RUN:
             obs[BASE_KEY] = base_index
-            messages = [run_element(0, shared), *messages[shared:]]
+            messages = encode_runs(messages, positions)
     obs["messages"] = messages
     body: dict[str, Any] = {"session_id": call.session_id, "index": index, "obs": obs}
     if call.model:

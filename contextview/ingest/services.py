@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -256,6 +256,14 @@ class _Store:
             self.new_messages[h] = (message, bh)
             self.new_blobs.setdefault(bh, message)
         return h
+
+    def hash_all(self, messages: Iterable[CoreMessage]) -> None:
+        """`hash` each message not hashed yet: most of a resent context was, as the
+        same objects (taken from a base run), so that costs one lookup each."""
+        hashed = self.hash_of
+        for m in messages:
+            if id(m) not in hashed:
+                self.hash(m)
 
     def tools_hash(self, tools: list[dict[str, Any]]) -> bytes:
         h = blob_hash(tools)
@@ -649,16 +657,13 @@ def _derive_or_refuse(
         )
     except InputError as exc:
         return EventResult(e.head.id, exc.status, str(exc))
-    for m in result.before:
-        store.hash(m)
-    for m in result.after:
-        store.hash(m)
+    store.hash_all(result.before)
+    store.hash_all(result.after)
     for op in result.ops:
         if op.result is not None:
             store.hash(op.result)
     for fold in result.folds:
-        for m in fold.originals:
-            store.hash(m)
+        store.hash_all(fold.originals)
     # Only a recording that changes what an id stands for needs writing.
     hash_of = store.hash
     changed = {
@@ -791,9 +796,19 @@ def _sent_json(value: BaseModel | None) -> str | None:
     return None if value is None else json.dumps(value.model_dump(exclude_unset=True))
 
 
+def _context_refs(store: _Store, row: _StepRow) -> tuple[bytes, bytes]:
+    """A step's before and after as stored references; an after that is the before
+    (no operation changed it, the usual case) is encoded once."""
+    before = store.pks(row.result.before)
+    after = store.pks(row.result.after)
+    encoded = encode_refs(before)
+    return encoded, encoded if after == before else encode_refs(after)
+
+
 def _insert_steps(
     cursor: Any, project: Project, store: _Store, rows: list[_StepRow], now: datetime
 ) -> list[int]:
+    contexts = [_context_refs(store, r) for r in rows]
     cursor.execute(
         "INSERT INTO cv_step (project_id, session_id, index, timestamp, received_at, mode, "
         "reason, reported_before, reported_after, obs_extra, outcome, before_refs, after_refs, "
@@ -818,8 +833,8 @@ def _insert_steps(
             [r.body.after_tokens for r in rows],
             [None if r.obs_extra is None else json.dumps(r.obs_extra) for r in rows],
             [None if r.body.outcome is None else json.dumps(r.body.outcome) for r in rows],
-            [encode_refs(store.pks(r.result.before)) for r in rows],
-            [encode_refs(store.pks(r.result.after)) for r in rows],
+            [refs[0] for refs in contexts],
+            [refs[1] for refs in contexts],
             [r.result.after_given for r in rows],
             [r.result.after_mismatch for r in rows],
             [r.body_hash for r in rows],

@@ -47,9 +47,11 @@ from contextview.core.otlp import (
     ToolRun,
     decode_request,
     span_event_id,
+    span_event_ids,
     step_event,
     timestamp,
 )
+from contextview.core.refs import decode_refs
 from contextview.core.textsafe import escape
 from contextview.ingest.models import ToolRun as ToolRunRow
 from contextview.ingest.services import batch_ingest
@@ -110,8 +112,10 @@ def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> Tr
                 )
                 if cursor.fetchone() is None:
                     raise ServerBusy
-            # Decoded in a slot: the slots bound the memory and time of that too.
-            decoded = decode_request(request)
+            # Decoded in a slot: the slots bound the memory and time of that too. Spans
+            # stored already are left out before their contexts are read (`_unseen`
+            # checks again once the sessions are locked).
+            decoded = decode_request(request, stored=_stored(project, span_event_ids(request)))
             outcome = TracesOutcome(spans=decoded.spans)
             for refused in decoded.refused:
                 outcome.rejected += 1
@@ -174,14 +178,19 @@ def _tool_runs_store(project: Project, runs: list[ToolRun]) -> None:
     )
 
 
-def _unseen(project: Project, calls: list[LlmCall]) -> list[LlmCall]:
-    """The calls not stored yet: a span sent again, or twice in one request, is one."""
+def _stored(project: Project, event_ids: list[str]) -> set[str]:
+    """Which of these event ids the project has stored."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT event_id FROM cv_raw_event WHERE project_id = %s AND event_id = ANY(%s)",
-            [project.pk, [c.event_id for c in calls]],
+            [project.pk, event_ids],
         )
-        stored = {row[0] for row in cursor.fetchall()}
+        return {row[0] for row in cursor.fetchall()}
+
+
+def _unseen(project: Project, calls: list[LlmCall]) -> list[LlmCall]:
+    """The calls not stored yet: a span sent again, or twice in one request, is one."""
+    stored = _stored(project, [c.event_id for c in calls])
     out: list[LlmCall] = []
     for call in calls:
         if call.event_id not in stored:
@@ -198,6 +207,10 @@ class _Session:
     # the last stored step: its index and order key (start microsecond, span id)
     last_index: int = -1
     last_order: tuple[int, str] | None = None
+    # the message ids of the last stored step's context, when it came from a span:
+    # the export's first call is sent against it, as the calls after are against the
+    # call before them
+    last_ids: list[str] | None = None
 
 
 def _micros(ts: datetime) -> int:
@@ -206,21 +219,30 @@ def _micros(ts: datetime) -> int:
 
 def _sessions(project: Project, ids: list[str]) -> dict[str, _Session]:
     found: dict[str, _Session] = defaultdict(_Session)
+    refs: dict[str, list[int]] = {}
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT s.external_id, s.id, s.agent, s.model, t.index, t.timestamp, "
-            "t.obs_extra ->> 'span_id' FROM cv_session s LEFT JOIN LATERAL ("
-            "SELECT index, timestamp, obs_extra FROM cv_step WHERE session_id = s.id "
-            "ORDER BY index DESC LIMIT 1) t ON true "
+            "t.obs_extra ->> 'span_id', t.after_refs FROM cv_session s LEFT JOIN LATERAL ("
+            "SELECT index, timestamp, obs_extra, after_refs FROM cv_step "
+            "WHERE session_id = s.id ORDER BY index DESC LIMIT 1) t ON true "
             "WHERE s.project_id = %s AND s.external_id = ANY(%s)",
             [project.pk, ids],
         )
-        for external_id, pk, agent, model, index, ts, span_id in cursor.fetchall():
+        for external_id, pk, agent, model, index, ts, span_id, after in cursor.fetchall():
             session = found[external_id]
             session.pk, session.agent, session.model = pk, agent, model
             if index is not None:
                 session.last_index = index
                 session.last_order = (_micros(ts), span_id or "")
+                if span_id:
+                    refs[external_id] = decode_refs(bytes(after))
+        wanted = sorted({pk for pks in refs.values() for pk in pks})
+        if wanted:
+            cursor.execute("SELECT id, msg_id FROM cv_message WHERE id = ANY(%s)", [wanted])
+            msg_ids = dict(cursor.fetchall())
+            for external_id, pks in refs.items():
+                found[external_id].last_ids = [msg_ids[pk] for pk in pks]
     return found
 
 
@@ -317,7 +339,11 @@ def _plan(
         previous: LlmCall | None = None
         for offset, call in enumerate(steps):
             index = start + offset
-            base = None if previous is None else (index - 1, [m["id"] for m in previous.messages])
+            base: tuple[int, list[str]] | None = None
+            if previous is not None:
+                base = (index - 1, [m["id"] for m in previous.messages])
+            elif index == state.last_index + 1 and state.last_ids is not None:
+                base = (state.last_index, state.last_ids)
             events.append(step_event(call, index, base=base))
             owners.append(call)
             previous = call

@@ -10,7 +10,7 @@ import pytest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from contextview.core.otlp import LlmCall, decode_request, step_event
+from contextview.core.otlp import LlmCall, decode_request, span_event_ids, step_event
 from tests.otlp.conftest import Agent, request_of, text
 
 
@@ -237,6 +237,37 @@ def test_it_sends_what_a_context_shares_with_the_step_before_as_a_run(agent: Age
     assert obs["$base"] == 7
     assert obs["messages"][0] == {"$run": [0, 7]}
     assert [m["content"] for m in obs["messages"][1:]] == ["new"]
+
+
+def test_it_sends_what_a_compacted_context_keeps_of_the_step_before_as_runs(
+    agent: Agent,
+) -> None:
+    """A compaction replaces the head by a summary: the kept tail still goes as a run,
+    so a long context is not sent (and stored) again in full."""
+    context = [text("user", f"message {i}") for i in range(8)]
+    agent.call(context)
+    agent.call([text("user", "summary"), *context[4:], text("user", "new")])
+    one, two = calls(agent)
+    event = step_event(two, 3, base=(2, [m["id"] for m in one.messages]))
+    obs = event["body"]["obs"]
+    assert obs["$base"] == 2
+    # the system prompt (base position 0) alone, the summary, the kept tail, the new one
+    system, summary, run, new = obs["messages"]
+    assert run == {"$run": [5, 4]}
+    assert [system["role"], summary["content"], new["content"]] == ["system", "summary", "new"]
+
+
+def test_it_leaves_out_the_spans_stored_already_and_counts_them(agent: Agent) -> None:
+    context = [text("user", "start")]
+    agent.call(context)
+    agent.call([*context, text("user", "more")])
+    request = request_of(agent.exporter.get_finished_spans())  # type: ignore[attr-defined]
+    ids = span_event_ids(request)
+    decoded = decode_request(request, stored={ids[0]})
+    assert decoded.spans == 2
+    assert [c.event_id for c in decoded.calls] == [ids[1]]
+    # read alone, the second call's context is the one it has when read after the first
+    assert decoded.calls[0].messages == decode_request(request).calls[1].messages
 
 
 def test_it_ignores_spans_that_are_not_llm_calls(agent: Agent) -> None:

@@ -325,6 +325,28 @@ def test_it_keeps_the_compaction_a_call_reports(key: str, memory: Any) -> None:
     assert read_step(key, "compacted", 0)["obs_extra"]["gen_ai.conversation.compacted"] is True
 
 
+def test_it_reads_back_a_context_continued_and_compacted_in_a_later_export(
+    key: str, memory: Any
+) -> None:
+    """The later export's calls are sent against the steps stored before (runs of
+    them): what a step reads back is still its whole context, in order."""
+    agent, exporter = memory
+    history = [text("user", f"question {i}") for i in range(6)]
+    agent.call(history)
+    answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    exporter.clear()
+    grown = [*history, text("assistant", "Looking."), text("user", "And now?")]
+    agent.call(grown)
+    compacted = [text("user", "summary"), *grown[3:]]
+    agent.call(compacted, attributes={"gen_ai.conversation.compacted": True})
+    out = answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    assert not out.HasField("partial_success")
+    for index, context in ((1, grown), (2, compacted)):
+        step = read_step(key, "conv-1", index)
+        expected = ["You debug orders.", *(m["parts"][0]["content"] for m in context)]
+        assert [m["content"] for m in step["before"]] == expected
+
+
 @pytest.mark.skipif(
     "usage" not in StepBody.model_fields, reason="needs the v1.1 step fields (model, usage, ...)"
 )
