@@ -514,6 +514,14 @@
   });
   // The live tail redraws the step list: a list scrolled to its end stays at its end,
   // so new steps come into view; the open step stays marked.
+  // Each poll says which step the panel shows, so that the answer can redraw that
+  // step's links (its next step may be the one that just arrived).
+  document.addEventListener("htmx:configRequest", function (ev) {
+    const view = document.getElementById("step-view");
+    if (ev.detail.elt && ev.detail.elt.id === "live-tail" && view) {
+      ev.detail.parameters.open = view.dataset.step;
+    }
+  });
   let listAtEnd = false;
   document.addEventListener("htmx:beforeSwap", function (ev) {
     const list = ev.detail.target;

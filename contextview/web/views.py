@@ -361,8 +361,9 @@ def live_tail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
     Nothing new: only the live bar, saying how long the agent has been silent.
     New steps or statistics: the step list (grown at its end when the page showed
-    the end), the chart and flags, and the step count; the header is redrawn by the
-    page when the session ends.
+    the end), the chart and flags, the step count, and the links of the step open in
+    the panel (`open`, sent by the page), whose next step may just have arrived; the
+    header is redrawn by the page when the session ends.
     """
     session, _ = _session_or_404(request, pk)
     if request.GET.get("v") == _live_version(session):
@@ -382,6 +383,7 @@ def live_tail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     rows, _ = web.session_chart(session=session)
     directives = web.session_directives(session=session)
     step_url = reverse("web-step", args=[session.pk, 0])[: -len("0/")]
+    opened = _int(request.GET.get("open"))
     response = render(
         request,
         "session/_live_update.html",
@@ -390,6 +392,8 @@ def live_tail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             "chart_meta": _chart_meta(session, directives, step_url=step_url),
             "chart_rows": rows,
             "flag_help": web.FLAG_HELP,
+            "opened": opened,
+            "n": None if opened is None else web.step_neighbors(session=session, index=opened),
             **window,
         },
     )
