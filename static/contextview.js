@@ -515,11 +515,15 @@
   // The live tail redraws the step list: a list scrolled to its end stays at its end,
   // so new steps come into view; the open step stays marked.
   // Each poll says which step the panel shows, so that the answer can redraw that
-  // step's links (its next step may be the one that just arrived).
+  // step's links (its next step may be the one that just arrived), and whether the
+  // page has shown no step yet, so that the first ones bring the compare form.
   document.addEventListener("htmx:configRequest", function (ev) {
+    if (!ev.detail.elt || ev.detail.elt.id !== "live-tail") return;
     const view = document.getElementById("step-view");
-    if (ev.detail.elt && ev.detail.elt.id === "live-tail" && view) {
-      ev.detail.parameters.open = view.dataset.step;
+    if (view) ev.detail.parameters.open = view.dataset.step;
+    const slot = document.getElementById("compare-slot");
+    if (slot && !slot.querySelector("form") && document.getElementById("panel-hint")) {
+      ev.detail.parameters.first = "1";
     }
   });
   let listAtEnd = false;

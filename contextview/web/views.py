@@ -362,8 +362,9 @@ def live_tail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     Nothing new: only the live bar, saying how long the agent has been silent.
     New steps or statistics: the step list (grown at its end when the page showed
     the end), the chart and flags, the step count, and the links of the step open in
-    the panel (`open`, sent by the page), whose next step may just have arrived; the
-    header is redrawn by the page when the session ends.
+    the panel (`open`, sent by the page), whose next step may just have arrived, and,
+    to a page that has shown no step yet (`first`), the compare form; the header is
+    redrawn by the page when the session ends.
     """
     session, _ = _session_or_404(request, pk)
     if request.GET.get("v") == _live_version(session):
@@ -393,6 +394,7 @@ def live_tail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             "chart_rows": rows,
             "flag_help": web.FLAG_HELP,
             "opened": opened,
+            "first": bool(request.GET.get("first")),
             "n": None if opened is None else web.step_neighbors(session=session, index=opened),
             **window,
         },

@@ -97,3 +97,29 @@ def test_the_last_step_open_gains_its_next_step_link_when_one_arrives(
     assert page.url.endswith(f"/sessions/{session.pk}/steps/3/")
     assert page.locator("tr#step-row-3.current").count() == 1
     assert watched.errors == []
+
+
+def test_a_page_opened_before_any_step_gains_the_compare_form_with_the_first_steps(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    session = seed_session(api, order_session_events()[:1])
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.goto(f"{live_server.url}/sessions/{session.pk}/")
+    page.wait_for_selector("#live-tail")
+    assert "No steps yet" in page.locator("#step-panel").inner_text()
+    form = page.locator(".left-col .compare-form")
+    assert form.count() == 0
+
+    messages = [{"id": "sys", "role": "system", "content": "You help with orders."},
+                {"id": "u1", "role": "user", "content": "Where is SO20260101007?"}]  # fmt: skip
+    send(api, live_server, [step("order-debug-42", i, messages) for i in (0, 1)])
+    page.locator("tr#step-row-1").wait_for(timeout=15_000)
+    form.wait_for(timeout=5_000)
+    assert page.locator('.left-col input[name="to"]').input_value() == "1"
+    assert "No steps yet" not in page.locator("#step-panel").inner_text()
+
+    page.click(".left-col .compare-form button[type=submit]")
+    page.wait_for_selector('#compare-view[data-from="0"][data-to="1"]')
+    assert "/compare/" in page.url
+    assert watched.errors == []
