@@ -3,21 +3,15 @@
 (function () {
   "use strict";
 
-  const PARTITION_ORDER = ["system", "task", "memory", "tool", "retrieval", "question", "other"];
-  const PARTITION_COLORS = {
-    system: "#64748b", task: "#0ea5e9", memory: "#8b5cf6", tool: "#f59e0b",
-    retrieval: "#10b981", question: "#3b82f6", other: "#a3a3a3",
-  };
   const OP_SYMBOLS = {
     summarize: "diamond", fold: "diamond", merge: "triangle-up", rewrite: "square",
     truncate: "square-open", drop: "x", reload: "circle", reorder: "star",
     pin: "cross", unpin: "cross-open", expire: "hourglass", keep: "circle-open",
   };
-  // How each occupancy line looks; where it goes the server says (data-meta, data-lines).
-  const LINE_STYLES = {
-    budget: ["#b91c1c", "solid"], over_90: ["#ea580c", "dash"], over_70: ["#ca8a04", "dot"],
-  };
-  function lineStyle(flag) { return LINE_STYLES[flag] || ["#6b7280", "dot"]; }
+  // Where each occupancy line goes and how it looks the server says (data-meta,
+  // data-lines), as it does the partitions' order and colours: the report's chart,
+  // drawn on the server, looks the same.
+  function lineStyle(line) { return [line.color || "#6b7280", line.dash || "dot"]; }
 
   // Plotly renders a few HTML-like tags (<b>, <a href>, <br>) and entities in names
   // and labels; agent-sent names must show as the text they are.
@@ -105,14 +99,15 @@
     const measured = rows.some(function (r) { return r[3] !== null; });
     const names = new Set();
     rows.forEach(function (r) { if (r[4]) Object.keys(r[4]).forEach(function (k) { names.add(k); }); });
-    const partitions = PARTITION_ORDER.filter(function (p) { return names.has(p); })
-      .concat(Array.from(names).filter(function (p) { return PARTITION_ORDER.indexOf(p) < 0; }).sort());
+    const colors = meta.colors || {}, order = Object.keys(colors);
+    const partitions = order.filter(function (p) { return names.has(p); })
+      .concat(Array.from(names).filter(function (p) { return order.indexOf(p) < 0; }).sort());
 
     const traces = partitions.map(function (p) {
       return {
         type: "scatter", mode: "lines", stackgroup: "tokens", name: text(p), x: x,
         y: rows.map(function (r) { return r[4] && r[4][p] !== undefined ? r[4][p] : null; }),
-        line: { width: 0.5, color: PARTITION_COLORS[p] },
+        line: { width: 0.5, color: colors[p] },
         customdata: where, hovertemplate: "%{customdata}<br>%{fullData.name}: %{y} tokens<extra></extra>",
       };
     });
@@ -169,7 +164,7 @@
     if (budget.max_tokens) {
       // Where the lines go comes from the server (the thresholds the statistics flag).
       (meta.lines || []).forEach(function (b) {
-        const style = lineStyle(b.flag), y = budget.max_tokens * b.at;
+        const style = lineStyle(b), y = budget.max_tokens * b.at;
         shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: y, y1: y,
                       line: { color: style[0], width: 1.2, dash: style[1] } });
         annotations.push({ xref: "paper", x: 1, xanchor: "right", yref: "y", y: y, yanchor: "bottom",
@@ -213,8 +208,6 @@
     window.Plotly.newPlot(el, traces, layout, { responsive: true, displaylogo: false });
     el.on("plotly_click", function (ev) {
       if (!ev.points || !ev.points.length) return;
-      // In a report file, steps are rows of the same page.
-      if (meta.step_anchor) { window.location.hash = meta.step_anchor + ev.points[0].x; return; }
       loadStep(meta.step_url + ev.points[0].x + "/");
     });
   }
@@ -254,7 +247,7 @@
       }
     });
     const shapes = occupancy ? JSON.parse(el.dataset.lines || "[]").map(function (b) {
-      const style = lineStyle(b.flag);
+      const style = lineStyle(b);
       return { type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: b.at, y1: b.at,
                line: { color: style[0], width: 1, dash: style[1] } };
     }) : [];

@@ -35,6 +35,7 @@ from django_htmx.middleware import HtmxDetails
 
 from contextview.core.errors import InputError
 from contextview.core.monitors import METRICS
+from contextview.core.svgchart import PARTITION_COLORS
 from contextview.ingest.imports import ImportFailed, transcript_import
 from contextview.ingest.uploads import guard_upload, uploaded_transcripts
 from contextview.monitors import selectors as monitors
@@ -130,6 +131,7 @@ def _chart_meta(session: Session, directives: list[web.DirectiveRow], **extra: A
         {
             "budget": {"max_tokens": max_tokens, "limit": limit},
             "lines": web.occupancy_lines(),
+            "colors": PARTITION_COLORS,
             **extra,
             "directives": [
                 {"step": d.applied_step, "label": d.summary, "by": d.created_by}
@@ -972,15 +974,13 @@ def report_json(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def report_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    """One HTML file that opens offline: styles, plotly and the chart's data inline."""
+    """One HTML file that opens offline: its styles and its chart (SVG) inline."""
     session, _ = _session_or_404(request, pk)
     rows, _ = web.session_chart(session=session)
-    meta = _chart_meta(session, web.session_directives(session=session), step_anchor="step-")
     html, policy = report_html(
         session=session,
         report=session_report(session),
         chart_rows=rows,
-        chart_meta=meta,
         generated_at=timezone.now(),
         link=request.build_absolute_uri(permalink_path(session)),
     )
