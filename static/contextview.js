@@ -82,6 +82,18 @@
     }
   });
 
+  // A responsive plot fills its box's height, and draws beyond a box shorter than the
+  // layout's height (over what follows): plotly's own container is given that height
+  // (CSSOM styles are not inline styles: the CSP allows them). Not the chart's element:
+  // htmx copies the style attribute of an element it swaps by id, which the CSP refuses.
+  function plot(el, traces, layout, config) {
+    return window.Plotly.newPlot(el, traces, layout, config).then(function (gd) {
+      const box = el.querySelector(".plot-container");
+      if (box && layout.height) box.style.minHeight = layout.height + "px";
+      return gd;
+    });
+  }
+
   // --- the occupancy chart ----------------------------------------------------------
 
   function drawChart(el) {
@@ -190,7 +202,8 @@
     });
     // The flags strip gets a row per flag name, under the tokens chart, sharing its x axis.
     const flagNames = Array.from(new Set(flagY));
-    const main = 300, strip = hasFlags ? 22 * flagNames.length + 16 : 0, gap = hasFlags ? 24 : 0;
+    // A short window keeps a shorter chart, so the step list below it keeps some rows.
+    const main = window.innerHeight < 900 ? 200 : 300, strip = hasFlags ? 22 * flagNames.length + 16 : 0, gap = hasFlags ? 24 : 0;
     const plotHeight = main + gap + strip, bottom = 40, top = 28;
     const layout = {
       height: plotHeight + top + bottom, margin: { l: 130, r: 20, t: top, b: bottom },
@@ -205,7 +218,7 @@
       layout.yaxis2 = { domain: [0, strip / plotHeight], type: "category", categoryarray: flagNames,
                         tickfont: { size: 10, color: "#912018" }, fixedrange: true };
     }
-    window.Plotly.newPlot(el, traces, layout, { responsive: true, displaylogo: false });
+    plot(el, traces, layout, { responsive: true, displaylogo: false });
     el.on("plotly_click", function (ev) {
       if (!ev.points || !ev.points.length) return;
       loadStep(meta.step_url + ev.points[0].x + "/");
@@ -251,7 +264,7 @@
       return { type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: b.at, y1: b.at,
                line: { color: style[0], width: 1, dash: style[1] } };
     }) : [];
-    window.Plotly.newPlot(el, traces, {
+    plot(el, traces, {
       height: 360, margin: { l: 60, r: 20, t: 20, b: 40 }, hovermode: "closest", shapes: shapes,
       xaxis: { title: { text: "step" }, rangemode: "tozero" },
       yaxis: occupancy ? { title: { text: "occupancy after" }, tickformat: ".0%", rangemode: "tozero" }
@@ -280,7 +293,7 @@
       trace.hovertemplate = "%{x}: " + (kind === "percent" ? "%{y:.0%}" : "%{y:,.0f}") + "<extra></extra>";
       const yaxis = { rangemode: "tozero", fixedrange: true };
       if (kind === "percent") { yaxis.tickformat = ".0%"; yaxis.range = [0, 1.05]; }
-      window.Plotly.newPlot(box, [trace], {
+      plot(box, [trace], {
         title: { text: text(box.dataset.title), font: { size: 13 }, x: 0.02 }, height: 220,
         margin: { l: 50, r: 12, t: 34, b: 36 }, showlegend: false, yaxis: yaxis,
         xaxis: range ? { type: "date", range: range } : { type: "date" },
@@ -337,7 +350,7 @@
       layout.xaxis2 = { anchor: "y2", range: [0, data.total], title: { text: "position in the after context (tokens)", standoff: 2 } };
       layout.yaxis2 = { domain: [0, 0.24], type: "category", fixedrange: true };
     }
-    window.Plotly.newPlot(el, traces, layout, { responsive: true, displaylogo: false, displayModeBar: false });
+    plot(el, traces, layout, { responsive: true, displaylogo: false, displayModeBar: false });
   }
 
   const DRAW = { occupancy: drawChart, compare: drawCompare, trends: drawTrends, composition: drawComposition };
@@ -468,6 +481,14 @@
       const top = b.top + (head ? head.getBoundingClientRect().height : 0) + (live ? live.offsetHeight : 0);
       if (r.top < top) list.scrollTop -= top - r.top;
       else if (r.bottom > b.bottom) list.scrollTop += r.bottom - b.bottom;
+      // The left pane scrolls on its own too (to the replay panel, the annotations):
+      // the row comes back into its view, and so into the window's.
+      const pane = list.closest(".left-col");
+      if (!pane) return;
+      const p = pane.getBoundingClientRect(), now = row.getBoundingClientRect();
+      const seenTop = Math.max(p.top, 0) + (top - b.top), seenBottom = Math.min(p.bottom, window.innerHeight);
+      if (now.bottom > seenBottom) pane.scrollTop += now.bottom - seenBottom;
+      else if (now.top < seenTop) pane.scrollTop -= seenTop - now.top;
     }
   }
 
