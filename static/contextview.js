@@ -3,21 +3,15 @@
 (function () {
   "use strict";
 
-  const PARTITION_ORDER = ["system", "task", "memory", "tool", "retrieval", "question", "other"];
-  const PARTITION_COLORS = {
-    system: "#64748b", task: "#0ea5e9", memory: "#8b5cf6", tool: "#f59e0b",
-    retrieval: "#10b981", question: "#3b82f6", other: "#a3a3a3",
-  };
   const OP_SYMBOLS = {
     summarize: "diamond", fold: "diamond", merge: "triangle-up", rewrite: "square",
     truncate: "square-open", drop: "x", reload: "circle", reorder: "star",
     pin: "cross", unpin: "cross-open", expire: "hourglass", keep: "circle-open",
   };
-  // How each occupancy line looks; where it goes the server says (data-meta, data-lines).
-  const LINE_STYLES = {
-    budget: ["#b91c1c", "solid"], over_90: ["#ea580c", "dash"], over_70: ["#ca8a04", "dot"],
-  };
-  function lineStyle(flag) { return LINE_STYLES[flag] || ["#6b7280", "dot"]; }
+  // Where each occupancy line goes and how it looks the server says (data-meta,
+  // data-lines), as it does the partitions' order and colours: the report's chart,
+  // drawn on the server, looks the same.
+  function lineStyle(line) { return [line.color || "#6b7280", line.dash || "dot"]; }
 
   // Plotly renders a few HTML-like tags (<b>, <a href>, <br>) and entities in names
   // and labels; agent-sent names must show as the text they are.
@@ -88,6 +82,18 @@
     }
   });
 
+  // A responsive plot fills its box's height, and draws beyond a box shorter than the
+  // layout's height (over what follows): plotly's own container is given that height
+  // (CSSOM styles are not inline styles: the CSP allows them). Not the chart's element:
+  // htmx copies the style attribute of an element it swaps by id, which the CSP refuses.
+  function plot(el, traces, layout, config) {
+    return window.Plotly.newPlot(el, traces, layout, config).then(function (gd) {
+      const box = el.querySelector(".plot-container");
+      if (box && layout.height) box.style.minHeight = layout.height + "px";
+      return gd;
+    });
+  }
+
   // --- the occupancy chart ----------------------------------------------------------
 
   function drawChart(el) {
@@ -105,14 +111,15 @@
     const measured = rows.some(function (r) { return r[3] !== null; });
     const names = new Set();
     rows.forEach(function (r) { if (r[4]) Object.keys(r[4]).forEach(function (k) { names.add(k); }); });
-    const partitions = PARTITION_ORDER.filter(function (p) { return names.has(p); })
-      .concat(Array.from(names).filter(function (p) { return PARTITION_ORDER.indexOf(p) < 0; }).sort());
+    const colors = meta.colors || {}, order = Object.keys(colors);
+    const partitions = order.filter(function (p) { return names.has(p); })
+      .concat(Array.from(names).filter(function (p) { return order.indexOf(p) < 0; }).sort());
 
     const traces = partitions.map(function (p) {
       return {
         type: "scatter", mode: "lines", stackgroup: "tokens", name: text(p), x: x,
         y: rows.map(function (r) { return r[4] && r[4][p] !== undefined ? r[4][p] : null; }),
-        line: { width: 0.5, color: PARTITION_COLORS[p] },
+        line: { width: 0.5, color: colors[p] },
         customdata: where, hovertemplate: "%{customdata}<br>%{fullData.name}: %{y} tokens<extra></extra>",
       };
     });
@@ -169,7 +176,7 @@
     if (budget.max_tokens) {
       // Where the lines go comes from the server (the thresholds the statistics flag).
       (meta.lines || []).forEach(function (b) {
-        const style = lineStyle(b.flag), y = budget.max_tokens * b.at;
+        const style = lineStyle(b), y = budget.max_tokens * b.at;
         shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: y, y1: y,
                       line: { color: style[0], width: 1.2, dash: style[1] } });
         annotations.push({ xref: "paper", x: 1, xanchor: "right", yref: "y", y: y, yanchor: "bottom",
@@ -195,7 +202,8 @@
     });
     // The flags strip gets a row per flag name, under the tokens chart, sharing its x axis.
     const flagNames = Array.from(new Set(flagY));
-    const main = 300, strip = hasFlags ? 22 * flagNames.length + 16 : 0, gap = hasFlags ? 24 : 0;
+    // A short window keeps a shorter chart, so the step list below it keeps some rows.
+    const main = window.innerHeight < 900 ? 200 : 300, strip = hasFlags ? 22 * flagNames.length + 16 : 0, gap = hasFlags ? 24 : 0;
     const plotHeight = main + gap + strip, bottom = 40, top = 28;
     const layout = {
       height: plotHeight + top + bottom, margin: { l: 130, r: 20, t: top, b: bottom },
@@ -210,11 +218,9 @@
       layout.yaxis2 = { domain: [0, strip / plotHeight], type: "category", categoryarray: flagNames,
                         tickfont: { size: 10, color: "#912018" }, fixedrange: true };
     }
-    window.Plotly.newPlot(el, traces, layout, { responsive: true, displaylogo: false });
+    plot(el, traces, layout, { responsive: true, displaylogo: false });
     el.on("plotly_click", function (ev) {
       if (!ev.points || !ev.points.length) return;
-      // In a report file, steps are rows of the same page.
-      if (meta.step_anchor) { window.location.hash = meta.step_anchor + ev.points[0].x; return; }
       loadStep(meta.step_url + ev.points[0].x + "/");
     });
   }
@@ -254,11 +260,11 @@
       }
     });
     const shapes = occupancy ? JSON.parse(el.dataset.lines || "[]").map(function (b) {
-      const style = lineStyle(b.flag);
+      const style = lineStyle(b);
       return { type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: b.at, y1: b.at,
                line: { color: style[0], width: 1, dash: style[1] } };
     }) : [];
-    window.Plotly.newPlot(el, traces, {
+    plot(el, traces, {
       height: 360, margin: { l: 60, r: 20, t: 20, b: 40 }, hovermode: "closest", shapes: shapes,
       xaxis: { title: { text: "step" }, rangemode: "tozero" },
       yaxis: occupancy ? { title: { text: "occupancy after" }, tickformat: ".0%", rangemode: "tozero" }
@@ -287,7 +293,7 @@
       trace.hovertemplate = "%{x}: " + (kind === "percent" ? "%{y:.0%}" : "%{y:,.0f}") + "<extra></extra>";
       const yaxis = { rangemode: "tozero", fixedrange: true };
       if (kind === "percent") { yaxis.tickformat = ".0%"; yaxis.range = [0, 1.05]; }
-      window.Plotly.newPlot(box, [trace], {
+      plot(box, [trace], {
         title: { text: text(box.dataset.title), font: { size: 13 }, x: 0.02 }, height: 220,
         margin: { l: 50, r: 12, t: 34, b: 36 }, showlegend: false, yaxis: yaxis,
         xaxis: range ? { type: "date", range: range } : { type: "date" },
@@ -344,7 +350,7 @@
       layout.xaxis2 = { anchor: "y2", range: [0, data.total], title: { text: "position in the after context (tokens)", standoff: 2 } };
       layout.yaxis2 = { domain: [0, 0.24], type: "category", fixedrange: true };
     }
-    window.Plotly.newPlot(el, traces, layout, { responsive: true, displaylogo: false, displayModeBar: false });
+    plot(el, traces, layout, { responsive: true, displaylogo: false, displayModeBar: false });
   }
 
   const DRAW = { occupancy: drawChart, compare: drawCompare, trends: drawTrends, composition: drawComposition };
@@ -475,6 +481,14 @@
       const top = b.top + (head ? head.getBoundingClientRect().height : 0) + (live ? live.offsetHeight : 0);
       if (r.top < top) list.scrollTop -= top - r.top;
       else if (r.bottom > b.bottom) list.scrollTop += r.bottom - b.bottom;
+      // The left pane scrolls on its own too (to the replay panel, the annotations):
+      // the row comes back into its view, and so into the window's.
+      const pane = list.closest(".left-col");
+      if (!pane) return;
+      const p = pane.getBoundingClientRect(), now = row.getBoundingClientRect();
+      const seenTop = Math.max(p.top, 0) + (top - b.top), seenBottom = Math.min(p.bottom, window.innerHeight);
+      if (now.bottom > seenBottom) pane.scrollTop += now.bottom - seenBottom;
+      else if (now.top < seenTop) pane.scrollTop -= seenTop - now.top;
     }
   }
 
@@ -514,6 +528,18 @@
   });
   // The live tail redraws the step list: a list scrolled to its end stays at its end,
   // so new steps come into view; the open step stays marked.
+  // Each poll says which step the panel shows, so that the answer can redraw that
+  // step's links (its next step may be the one that just arrived), and whether the
+  // page has shown no step yet, so that the first ones bring the compare form.
+  document.addEventListener("htmx:configRequest", function (ev) {
+    if (!ev.detail.elt || ev.detail.elt.id !== "live-tail") return;
+    const view = document.getElementById("step-view");
+    if (view) ev.detail.parameters.open = view.dataset.step;
+    const slot = document.getElementById("compare-slot");
+    if (slot && !slot.querySelector("form") && document.getElementById("panel-hint")) {
+      ev.detail.parameters.first = "1";
+    }
+  });
   let listAtEnd = false;
   document.addEventListener("htmx:beforeSwap", function (ev) {
     const list = ev.detail.target;

@@ -40,6 +40,7 @@ from contextview.core.stats import (
     budget_of,
     reported_before,
 )
+from contextview.core.svgchart import line_style
 from contextview.core.tokens import EncodingUnavailable, TokenCounter
 from contextview.ingest.selectors import ToolRunView, tool_runs_of_step
 from contextview.monitors.models import Alert
@@ -1240,10 +1241,12 @@ def session_budget(session: Session) -> tuple[int | None, int | None]:
 def occupancy_lines() -> list[dict[str, Any]]:
     """The lines an occupancy chart draws, as fractions of max_tokens: the budget and
     the thresholds the statistics flag, so the page never states them on its own."""
-    return [
+    lines = [
         {"at": 1.0, "label": "budget", "flag": "budget"},
         *({"at": at, "label": f"{at:.0%}", "flag": flag} for flag, at in OCCUPANCY_THRESHOLDS),
     ]
+    return [{**ln, **dict(zip(("color", "dash"), line_style(ln["flag"]), strict=True))}
+            for ln in lines]  # fmt: skip
 
 
 def restore_preview(*, session: Session, step: Step, ids: Sequence[str]) -> RestorePreview:

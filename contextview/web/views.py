@@ -35,6 +35,7 @@ from django_htmx.middleware import HtmxDetails
 
 from contextview.core.errors import InputError
 from contextview.core.monitors import METRICS
+from contextview.core.svgchart import PARTITION_COLORS
 from contextview.ingest.imports import ImportFailed, transcript_import
 from contextview.ingest.uploads import guard_upload, uploaded_transcripts
 from contextview.monitors import selectors as monitors
@@ -130,6 +131,7 @@ def _chart_meta(session: Session, directives: list[web.DirectiveRow], **extra: A
         {
             "budget": {"max_tokens": max_tokens, "limit": limit},
             "lines": web.occupancy_lines(),
+            "colors": PARTITION_COLORS,
             **extra,
             "directives": [
                 {"step": d.applied_step, "label": d.summary, "by": d.created_by}
@@ -361,8 +363,10 @@ def live_tail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
     Nothing new: only the live bar, saying how long the agent has been silent.
     New steps or statistics: the step list (grown at its end when the page showed
-    the end), the chart and flags, and the step count; the header is redrawn by the
-    page when the session ends.
+    the end), the chart and flags, the step count, and the links of the step open in
+    the panel (`open`, sent by the page), whose next step may just have arrived, and,
+    to a page that has shown no step yet (`first`), the compare form; the header is
+    redrawn by the page when the session ends.
     """
     session, _ = _session_or_404(request, pk)
     if request.GET.get("v") == _live_version(session):
@@ -382,6 +386,7 @@ def live_tail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     rows, _ = web.session_chart(session=session)
     directives = web.session_directives(session=session)
     step_url = reverse("web-step", args=[session.pk, 0])[: -len("0/")]
+    opened = _int(request.GET.get("open"))
     response = render(
         request,
         "session/_live_update.html",
@@ -390,6 +395,9 @@ def live_tail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             "chart_meta": _chart_meta(session, directives, step_url=step_url),
             "chart_rows": rows,
             "flag_help": web.FLAG_HELP,
+            "opened": opened,
+            "first": bool(request.GET.get("first")),
+            "n": None if opened is None else web.step_neighbors(session=session, index=opened),
             **window,
         },
     )
@@ -966,15 +974,13 @@ def report_json(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def report_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    """One HTML file that opens offline: styles, plotly and the chart's data inline."""
+    """One HTML file that opens offline: its styles and its chart (SVG) inline."""
     session, _ = _session_or_404(request, pk)
     rows, _ = web.session_chart(session=session)
-    meta = _chart_meta(session, web.session_directives(session=session), step_anchor="step-")
     html, policy = report_html(
         session=session,
         report=session_report(session),
         chart_rows=rows,
-        chart_meta=meta,
         generated_at=timezone.now(),
         link=request.build_absolute_uri(permalink_path(session)),
     )

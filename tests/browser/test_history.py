@@ -203,3 +203,45 @@ def test_it_gives_an_open_fold_an_address_that_reloads_and_walks_back(
     page.wait_for_selector("#fold-panel .fold-view")
     assert page.url.endswith("/steps/0/fold/?result=sum_1")
     assert watched.errors == []
+
+
+def _row_in_view(page: Any, index: int) -> dict[str, Any]:
+    """Where step `index`'s row is, within the step list's box and the window."""
+    return dict(page.evaluate(
+        """(i) => {
+            const row = document.getElementById("step-row-" + i).getBoundingClientRect();
+            const list = document.getElementById("steps");
+            const box = list.getBoundingClientRect();
+            const head = list.querySelector("thead").getBoundingClientRect().bottom;  // sticky
+            return {row: [row.top, row.bottom], box: [box.top, box.bottom], head: head,
+                    inner: innerHeight,
+                    ok: row.top >= Math.max(head, 0) - 1 && row.bottom <= box.bottom + 1
+                        && row.bottom <= innerHeight + 1};
+        }""",
+        index,
+    ))  # fmt: skip
+
+
+def test_an_open_replay_panel_and_the_live_bar_leave_the_current_row_in_view(
+    open_long: Callable[[str], Watched],
+) -> None:
+    watched = open_long("/steps/30/")
+    page = watched.page
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.reload()  # drawn for this window
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    assert page.locator("#live-tail").count() == 1  # a running session: the live bar shows
+    page.click("#replay-section > summary")
+    page.click(".replay-form button[type=submit]")
+    page.wait_for_selector("#replay .replay-summary")
+    for index in (31, 32):
+        page.keyboard.press("j")
+        _wait_step(page, index)
+    assert _row_in_view(page, 32)["ok"], _row_in_view(page, 32)  # scrolled down to the replay
+    # Back at the top, to see the replay drawn over the chart: the list is below it.
+    page.evaluate("() => { scrollTo(0, 0); document.querySelector('.left-col').scrollTop = 0; }")
+    page.keyboard.press("j")
+    _wait_step(page, 33)
+    page.screenshot(path=str(_shot("split-pane-replay.png")))
+    assert _row_in_view(page, 33)["ok"], _row_in_view(page, 33)
+    assert watched.errors == []

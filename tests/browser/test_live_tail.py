@@ -18,6 +18,21 @@ from tests.web.conftest import order_session_events
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+def send(api: Api, live_server: Any, events: list[dict[str, Any]]) -> None:
+    """Post `events` as the agent does: to the ingest API of the server the page talks to."""
+    sent = requests.post(
+        f"{live_server.url}/api/v1/ingest",
+        data=json.dumps({"batch": events}),
+        headers={
+            "Authorization": f"Bearer {api.issued.secret}",
+            "Content-Type": "application/json",
+        },  # fmt: skip
+        timeout=10,
+    )
+    assert sent.status_code == 207, sent.text
+    assert all(r["status"] == 201 for r in sent.json()["results"]), sent.json()
+
+
 def test_it_shows_a_step_posted_while_the_page_is_open(
     api: Api,
     open_page: Callable[..., Watched],
@@ -37,16 +52,7 @@ def test_it_shows_a_step_posted_while_the_page_is_open(
     new_step = step("order-debug-42", 3, [{"id": "sys"}, {"id": "u1"}, {"id": "sum_1"},
                     {"id": "a2", "role": "assistant", "content": "Retrying SO20260101007 now."}],
                     mode="sliding")  # fmt: skip
-    sent = requests.post(
-        f"{live_server.url}/api/v1/ingest",
-        data=json.dumps({"batch": [new_step]}),
-        headers={
-            "Authorization": f"Bearer {api.issued.secret}",
-            "Content-Type": "application/json",
-        },  # fmt: skip
-        timeout=10,
-    )
-    assert sent.status_code == 207 and sent.json()["results"][0]["status"] == 201
+    send(api, live_server, [new_step])
 
     row = page.locator("tr#step-row-3")
     row.wait_for(timeout=15_000)
@@ -65,4 +71,55 @@ def test_it_shows_a_step_posted_while_the_page_is_open(
     assert page.evaluate("() => window.stillTheSamePage") is True
     row.evaluate("(r) => r.scrollIntoView({block: 'nearest'})")
     page.screenshot(path=str(Path(tempfile.gettempdir()) / "contextview-live-tail.png"))
+    assert watched.errors == []
+
+
+def test_the_last_step_open_gains_its_next_step_link_when_one_arrives(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    session = seed_session(api, order_session_events())
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.goto(f"{live_server.url}/sessions/{session.pk}/steps/2/")
+    page.wait_for_selector("#live-tail")
+    next_link = page.locator('#step-view a[data-key="j"]')
+    assert next_link.count() == 0  # step 2 is the last one yet
+
+    send(api, live_server, [step("order-debug-42", 3, [{"id": "sys"}, {"id": "u1"}],
+                                 mode="sliding")])  # fmt: skip
+    page.locator("tr#step-row-3").wait_for(timeout=15_000)
+    next_link.wait_for(timeout=5_000)
+    assert "step 3" in next_link.inner_text()
+    assert page.locator('#step-view[data-step="2"]').count() == 1
+
+    page.keyboard.press("j")
+    page.wait_for_selector('#step-view[data-step="3"]')
+    assert page.url.endswith(f"/sessions/{session.pk}/steps/3/")
+    assert page.locator("tr#step-row-3.current").count() == 1
+    assert watched.errors == []
+
+
+def test_a_page_opened_before_any_step_gains_the_compare_form_with_the_first_steps(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    session = seed_session(api, order_session_events()[:1])
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.goto(f"{live_server.url}/sessions/{session.pk}/")
+    page.wait_for_selector("#live-tail")
+    assert "No steps yet" in page.locator("#step-panel").inner_text()
+    form = page.locator(".left-col .compare-form")
+    assert form.count() == 0
+
+    messages = [{"id": "sys", "role": "system", "content": "You help with orders."},
+                {"id": "u1", "role": "user", "content": "Where is SO20260101007?"}]  # fmt: skip
+    send(api, live_server, [step("order-debug-42", i, messages) for i in (0, 1)])
+    page.locator("tr#step-row-1").wait_for(timeout=15_000)
+    form.wait_for(timeout=5_000)
+    assert page.locator('.left-col input[name="to"]').input_value() == "1"
+    assert "No steps yet" not in page.locator("#step-panel").inner_text()
+
+    page.click(".left-col .compare-form button[type=submit]")
+    page.wait_for_selector('#compare-view[data-from="0"][data-to="1"]')
+    assert "/compare/" in page.url
     assert watched.errors == []

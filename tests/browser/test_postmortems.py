@@ -4,6 +4,7 @@ sessions, the project overview and the dataset download."""
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -125,8 +126,11 @@ def test_it_downloads_a_report_that_opens_offline(
         requested: list[str] = []
         reader.page.on("request", lambda r: requested.append(r.url))
         reader.page.goto(report.as_uri())
-        reader.page.wait_for_selector("#occupancy-chart .main-svg")
+        reader.page.wait_for_selector("#occupancy-chart svg polygon.band")
         assert requested == [report.as_uri()]
+        reader.page.locator("#occupancy-chart").screenshot(
+            path=str(Path(tempfile.gettempdir()) / "contextview-report-chart.png")
+        )
         text = reader.page.inner_text("body")
         assert "Incident: Order id lost in a summary" in text
         assert "The grep summary lost the order" in text

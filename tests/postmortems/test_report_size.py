@@ -1,5 +1,6 @@
 """Reports and exports carry each distinct message once: a session whose context is
-resent at every call stays a report a few times the size of what the agent sent."""
+resent at every call stays a report a few times the size of what the agent sent. The
+HTML report too: its chart is inline SVG, not a charting library."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import json
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 
+from contextview.projects.services import membership_set
 from contextview.sessions.models import Session
 from contextview.stats.services import session_stats_compute
 from tests.api_client import Api, step
@@ -45,3 +49,19 @@ def test_it_keeps_reports_and_exports_a_few_times_the_transcript(api: Api, event
     print(f"sent {sent:,} B, report.json {report:,} B, steps.jsonl {export:,} B")
     assert report <= 3 * sent, (sent, report)
     assert export <= 2 * sent, (sent, export)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("events", [_growing, compaction_events], ids=["growing", "compaction"])
+def test_it_keeps_the_html_report_a_few_times_the_transcript(api: Api, events: Any) -> None:
+    sent, _, _ = _sizes(api, events())
+    session = Session.objects.get(project=api.project)
+    reader = User.objects.create_user("reader")
+    membership_set(user=reader, project=api.project, role="viewer")
+    viewer = Client()
+    viewer.force_login(reader)
+    response = viewer.get(f"/sessions/{session.pk}/report.html")
+    page = response.content.decode()
+    print(f"sent {sent:,} B, report.html {len(response.content):,} B")
+    assert response.status_code == 200 and "<polygon" in page  # the chart is there
+    assert len(response.content) <= 3 * sent, (sent, len(response.content))
