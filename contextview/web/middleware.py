@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
+from django.conf import settings
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -69,3 +71,47 @@ class RefuseNulMiddleware:
 
 def _named(params: QueryDict) -> list[str]:
     return [name for name, values in params.lists() if NUL in name or NUL in "".join(values)]
+
+
+class DrainUnreadBodyMiddleware:
+    """Reads and discards what is left of a request body the app answered without
+    reading (a bad key on a 20 MiB export, a refused upload), before the answer goes.
+
+    gunicorn closes such a connection with the body still unread, and the kernel then
+    resets it: nginx, still sending the body it buffered, or a client that sends its
+    whole body before reading, gets a broken connection (nginx answers 502) instead of
+    the app's 401 or 400. A body past every limit of the app is left alone: it is
+    answered 413 without being read, as the contract says, and the reset is expected.
+    The reading stops after DRAIN_SECONDS, so a client trickling its body cannot hold
+    the thread.
+    """
+
+    DRAIN_SECONDS = 10.0
+    CHUNK = 256 * 1024
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+        self.cap = max(
+            settings.INGEST_MAX_BYTES, settings.OTLP_MAX_BYTES, settings.IMPORT_MAX_BYTES
+        )
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code != 413:
+            self._drain(request)
+        return response
+
+    def _drain(self, request: HttpRequest) -> None:
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or "0")
+        except ValueError:
+            return
+        stream = getattr(request, "_stream", None)
+        if not 0 < length <= self.cap or stream is None or hasattr(request, "_body"):
+            return
+        deadline = time.monotonic() + self.DRAIN_SECONDS
+        try:
+            while stream.read(self.CHUNK) and time.monotonic() < deadline:
+                pass
+        except OSError:
+            pass  # the client went away; nothing is owed to it

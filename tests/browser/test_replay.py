@@ -37,11 +37,13 @@ def test_it_overlays_a_policy_and_lists_what_it_lost(
     page.keyboard.type("4")
     page.keyboard.press("Enter")
     page.wait_for_selector("#replay .replay-result")
-
-    names = page.evaluate(
-        "() => document.getElementById('occupancy-chart').data.map((t) => t.name)"
+    # The overlay is drawn once htmx has settled the swapped panel, a moment after
+    # the panel shows.
+    page.wait_for_function(
+        """() => document.getElementById('occupancy-chart').data
+              .filter((t) => t.meta === 'replay').map((t) => t.name).join('|')
+              === 'recorded (all partitions)|replayed: sliding 4'"""
     )
-    assert "replayed: sliding 4" in names and "recorded (all partitions)" in names
     replayed = page.evaluate(
         """() => document.getElementById('occupancy-chart').data
               .find((t) => t.name === 'replayed: sliding 4').y"""
