@@ -469,6 +469,7 @@ def entity_forms(entity: str) -> tuple[str, ...]:
     return forms_of_key(normalize(entity))
 
 
+@lru_cache(maxsize=65536)
 def forms_of_key(key: str) -> tuple[str, ...]:
     """`entity_forms` of an entity whose ``entity_key`` is `key`."""
     code = _STATUS_CODE.fullmatch(key)

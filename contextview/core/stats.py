@@ -550,17 +550,20 @@ def _ranked(
     for m in originals:
         if m.pinned or m.partition in ("task", "question"):
             asking.update(cache.keys_of(cache.entities(m.text, pinned)))
-    order = list(gone)
-    if len(order) > 1 and (pinned_keys or asking):
+    order: Sequence[int] = gone
+    if len(gone) > 1 and (pinned_keys or asking):
 
         def rank(i: int) -> int:
             if keys[i] in pinned_keys:
                 return 0
             return 1 if keys[i] in asking else 2
 
-        order.sort(key=rank)
-    lost = [entities[i] for i in order]
-    cache.remember_keys(lost, [keys[i] for i in order])
+        order = sorted(gone, key=rank)
+    if type(order) is range and order == range(len(entities)):
+        lost, lost_keys = list(entities), list(keys)  # all of them, as they came (a drop)
+    else:
+        lost, lost_keys = list(map(entities.__getitem__, order)), list(map(keys.__getitem__, order))
+    cache.remember_keys(lost, lost_keys)
     return lost
 
 

@@ -75,7 +75,9 @@ class WasteTracker:
     # (`resume`). A result that leaves is only marked gone (common keys are held
     # by hundreds of results): `_refer` drops gone ones from a list's end, and the
     # lists are rebuilt from the live results when gone entries outnumber the rest.
-    by_key: dict[str, list[_Result]] = field(default_factory=dict)
+    # Most keys are only ever held by one result, which then stands alone, not in
+    # a list: a tool result brings some sixty keys, nearly all of them new.
+    by_key: dict[str, _Result | list[_Result]] = field(default_factory=dict)
     # how many results in the context hold a key: none, and nothing can be referred to
     keyed: int = 0
     # entries of `by_key` for results in the context, and for gone ones
@@ -183,8 +185,12 @@ class WasteTracker:
             holders = by_key.get(key)
             if holders is None:
                 continue
-            result = holders[-1]
-            if result.gone:
+            if type(holders) is _Result:
+                result = holders
+                if result.gone:
+                    del by_key[key]
+                    continue
+            elif (result := holders[-1]).gone:
                 while holders and holders[-1].gone:
                     holders.pop()
                 if not holders:
@@ -268,12 +274,16 @@ class WasteTracker:
 
     def _hold(self, keys: Sequence[str], result: _Result) -> None:
         by_key = self.by_key
-        for key in keys:
-            holders = by_key.get(key)
-            if holders is None:
-                by_key[key] = [result]
-            else:
-                holders.append(result)
+        # The keys held already are few: found, and the rest added, at C speed.
+        held = by_key.keys() & keys if by_key else ()
+        fresh = dict.fromkeys(keys, result)
+        for key in held:
+            holders = by_key[key]
+            if type(holders) is _Result:
+                holders = [holders]
+            holders.append(result)
+            fresh[key] = holders
+        by_key.update(fresh)
         if keys:
             result.keys = keys
             self.keyed += 1

@@ -22,7 +22,12 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
 from contextview.core.calls import is_tool_result, said_text
-from contextview.core.entities import entity_forms, entity_key, extract_entities_keyed
+from contextview.core.entities import (
+    entity_forms,
+    entity_key,
+    extract_entities_keyed,
+    forms_of_key,
+)
 from contextview.core.infer import COMPACTED, Inferred
 from contextview.core.lru import SizedLRU
 from contextview.core.model import Fold as CoreFold
@@ -37,7 +42,13 @@ from contextview.core.tokens import EncodingChoice, TokenCounter
 from contextview.core.waste import waste_summary
 from contextview.db import binary_cursor
 from contextview.sessions.models import Session, Step
-from contextview.sessions.selectors import StoredMessage, json_value, messages_by_pk
+from contextview.sessions.selectors import (
+    MESSAGE_COLUMNS,
+    StoredMessage,
+    json_value,
+    message_from_row,
+    messages_by_pk,
+)
 
 # Namespace of the advisory locks that keep one worker per session.
 _LOCK_NAMESPACE = 7301
@@ -73,6 +84,7 @@ def caches_clear() -> None:
     """Forget what this process cached (as a new worker process would start)."""
     _CACHE.clear()
     entity_forms.cache_clear()
+    forms_of_key.cache_clear()
 
 
 def _cached(kind: str, keys: Iterable[Any]) -> tuple[dict[Any, Any], list[Any]]:
@@ -80,14 +92,46 @@ def _cached(kind: str, keys: Iterable[Any]) -> tuple[dict[Any, Any], list[Any]]:
     return {key[1]: value for key, value in found.items()}, [key[1] for key in missing]
 
 
-def messages_cached(pks: Iterable[int]) -> dict[int, StoredMessage]:
+def messages_cached(pks: Iterable[int], *, encoding: str | None = None) -> dict[int, StoredMessage]:
+    """Stored messages by pk, from this process's cache or the database.
+
+    With `encoding`, the token counts in it and the keys of the entities (what
+    `tokens_for_blobs` and `entity_keys_for_blobs` look for next) of the messages
+    read come with them, in the same query, and wait in the cache.
+    """
     found, missing = _cached("message", pks)
-    if missing:
+    if not missing:
+        return found
+    if encoding is None:
         loaded = messages_by_pk(missing)
-        for pk, stored in loaded.items():
-            _CACHE.put(("message", pk), stored, 300 + len(stored.message.text))
-        found.update(loaded)
+    else:
+        loaded = {}
+        with binary_cursor() as cursor:
+            cursor.execute(_MESSAGES_COUNTED_SQL, [encoding, sorted(missing)])
+            rows = cursor.fetchall()
+        tokens_kind = f"tokens:{encoding}"
+        for row in rows:
+            pk, blob_pk, tokens, keys_json = row[0], row[1], row[-2], row[-1]
+            loaded[pk] = StoredMessage(pk=pk, blob_pk=blob_pk, message=message_from_row(row[2:-2]))
+            if tokens is not None:
+                _CACHE.put((tokens_kind, blob_pk), tokens, 100)
+            if keys_json is not None:
+                _CACHE.put(
+                    ("entity keys", blob_pk), orjson.loads(keys_json), 100 + 6 * len(keys_json)
+                )
+    for pk, stored in loaded.items():
+        _CACHE.put(("message", pk), stored, 300 + len(stored.message.text))
+    found.update(loaded)
     return found
+
+
+_MESSAGES_COUNTED_SQL = (
+    f"SELECT m.id, b.id, {MESSAGE_COLUMNS}, t.tokens, e.keys FROM cv_message m "
+    "JOIN cv_blob b ON b.id = m.blob_id "
+    "LEFT JOIN cv_token_count t ON t.blob_id = b.id AND t.encoding = %b "
+    "LEFT JOIN cv_blob_entities e ON e.blob_id = b.id "
+    "WHERE m.id = ANY(%b)"
+)
 
 
 def tokens_for_blobs(*, blobs: dict[int, Reading | str], encoding: str) -> dict[int, int]:
@@ -203,22 +247,29 @@ def session_stats_compute(*, session_id: int) -> int:
     marking its steps ready: a worker killed mid-session loses only the chunk it
     was in, and the next run starts from the first step still pending.
     """
+    with _session_lock(session_id), _cyclic_gc_paused():
+        # What the run built is freed when _compute_chunks returns, before collection
+        # resumes: the collection that follows walks what outlives the run (the
+        # caches), not the run's statistics and trackers too (some 10 ms a session).
+        return _compute_chunks(session_id)
+
+
+def _compute_chunks(session_id: int) -> int:
     total = 0
     # Every step this run stored, by index: the session's sums need not read them back.
     computed: dict[int, dict[str, Any]] = {}
     # What the session lost so far, carried from chunk to chunk of this run.
     tracker = LossTracker()
     size = min(FIRST_CHUNK, CHUNK)
-    with _session_lock(session_id), _cyclic_gc_paused():
-        while True:
-            started = time.perf_counter()
-            done, more = _compute_chunk(session_id, size, computed, tracker)
-            total += done
-            if not more:
-                return total
-            size = _chunk_size(done, time.perf_counter() - started)
-            if len(computed) > CHUNK:
-                computed.clear()  # a long session's sums read its stats back instead
+    while True:
+        started = time.perf_counter()
+        done, more = _compute_chunk(session_id, size, computed, tracker)
+        total += done
+        if not more:
+            return total
+        size = _chunk_size(done, time.perf_counter() - started)
+        if len(computed) > CHUNK:
+            computed.clear()  # a long session's sums read its stats back instead
 
 
 def _chunk_size(done: int, seconds: float) -> int:
@@ -562,7 +613,7 @@ def _chunk_read(
     wanted = {op[4] for op in op_rows if op[4]} | {f[6] for f in chunk_folds}
     for pks, _, shared in decoded.values():
         wanted.update(pks[shared:])  # a shared head was added with its base
-    stored = messages_cached(wanted)
+    stored = messages_cached(wanted, encoding=encoding)
 
     # Tokens of every content this chunk shows, keyed by the message object.
     estimated: dict[int, int] = {}
