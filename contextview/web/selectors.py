@@ -30,6 +30,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from contextview.core.cost import Cost, Total, call_cost, total_cost
 from contextview.core.diff import diff_contexts
+from contextview.core.entities import entity_sources
 from contextview.core.liveness import Liveness, directive_expiry, liveness
 from contextview.core.model import Message
 from contextview.core.refs import decode_refs
@@ -866,6 +867,10 @@ def _past(op: str) -> str:
     }.get(op, op)
 
 
+# Lost entities a step's operation shows before "N more", each linked to its original.
+LOST_SHOWN = 24
+
+
 @dataclass
 class OpView:
     position: int
@@ -876,6 +881,8 @@ class OpView:
     reason: str
     params: dict[str, Any]
     stats: dict[str, Any] | None
+    # lost entity -> the id of the original message it came from, for those shown
+    sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def lost(self) -> list[str]:
@@ -884,13 +891,33 @@ class OpView:
         return [str(x) for x in lost] if isinstance(lost, list) else []
 
     @property
+    def lost_shown(self) -> list[tuple[str, str | None]]:
+        """The first lost entities (the most likely to matter), each with its original."""
+        return [(e, self.sources.get(e)) for e in self.lost[:LOST_SHOWN]]
+
+    @property
     def needed_later(self) -> list[dict[str, Any]]:
-        """The lost entities a later step needed: text, step, how (most important first)."""
+        """The lost entities a later step needed: text, step, how (most important first),
+        and the original message each came from (`source`, where found)."""
         entities = (self.stats or {}).get("entities") or {}
         needed = entities.get("needed_later") if isinstance(entities, dict) else None
         if not isinstance(needed, list):
             return []
-        return [n for n in needed if isinstance(n, dict) and isinstance(n.get("step"), int)]
+        return [
+            {**n, "source": self.sources.get(str(n.get("text")))}
+            for n in needed
+            if isinstance(n, dict) and isinstance(n.get("step"), int)
+        ]
+
+    def find_sources(self, context: Sequence[Message]) -> None:
+        """Where the shown lost entities (and those needed later) came from: the first of
+        the operation's targets in `context` (the context it applied to) holding each."""
+        wanted = [str(n.get("text")) for n in self.needed_later] + self.lost[:LOST_SHOWN]
+        if not wanted:
+            return
+        targets = set(self.targets)
+        originals = [(m.id, m.text) for m in context if m.id in targets]
+        self.sources = entity_sources(wanted, originals, len(wanted))
 
 
 @dataclass
@@ -1055,36 +1082,44 @@ def step_view(*, session: Session, step: Step) -> StepView:
     _set_anchors(rows)
     measured = (stats or {}).get("tokens") or {}
     flags = [(f, FLAG_HELP.get(f, "")) for f in (stats or {}).get("flags") or []]
+    own_views = [
+        OpView(
+            position=op.position,
+            op=op.op,
+            form=op.form,
+            targets=[str(t) for t in op.targets],
+            result_id=op.result.msg_id if op.result else None,
+            reason=op.reason,
+            params=op.params or {},
+            stats=own_stats[op.position] if op.position < len(own_stats) else None,
+        )
+        for op in ops
+    ]
+    inferred_views = [
+        OpView(
+            position=k,
+            op=core_op.op,
+            form=core_op.form,
+            targets=list(core_op.targets),
+            result_id=core_op.result.id if core_op.result is not None else None,
+            reason=core_op.reason or "",
+            params=core_op.params,
+            stats=inferred_stats[k] if k < len(inferred_stats) else None,
+        )
+        for k, core_op in enumerate(change.inferred.ops)
+    ]
+    # An operation's originals are in the context it applied to: the step's own in its
+    # before, the inferred ones in the previous step's after.
+    for view in own_views:
+        view.find_sources([s.message for s in before])
+    for view in inferred_views:
+        view.find_sources([s.message for s in change.previous or ()])
     return StepView(
         session=session,
         step=step,
         rows=rows,
-        ops=[
-            OpView(
-                position=op.position,
-                op=op.op,
-                form=op.form,
-                targets=[str(t) for t in op.targets],
-                result_id=op.result.msg_id if op.result else None,
-                reason=op.reason,
-                params=op.params or {},
-                stats=own_stats[op.position] if op.position < len(own_stats) else None,
-            )
-            for op in ops
-        ],
-        inferred=[
-            OpView(
-                position=k,
-                op=core_op.op,
-                form=core_op.form,
-                targets=list(core_op.targets),
-                result_id=core_op.result.id if core_op.result is not None else None,
-                reason=core_op.reason or "",
-                params=core_op.params,
-                stats=inferred_stats[k] if k < len(inferred_stats) else None,
-            )
-            for k, core_op in enumerate(change.inferred.ops)
-        ],
+        ops=own_views,
+        inferred=inferred_views,
         since_previous=since_previous,
         flags=flags,
         before_tokens=measured.get("before", _context_tokens(tb)),
@@ -1190,10 +1225,20 @@ def fold_originals(*, session: Session, step: Step, result_id: str) -> list[Orig
 
 
 def archive_page(
-    *, session: Session, after: int | None = None, limit: int = 200
+    *,
+    session: Session,
+    after: int | None = None,
+    limit: int = 200,
+    step: int | None = None,
+    original: str | None = None,
 ) -> tuple[list[Original], int | None]:
-    """A page of the session's folded and dropped originals, oldest first."""
+    """A page of the session's folded and dropped originals, oldest first; those that
+    step `step` folded, or that one original (`original`, its message id), if given."""
     qs = Fold.objects.filter(session=session).select_related("step").order_by("id")
+    if step is not None:
+        qs = qs.filter(step__index=step)
+    if original:
+        qs = qs.filter(original_msg_id=original)
     if after is not None:
         qs = qs.filter(pk__gt=after)
     folds = list(qs[: limit + 1])
@@ -1549,3 +1594,17 @@ def project_members(*, project: Project) -> list[Membership]:
     return list(
         Membership.objects.filter(project=project).select_related("user").order_by("user__username")
     )
+
+
+def marked_pieces(text: str, wanted: str) -> list[tuple[str, str]]:
+    """`text` as (plain, match) pieces around each place holding `wanted`, ignoring
+    case: the template escapes both and marks the matches."""
+    if not wanted.strip():
+        return [(text, "")]
+    pieces: list[tuple[str, str]] = []
+    at = 0
+    for found in re.finditer(re.escape(wanted), text, re.IGNORECASE):
+        pieces.append((text[at : found.start()], found.group()))
+        at = found.end()
+    pieces.append((text[at:], ""))
+    return pieces

@@ -563,8 +563,15 @@ def fold_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
 @require_GET
 def archive_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session, access = _session_or_404(request, pk)
-    originals, next_after = web.archive_page(session=session, after=_int(request.GET.get("after")))
+    # ?step=I&id=MSG&mark=TEXT: the original a lost entity came from, the entity marked.
+    step = _int(request.GET.get("step"))
+    original = request.GET.get("id") or None
+    mark = request.GET.get("mark") or ""
+    originals, next_after = web.archive_page(
+        session=session, after=_int(request.GET.get("after")), step=step, original=original
+    )
     last = Step.objects.filter(session=session).order_by("-index").values_list("index", flat=True)
+    one = step is not None and original is not None
     return render(
         request,
         "archive.html",
@@ -575,6 +582,11 @@ def archive_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             originals=originals,
             next_after=next_after,
             last_step=last.first(),
+            one=one,
+            mark=mark,
+            pieces=web.marked_pieces(originals[0].message.text, mark)
+            if one and originals
+            else None,
         ),
     )
 

@@ -36,6 +36,17 @@ def test_it_shows_what_was_lost_and_which_later_step_needed_it(
     assert "What was lost" in page
     assert f'href="/sessions/{session.pk}/steps/5/">step 5</a> (asked)' in page
     assert '<mark class="lost-entity needed">SO20260101007</mark>' in page
+    # Each lost entity leads to the original it came from (t1, the summarized result),
+    # opened in the archive with the entity marked.
+    source = f"/sessions/{session.pk}/archive/?step=2&amp;id=t1&amp;mark=SO20260101007"
+    assert f'from <a class="lost-source" href="{source}"' in page
+    assert page.count(f'href="{source}"') == 2  # the needed-later line and the lost list
+    original = client.get(source.replace("&amp;", "&")).content.decode()
+    assert "Where <mark" in original and "<code>t1</code>" in original
+    assert '<mark class="lost-entity">SO20260101007</mark>' in original.split("<table")[1]
+    assert "<details open>" in original
+    missing = client.get(f"/sessions/{session.pk}/archive/?step=3&id=t1").content.decode()
+    assert "Step 3 folded or dropped no original <code>t1</code>" in missing
     asking = client.get(f"/sessions/{session.pk}/steps/5/").content.decode()
     assert "amnesia" in asking and "needs something an earlier operation lost" in asking
 
