@@ -33,6 +33,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.owndb import django_setup
+
 TABLES = (
     "cv_blob",
     "cv_message",
@@ -187,11 +189,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compact-every", type=int, default=100)
     parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.database_url:
-        os.environ["DATABASE_URL"] = args.database_url
     if args.one is not None:
+        if args.database_url:
+            os.environ["DATABASE_URL"] = args.database_url
         print(json.dumps(run_one(args.one)))
         return 0
+    if args.database_url:
+        # The children import into the benchmarks' own database (bench.owndb).
+        django_setup(args.database_url)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         synthetic = Path(tmp, f"synthetic-{args.calls}-calls.jsonl")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import sys
@@ -23,15 +22,7 @@ import time
 from typing import Any
 
 from bench.ingest_gen import long_session, session_event
-
-
-def django_setup(database_url: str) -> None:
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextview.settings")
-    os.environ.setdefault("ALLOWED_HOSTS", "testserver")
-    import django
-
-    django.setup()
+from bench.owndb import django_setup, static_collected
 
 
 def session_built(project: Any, sid: str, steps: int, context: int) -> Any:
@@ -87,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=40, help="requests per page")
     args = parser.parse_args(argv)
     django_setup(args.database_url)
+    static_collected()
 
     from django.contrib.auth.models import User
     from django.test import Client

@@ -91,9 +91,11 @@ def bench(steps: int, messages: int, repeat: int) -> list[dict[str, Any]]:
 
 
 def bench_database(database_url: str, steps: int, messages: int) -> list[dict[str, Any]]:
-    from bench.pages import django_setup, session_built
+    from bench.owndb import django_setup, static_collected
+    from bench.pages import session_built
 
     django_setup(database_url)
+    static_collected()
     from django.contrib.auth.models import User
     from django.test import Client
 

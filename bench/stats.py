@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -139,18 +138,12 @@ def bench_tokenize(steps: int, max_context: int) -> dict[str, Any]:
     }
 
 
-def _django(database_url: str) -> None:
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextview.settings")
-    import django
-
-    django.setup()
-
-
 def bench_worker(
     steps: int, max_context: int, database_url: str, repeat: int
 ) -> list[dict[str, Any]]:
-    _django(database_url)
+    from bench.owndb import django_setup
+
+    django_setup(database_url)
     from django.db import connection
 
     from contextview.ingest.services import batch_ingest
