@@ -47,17 +47,25 @@ class SizedLRU(Generic[K, V]):
         return found, missing
 
     def put(self, key: K, value: V, size: int) -> None:
+        self.put_many(((key, value, size),))
+
+    def put_many(self, items: Iterable[tuple[K, V, int]]) -> None:
+        """`put` each (key, value, size), under one hold of the lock."""
         with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                self._size -= old[1]
-            if size > self.max_size:
-                return
-            self._data[key] = (value, size)
-            self._size += size
-            while self._size > self.max_size:
-                _, (_, dropped) = self._data.popitem(last=False)
-                self._size -= dropped
+            data = self._data
+            total = self._size
+            for key, value, size in items:
+                old = data.pop(key, None)
+                if old is not None:
+                    total -= old[1]
+                if size > self.max_size:
+                    continue
+                data[key] = (value, size)
+                total += size
+            while total > self.max_size:
+                _, (_, dropped) = data.popitem(last=False)
+                total -= dropped
+            self._size = total
 
     def clear(self) -> None:
         with self._lock:

@@ -110,17 +110,19 @@ def messages_cached(pks: Iterable[int], *, encoding: str | None = None) -> dict[
             cursor.execute(_MESSAGES_COUNTED_SQL, [encoding, sorted(missing)])
             rows = cursor.fetchall()
         tokens_kind = f"tokens:{encoding}"
+        counted: list[tuple[tuple[str, int], Any, int]] = []
         for row in rows:
             pk, blob_pk, tokens, keys_json = row[0], row[1], row[-2], row[-1]
             loaded[pk] = StoredMessage(pk=pk, blob_pk=blob_pk, message=message_from_row(row[2:-2]))
             if tokens is not None:
-                _CACHE.put((tokens_kind, blob_pk), tokens, 100)
+                counted.append(((tokens_kind, blob_pk), tokens, 100))
             if keys_json is not None:
-                _CACHE.put(
-                    ("entity keys", blob_pk), orjson.loads(keys_json), 100 + 6 * len(keys_json)
-                )
-    for pk, stored in loaded.items():
-        _CACHE.put(("message", pk), stored, 300 + len(stored.message.text))
+                keys = orjson.loads(keys_json)
+                counted.append((("entity keys", blob_pk), keys, 100 + 6 * len(keys_json)))
+        _CACHE.put_many(counted)
+    _CACHE.put_many(
+        (("message", pk), stored, 300 + len(stored.message.text)) for pk, stored in loaded.items()
+    )
     found.update(loaded)
     return found
 
