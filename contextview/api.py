@@ -629,6 +629,7 @@ class MonitorOut(Schema):
     window_minutes: int
     filters: MonitorFilters
     webhook_url: str | None = None
+    email: str | None = None
     state: str
     created_at: str
 

@@ -38,6 +38,7 @@ def monitor_as_dict(monitor: Monitor) -> dict[str, Any]:
         "window_minutes": monitor.window_minutes,
         "filters": {"agent": monitor.agent or None, "mode": monitor.mode or None},
         "webhook_url": monitor.webhook_url or None,
+        "email": monitor.email or None,
         "state": monitor.state,
         "created_at": monitor.created_at.isoformat(),
     }

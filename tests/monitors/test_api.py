@@ -31,6 +31,13 @@ def test_it_creates_a_monitor_and_shows_its_secret_once(api: Api) -> None:
     listed = api.get("/monitors").json()["monitors"]
     assert [m["id"] for m in listed] == [body["id"]]
     assert "secret" not in listed[0] and body["secret"] not in str(listed)
+    assert body["email"] is None
+
+
+def test_it_gives_back_the_email_a_monitor_alerts(api: Api) -> None:
+    created = api.post("/monitors", {**RULE, "email": "oncall@example.com"}).json()
+    assert created["email"] == "oncall@example.com"
+    assert api.get("/monitors").json()["monitors"][0]["email"] == "oncall@example.com"
 
 
 def test_it_deletes_a_monitor_of_its_own_project_only(api: Api, make_api: Any) -> None:
