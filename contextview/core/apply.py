@@ -287,7 +287,9 @@ def derive_step(
     _record(seen.local, [m for m in applied.after if m.id in reloaded])
 
     if not after_given:
-        _record(seen.local, applied.after)
+        # Without operations the after is the before, recorded already.
+        if applied.ops:
+            _record(seen.local, applied.after)
         return StepResult(
             before=before,
             ops=applied.ops,

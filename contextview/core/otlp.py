@@ -47,7 +47,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from contextview.core.runs import BASE_KEY, encode_runs, runs_in
+from contextview.core.runs import BASE_KEY, encode_runs, run_element, runs_in
 
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
@@ -94,6 +94,11 @@ class LlmCall:
     compacted: bool = False
     # other obs fields of a step stored before (kept when the step moves to a new index)
     extra: dict[str, Any] | None = None
+    # the ids of `messages`, in order, when known (decoding builds them as it goes)
+    ids: list[str] | None = None
+
+    def message_ids(self) -> list[str]:
+        return self.ids if self.ids is not None else [m["id"] for m in self.messages]
 
     @property
     def event_id(self) -> str:
@@ -423,14 +428,16 @@ class _Context:
     messages: list[dict[str, Any]]
     digests: list[str]
     out: list[dict[str, Any]]
+    ids: list[str]
     # the JSON texts it was decoded from (system instructions, input messages), if any
     texts: tuple[Any, Any] = (None, None)
 
 
-def _context(raw: list[Any], previous: _Context | None) -> _Context:
+def _context(raw: list[Any], previous: _Context | None, *, same: int = 0) -> _Context:
     """Messages with ids for the decoded context `raw`, reusing what `previous` shares
-    at its head: those are neither converted nor hashed again."""
-    same = 0
+    at its head: those are neither converted nor hashed again. `same`: how many of
+    the first items of `raw` are known to be `previous.raw`'s own (the caller took
+    them from it), so that they are not compared one by one."""
     if previous is not None:
         old = previous.raw
         limit = min(len(raw), len(old))
@@ -439,8 +446,10 @@ def _context(raw: list[Any], previous: _Context | None) -> _Context:
         messages = previous.messages[:same]
         digests = previous.digests[:same]
         out = previous.out[:same]
+        ids = previous.ids[:same]
     else:
-        messages, digests, out = [], [], []
+        same = 0
+        messages, digests, out, ids = [], [], [], []
     # The n-th repeat of a message in a context gets ".n": ids stay unique in a list.
     seen: dict[str, int] = {}
     for item in raw[same:]:
@@ -452,8 +461,10 @@ def _context(raw: list[Any], previous: _Context | None) -> _Context:
         seen[digest] = n + 1
         messages.append(message)
         digests.append(digest)
-        out.append({**message, "id": digest if n == 0 else f"{digest}.{n}"})
-    return _Context(raw, messages, digests, out)
+        mid = digest if n == 0 else f"{digest}.{n}"
+        ids.append(mid)
+        out.append({**message, "id": mid})
+    return _Context(raw, messages, digests, out, ids)
 
 
 # --- spans ------------------------------------------------------------------------------
@@ -534,10 +545,13 @@ def _genai_input(attrs: Mapping[str, Any], previous: _Context | None) -> _Contex
     input_text = attrs.get("gen_ai.input.messages", "[]")
     old = previous.texts if previous is not None else (None, None)
     raw: list[Any] = []
+    # whether raw so far is the previous call's raw, item for item
+    aligned = previous is not None and (system_text is None) == (old[0] is None)
     if system_text is not None:
         if previous is not None and system_text == old[0] and previous.raw[:1]:
             raw.append(previous.raw[0])
         else:
+            aligned = False
             raw.append(("system", _structured(system_text, "gen_ai.system_instructions")))
     shared: list[Any] | None = None
     if previous is not None and isinstance(input_text, str) and isinstance(old[1], str):
@@ -549,14 +563,17 @@ def _genai_input(attrs: Mapping[str, Any], previous: _Context | None) -> _Contex
             tail = input_text[len(head) :].lstrip()
             if tail.startswith(","):
                 shared, rest = old_items, "[" + tail[1:]
+    same = 0
     if shared is None:
         items = [("genai", m) for m in _list(input_text, "gen_ai.input.messages")]
     else:
         items = list(shared)
+        if aligned:
+            same = len(raw) + len(items)
         if rest is not None:
             items.extend(("genai", m) for m in _list(rest, "gen_ai.input.messages"))
     raw.extend(items)
-    context = _context(raw, previous)
+    context = _context(raw, previous, same=same)
     context.texts = (system_text, input_text)
     return context
 
@@ -742,6 +759,7 @@ def decode_request(
                 start_ns=p.span.start_time_unix_nano,
                 model=_model(p.attrs),
                 messages=context.out,
+                ids=context.ids,
                 tools=_tools(p.attrs),
                 usage=usage_of(p.attrs),
                 output=_output(p),
@@ -784,11 +802,18 @@ def step_event(
         obs[COMPACTED] = True
     if base is not None:
         base_index, base_ids = base
-        where = {mid: position for position, mid in enumerate(base_ids)}
-        positions = [where.get(m["id"]) for m in messages]
-        if sum(count for _, _, count in runs_in(positions)) >= MIN_RUN:
+        n = len(base_ids)
+        if n >= MIN_RUN and call.message_ids()[:n] == base_ids:
+            # The base and what was added after it, the usual call: one run. Ids are
+            # unique in a context, so none of the messages after it is in the base.
             obs[BASE_KEY] = base_index
-            messages = encode_runs(messages, positions)
+            messages = [run_element(0, n), *messages[n:]]
+        else:
+            where = {mid: position for position, mid in enumerate(base_ids)}
+            positions = [where.get(mid) for mid in call.message_ids()]
+            if sum(count for _, _, count in runs_in(positions)) >= MIN_RUN:
+                obs[BASE_KEY] = base_index
+                messages = encode_runs(messages, positions)
     obs["messages"] = messages
     body: dict[str, Any] = {"session_id": call.session_id, "index": index, "obs": obs}
     if call.model:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -287,14 +288,10 @@ class _Store:
         cursor.execute(
             "INSERT INTO cv_blob (project_id, hash, text, parts, created_at) "
             "SELECT %s, h, t, p::jsonb, %s FROM unnest(%b::bytea[], %b::text[], %b::text[]) "
-            "AS x(h, t, p) ON CONFLICT (project_id, hash) DO NOTHING",
+            "AS x(h, t, p) ON CONFLICT (project_id, hash) DO NOTHING RETURNING hash, id",
             [pid, now, blob_hashes, texts, parts],
         )
-        cursor.execute(
-            "SELECT hash, id FROM cv_blob WHERE project_id = %s AND hash = ANY(%b::bytea[])",
-            [pid, blob_hashes],
-        )
-        blob_pk = {bytes(h): pk for h, pk in cursor.fetchall()}
+        blob_pk = _pks_of(cursor, "cv_blob", pid, blob_hashes)
         self.tools_pk.update((h, blob_pk[h]) for h in self.tools)
         self.tools.clear()
         if not self.new_messages:
@@ -307,7 +304,7 @@ class _Store:
             "SELECT %s, h, b, i, r, p, t, pn, ex, e::jsonb, %s FROM unnest("
             "%b::bytea[], %b::bigint[], %b::text[], %b::text[], %b::text[], %b::text[], "
             "%b::bool[], %b::bool[], %b::text[]) AS x(h, b, i, r, p, t, pn, ex, e) "
-            "ON CONFLICT (project_id, hash) DO NOTHING",
+            "ON CONFLICT (project_id, hash) DO NOTHING RETURNING hash, id",
             [
                 pid,
                 now,
@@ -322,11 +319,7 @@ class _Store:
                 [stored_extra(m) for m, _ in rows],
             ],
         )
-        cursor.execute(
-            "SELECT hash, id FROM cv_message WHERE project_id = %s AND hash = ANY(%b::bytea[])",
-            [pid, msg_hashes],
-        )
-        self.pk_of_hash.update({bytes(h): pk for h, pk in cursor.fetchall()})
+        self.pk_of_hash.update(_pks_of(cursor, "cv_message", pid, msg_hashes))
         self.new_messages.clear()
         self.new_blobs.clear()
 
@@ -334,6 +327,20 @@ class _Store:
         pk_of_hash = self.pk_of_hash
         hash_of = self.hash_of
         return [pk_of_hash[hash_of[id(m)]] for m in messages]
+
+
+def _pks_of(cursor: Any, table: str, project_id: int, hashes: list[bytes]) -> dict[bytes, int]:
+    """The pks of content-addressed rows just inserted ``ON CONFLICT DO NOTHING
+    RETURNING hash, id`` (on `cursor`): those it returned, and the others (stored
+    before) looked up, only when there are some, which new content mostly is not."""
+    found = {bytes(h): pk for h, pk in cursor.fetchall()}
+    if len(found) < len(hashes):
+        cursor.execute(
+            f"SELECT hash, id FROM {table} WHERE project_id = %s AND hash = ANY(%b::bytea[])",
+            [project_id, [h for h in hashes if h not in found]],
+        )
+        found.update((bytes(h), pk) for h, pk in cursor.fetchall())
+    return found
 
 
 # The latest recording of each id a batch sends alone, and the latest archived
@@ -658,7 +665,8 @@ def _derive_or_refuse(
     except InputError as exc:
         return EventResult(e.head.id, exc.status, str(exc))
     store.hash_all(result.before)
-    store.hash_all(result.after)
+    if not _same_objects(result.after, result.before):
+        store.hash_all(result.after)
     for op in result.ops:
         if op.result is not None:
             store.hash(op.result)
@@ -800,9 +808,17 @@ def _context_refs(store: _Store, row: _StepRow) -> tuple[bytes, bytes]:
     """A step's before and after as stored references; an after that is the before
     (no operation changed it, the usual case) is encoded once."""
     before = store.pks(row.result.before)
-    after = store.pks(row.result.after)
     encoded = encode_refs(before)
+    if _same_objects(row.result.after, row.result.before):
+        return encoded, encoded
+    after = store.pks(row.result.after)
     return encoded, encoded if after == before else encode_refs(after)
+
+
+def _same_objects(a: Sequence[CoreMessage], b: Sequence[CoreMessage]) -> bool:
+    """Whether two contexts are the same message objects, compared at C speed: a
+    step without operations has its before as its after."""
+    return len(a) == len(b) and all(map(operator.is_, a, b))
 
 
 def _insert_steps(

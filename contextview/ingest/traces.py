@@ -341,7 +341,7 @@ def _plan(
             index = start + offset
             base: tuple[int, list[str]] | None = None
             if previous is not None:
-                base = (index - 1, [m["id"] for m in previous.messages])
+                base = (index - 1, previous.message_ids())
             elif index == state.last_index + 1 and state.last_ids is not None:
                 base = (state.last_index, state.last_ids)
             events.append(step_event(call, index, base=base))
