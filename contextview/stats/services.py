@@ -581,12 +581,15 @@ def _write_inferred_folds(
         ],
     )
     # What a later step reloaded was brought back from here (as ingest marks its folds).
+    # Only those rows are written: an UPDATE of every fold just inserted left a dead
+    # copy of each (half of cv_fold's size after an OTLP benchmark).
     cursor.execute(
-        "UPDATE cv_fold f SET reloaded_at = ("
+        "UPDATE cv_fold f SET reloaded_at = x.at FROM (SELECT f.id, ("
         "SELECT min(s.index) FROM cv_operation o JOIN cv_step s ON s.id = o.step_id "
         "WHERE s.session_id = f.session_id AND s.index >= st.index AND o.op = 'reload' "
-        "AND o.targets ? f.original_msg_id) FROM cv_step st "
-        "WHERE st.id = f.step_id AND f.step_id = ANY(%b) AND f.inferred",
+        "AND o.targets ? f.original_msg_id) AS at FROM cv_fold f JOIN cv_step st "
+        "ON st.id = f.step_id WHERE f.step_id = ANY(%b) AND f.inferred) x "
+        "WHERE f.id = x.id AND x.at IS NOT NULL",
         [list(unsaid)],
     )
 

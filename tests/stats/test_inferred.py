@@ -122,6 +122,17 @@ def test_it_infers_a_silent_compaction_with_folds_stats_and_an_archive(server: S
     assert restore.status_code == 201, restore.text
 
 
+def test_it_marks_the_inferred_fold_a_later_step_reloaded(server: Server) -> None:
+    later = step("again", 2, [SYS, SUMMARY])
+    later["body"]["action"] = {"action": "reload", "targets": ["t1"]}
+    later["body"]["after"] = {"messages": [SYS, SUMMARY, T1]}
+    server.send(step("again", 0, LOOP), step("again", 1, [SYS, SUMMARY]), later)
+    server.ready("again")
+    archived = server.get("/sessions/again/archive")["originals"]
+    reloaded = {entry["id"]: entry["reloaded"] for entry in archived if entry["inferred"]}
+    assert reloaded == {"u1": False, "a1": False, "t1": True, "u2": False}
+
+
 def test_it_infers_a_rewrite_a_drop_and_an_insert(server: Server) -> None:
     masked = {**T1, "content": "[tool output omitted]"}
     note = {"id": "note", "role": "system", "content": "Answer in a table."}
