@@ -67,7 +67,7 @@ def test_it_shows_a_step_posted_while_the_page_is_open(
     )
     assert page.locator("#fact-steps").inner_text().startswith("4")
     assert page.locator('#step-view[data-step="1"]').count() == 1
-    assert page.locator("tr#step-row-1.current").count() == 1
+    page.wait_for_selector("tr#step-row-1.current", timeout=5_000)
     assert page.evaluate("() => window.stillTheSamePage") is True
     row.evaluate("(r) => r.scrollIntoView({block: 'nearest'})")
     page.screenshot(path=str(Path(tempfile.gettempdir()) / "contextview-live-tail.png"))
@@ -95,7 +95,9 @@ def test_the_last_step_open_gains_its_next_step_link_when_one_arrives(
     page.keyboard.press("j")
     page.wait_for_selector('#step-view[data-step="3"]')
     assert page.url.endswith(f"/sessions/{session.pk}/steps/3/")
-    assert page.locator("tr#step-row-3.current").count() == 1
+    # The row is marked once htmx has settled the panel, a moment after it shows.
+    page.wait_for_selector("tr#step-row-3.current", timeout=5_000)
+    assert page.locator("tr.current").count() == 1
     assert watched.errors == []
 
 

@@ -131,9 +131,14 @@ def test_it_loses_nothing_when_the_worker_is_killed_mid_batch(api: Api) -> None:
         _kill_mid_batch(api)
 
 
+# Sessions in the batch: enough that the worker, a session at a time, is still at work
+# a moment after it finished the first (it computes one of these in some 20 ms).
+KILLED_SESSIONS = 30
+
+
 def _kill_mid_batch(api: Api) -> None:
-    batch = []
-    for s in range(6):
+    events = []
+    for s in range(KILLED_SESSIONS):
         context = [{"id": "sys", "role": "system", "content": "You read logs."}]
         for i in range(60):
             context = [
@@ -145,10 +150,11 @@ def _kill_mid_batch(api: Api) -> None:
                     "content": f"{LOG} line {i} of session {s}",
                 },
             ]
-            batch.append(step(f"s{s}", i, list(context)))
-    assert api.ingest({"batch": batch}).status_code == 207
+            events.append(step(f"s{s}", i, list(context)))
+    for start in range(0, len(events), 600):
+        assert api.ingest({"batch": events[start : start + 600]}).status_code == 207
     total = Step.objects.count()
-    assert total == 360
+    assert total == 60 * KILLED_SESSIONS
 
     doomed = _worker("doomed")
     try:
@@ -157,7 +163,7 @@ def _kill_mid_batch(api: Api) -> None:
         doomed.wait(10)
     finally:
         _stop(doomed)
-    assert Step.objects.filter(stats_status="pending").exists()
+    assert Step.objects.filter(stats_status="pending").exists(), "the worker was killed mid-batch"
 
     # A new worker, and the sweep that finds what the lost messages left pending.
     survivor = _worker("survivor")
@@ -169,7 +175,7 @@ def _kill_mid_batch(api: Api) -> None:
         wait_for(lambda: not Session.objects.exclude(stats_status="ready").exists(), seconds=30)
     finally:
         _stop(survivor)
-    assert Step.objects.filter(stats_status="ready").count() == 360
+    assert Step.objects.filter(stats_status="ready").count() == total
     for session in Session.objects.all():
         assert session.aggregates["steps"] == 60
         assert session.step_count == 60
