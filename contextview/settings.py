@@ -225,6 +225,8 @@ OTLP_LOCK_TIMEOUT_MS = envint("OTLP_LOCK_TIMEOUT_MS", "2000")
 # How many exports all web processes store at once; more are answered 503 to be retried
 # (0: no bound). About the number of cores: past that they only slow each other down.
 OTLP_MAX_CONCURRENT = envint("OTLP_MAX_CONCURRENT", "4")
+# How long an export waits for one of those to come free before it is answered 503.
+OTLP_SLOT_WAIT_MS = envint("OTLP_SLOT_WAIT_MS", "500")
 # A late span is put in its place by storing the steps after it again, up to this many;
 # a span later than that is added at the end of its session.
 OTLP_REORDER_MAX_STEPS = envint("OTLP_REORDER_MAX_STEPS", "1000")

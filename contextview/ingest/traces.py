@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -75,6 +76,8 @@ class ServerBusy(Exception):
 
 # Advisory lock class of the slots that bound how many exports are stored at once.
 SLOT_LOCKS = 0x07C7
+# How often an export waiting for a slot tries again (`_slot_taken`).
+SLOT_POLL_SECONDS = 0.02
 
 
 @dataclass
@@ -90,6 +93,28 @@ class TracesOutcome:
         return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
 
 
+def _slot_taken(cursor: Any) -> bool:
+    """One of OTLP_MAX_CONCURRENT slots, shared by every web process, held until the
+    transaction ends; False when none came free within OTLP_SLOT_WAIT_MS.
+
+    An export that finds every slot taken waits a little for one (another export ends
+    within some 100 ms): an exporter told to come back (503) waits its Retry-After, a
+    second, so with more senders than slots answering at once cost a third of the
+    throughput. Past the wait, it is told to come back rather than left in a queue.
+    """
+    deadline = time.monotonic() + settings.OTLP_SLOT_WAIT_MS / 1000
+    while True:
+        cursor.execute(
+            "SELECT s FROM generate_series(1, %s) s WHERE pg_try_advisory_xact_lock(%s, s) LIMIT 1",
+            [settings.OTLP_MAX_CONCURRENT, SLOT_LOCKS],
+        )
+        if cursor.fetchone() is not None:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(SLOT_POLL_SECONDS)
+
+
 def session_lock_key(*, project_id: int, session_id: str) -> str:
     """The text whose hash is the advisory lock on a session's OTLP steps."""
     return f"contextview-otlp:{project_id}:{session_id}"
@@ -102,16 +127,8 @@ def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> Tr
                 "SELECT set_config('lock_timeout', %s, true)",
                 [f"{settings.OTLP_LOCK_TIMEOUT_MS}ms"],
             )
-            if settings.OTLP_MAX_CONCURRENT > 0:
-                # One of N slots, shared by every web process: past them, the exporter
-                # is told to come back (503) rather than left waiting in a queue.
-                cursor.execute(
-                    "SELECT s FROM generate_series(1, %s) s "
-                    "WHERE pg_try_advisory_xact_lock(%s, s) LIMIT 1",
-                    [settings.OTLP_MAX_CONCURRENT, SLOT_LOCKS],
-                )
-                if cursor.fetchone() is None:
-                    raise ServerBusy
+            if settings.OTLP_MAX_CONCURRENT > 0 and not _slot_taken(cursor):
+                raise ServerBusy
             # Decoded in a slot: the slots bound the memory and time of that too. Spans
             # stored already are left out before their contexts are read (`_unseen`
             # checks again once the sessions are locked).

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import threading
+import time
 import zlib
 from typing import Any
 
@@ -369,7 +371,7 @@ def test_it_reads_back_the_calls_model_tools_usage_and_reply(key: str, memory: A
     assert step["output"]["messages"][0]["content"] == "Looking."
 
 
-def test_it_answers_503_at_once_when_it_stores_as_many_exports_as_it_takes(
+def test_it_answers_503_when_every_slot_stays_taken_past_its_wait(
     key: str, memory: Any, settings: Any
 ) -> None:
     """Every slot taken (here by another connection): the exporter is told to retry."""
@@ -379,18 +381,49 @@ def test_it_answers_503_at_once_when_it_stores_as_many_exports_as_it_takes(
     from tests.conftest import database_url
 
     settings.OTLP_MAX_CONCURRENT = 1
+    settings.OTLP_SLOT_WAIT_MS = 100
     agent, exporter = memory
     agent.call([text("user", "hi")], conversation="slots")
     body = request_of(exporter.get_finished_spans()).SerializeToString()
     with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s, 1)", [SLOT_LOCKS])
+        started = time.monotonic()
         busy = post(key, body)
+        waited = time.monotonic() - started
         other.execute("SELECT pg_advisory_unlock(%s, 1)", [SLOT_LOCKS])
     assert busy.status_code == 503
     assert busy["Retry-After"] == "1"
     assert "retry" in status(busy).message
+    assert 0.1 <= waited < 5
     answer(post(key, body))
     assert read_step(key, "slots", 0)["before"][-1]["content"] == "hi"
+
+
+def test_it_waits_a_moment_for_a_slot_another_export_frees(
+    key: str, memory: Any, settings: Any
+) -> None:
+    from django.db import connection
+
+    from contextview.ingest.traces import SLOT_LOCKS
+    from tests.conftest import database_url
+
+    settings.OTLP_MAX_CONCURRENT = 1
+    settings.OTLP_SLOT_WAIT_MS = 5000
+    agent, exporter = memory
+    agent.call([text("user", "hi")], conversation="slot-freed")
+    body = request_of(exporter.get_finished_spans()).SerializeToString()
+    with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s, 1)", [SLOT_LOCKS])
+        # The other export ends a moment later, while this one waits for its slot.
+        freeing = threading.Timer(
+            0.3, lambda: other.execute("SELECT pg_advisory_unlock(%s, 1)", [SLOT_LOCKS])
+        )
+        freeing.start()
+        try:
+            answer(post(key, body))
+        finally:
+            freeing.join()
+    assert read_step(key, "slot-freed", 0)["before"][-1]["content"] == "hi"
 
 
 def _span_json(*attributes: tuple[str, str], trace: str = "ab" * 16) -> bytes:
