@@ -41,7 +41,8 @@ def test_a_900_message_compaction_reads_as_a_short_page(
     page.goto(f"{url}#m-t700")
     page.wait_for_selector("#m-t700")
     page.wait_for_function(
-        "() => { const r = document.getElementById('m-t700').getBoundingClientRect();"
+        "() => { const m = document.getElementById('m-t700'); if (!m) return false;"
+        " const r = m.getBoundingClientRect();"
         " return r.top >= 0 && r.bottom <= window.innerHeight; }"
     )
     assert watched.errors == []

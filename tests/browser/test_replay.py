@@ -40,7 +40,7 @@ def test_it_overlays_a_policy_and_lists_what_it_lost(
     # The overlay is drawn once htmx has settled the swapped panel, a moment after
     # the panel shows.
     page.wait_for_function(
-        """() => document.getElementById('occupancy-chart').data
+        """() => (document.getElementById('occupancy-chart').data || [])
               .filter((t) => t.meta === 'replay').map((t) => t.name).join('|')
               === 'recorded (all partitions)|replayed: sliding 4'"""
     )
@@ -72,7 +72,7 @@ def test_it_overlays_a_policy_and_lists_what_it_lost(
     page.click(".replay-form button[type=submit]")
     page.wait_for_selector(".replay-summary:has-text('mask_observations 1')")
     page.wait_for_function(
-        """() => document.getElementById('occupancy-chart').data
+        """() => (document.getElementById('occupancy-chart').data || [])
               .filter((t) => t.meta === 'replay').map((t) => t.name).join('|')
               === 'recorded (all partitions)|replayed: mask_observations 1'"""
     )
