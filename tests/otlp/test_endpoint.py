@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import json
 import threading
 import time
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -371,26 +373,39 @@ def test_it_reads_back_the_calls_model_tools_usage_and_reply(key: str, memory: A
     assert step["output"]["messages"][0]["content"] == "Looking."
 
 
-def test_it_answers_503_when_every_slot_stays_taken_past_its_wait(
-    key: str, memory: Any, settings: Any
-) -> None:
-    """Every slot taken (here by another connection): the exporter is told to retry."""
+@contextlib.contextmanager
+def _only_slot_taken(settings: Any, *, wait_ms: int) -> Iterator[psycopg.Connection[Any]]:
+    """One slot, which another connection (standing for another export) holds."""
     from django.db import connection
 
     from contextview.ingest.traces import SLOT_LOCKS
     from tests.conftest import database_url
 
     settings.OTLP_MAX_CONCURRENT = 1
-    settings.OTLP_SLOT_WAIT_MS = 100
-    agent, exporter = memory
-    agent.call([text("user", "hi")], conversation="slots")
-    body = request_of(exporter.get_finished_spans()).SerializeToString()
+    settings.OTLP_SLOT_WAIT_MS = wait_ms
     with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s, 1)", [SLOT_LOCKS])
+        try:
+            yield other
+        finally:
+            other.execute("SELECT pg_advisory_unlock_all()")
+
+
+def _one_call(memory: Any, conversation: str) -> bytes:
+    agent, exporter = memory
+    agent.call([text("user", "hi")], conversation=conversation)
+    return request_of(exporter.get_finished_spans()).SerializeToString()
+
+
+def test_it_answers_503_when_every_slot_stays_taken_past_its_wait(
+    key: str, memory: Any, settings: Any
+) -> None:
+    """Every slot taken (here by another connection): the exporter is told to retry."""
+    body = _one_call(memory, "slots")
+    with _only_slot_taken(settings, wait_ms=100):
         started = time.monotonic()
         busy = post(key, body)
         waited = time.monotonic() - started
-        other.execute("SELECT pg_advisory_unlock(%s, 1)", [SLOT_LOCKS])
     assert busy.status_code == 503
     assert busy["Retry-After"] == "1"
     assert "retry" in status(busy).message
@@ -402,18 +417,10 @@ def test_it_answers_503_when_every_slot_stays_taken_past_its_wait(
 def test_it_waits_a_moment_for_a_slot_another_export_frees(
     key: str, memory: Any, settings: Any
 ) -> None:
-    from django.db import connection
-
     from contextview.ingest.traces import SLOT_LOCKS
-    from tests.conftest import database_url
 
-    settings.OTLP_MAX_CONCURRENT = 1
-    settings.OTLP_SLOT_WAIT_MS = 5000
-    agent, exporter = memory
-    agent.call([text("user", "hi")], conversation="slot-freed")
-    body = request_of(exporter.get_finished_spans()).SerializeToString()
-    with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as other:
-        other.execute("SELECT pg_advisory_lock(%s, 1)", [SLOT_LOCKS])
+    body = _one_call(memory, "slot-freed")
+    with _only_slot_taken(settings, wait_ms=5000) as other:
         # The other export ends a moment later, while this one waits for its slot.
         freeing = threading.Timer(
             0.3, lambda: other.execute("SELECT pg_advisory_unlock(%s, 1)", [SLOT_LOCKS])
