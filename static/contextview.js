@@ -406,6 +406,13 @@
   }
   window.addEventListener("hashchange", revealTarget);
 
+  // The archive opened on one original for a lost entity: the first place it was is
+  // brought into view, however far down the original's text.
+  function revealMarked() {
+    const hit = document.querySelector(".archive pre mark.lost-entity");
+    if (hit) hit.scrollIntoView({ block: "center" });
+  }
+
   // A message a long context's first view left out: load the rows that hold it, then
   // look again (a load brings a page of rows, and may leave a line for the rest).
   function openHiddenRows(id) {
@@ -576,6 +583,7 @@
     fitList();
     markCurrentStep();
     revealTarget();
+    revealMarked();
   }
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", start);
