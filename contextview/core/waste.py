@@ -190,7 +190,7 @@ class WasteTracker:
             holders = by_key.get(key)
             if holders is None:
                 continue
-            if type(holders) is _Result:
+            if isinstance(holders, _Result):
                 result = holders
                 if result.gone:
                     del by_key[key]
@@ -281,10 +281,10 @@ class WasteTracker:
         by_key = self.by_key
         # The keys held already are few: found, and the rest added, at C speed.
         held = by_key.keys() & keys if by_key else ()
-        fresh = dict.fromkeys(keys, result)
+        fresh: dict[str, _Result | list[_Result]] = dict.fromkeys(keys, result)
         for key in held:
             holders = by_key[key]
-            if type(holders) is _Result:
+            if isinstance(holders, _Result):
                 holders = [holders]
             holders.append(result)
             fresh[key] = holders
