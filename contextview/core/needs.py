@@ -57,6 +57,9 @@ class LossTracker:
     # calls whose result was folded or dropped: the step it left at
     folded_calls: dict[Call, int] = field(default_factory=dict)
     linked: set[tuple[int, int, str, str]] = field(default_factory=set)
+    # the losses the step just walked found still in the context, and so closed:
+    # [lost_at, op, key] each, kept in its stats (``closed``), which `restore` reads
+    closed: list[list[Any]] = field(default_factory=list)
     # the index of the step it expects next: it knows every step before it
     next_index: int = 0
     # what the contexts carry for nothing, followed along the same steps
@@ -68,12 +71,19 @@ class LossTracker:
         self.by_original.clear()
         self.folded_calls.clear()
         self.linked.clear()
+        self.closed = []
         self.next_index = 0
         self.waste.clear()
 
     def restore(self, rows: Iterable[tuple[int, Mapping[str, Any]]]) -> None:
         """Rebuild from the stats of earlier steps, in index order: (index, stats)."""
         for index, stats in rows:
+            # As the walk had it: the step's needs closed earlier losses, then its own
+            # operations opened new ones.
+            for lost_at, op, key in stats.get("closed") or ():
+                loss = self.open.get(key)
+                if loss is not None and loss[2] == lost_at and loss[3] == op:
+                    del self.open[key]
             self._open_all(index, stats.get("ops") or ())
             for need in stats.get("needs") or ():
                 self.linked.add(
@@ -105,6 +115,7 @@ class LossTracker:
     def _close(self, loss: Loss) -> None:
         if self.open.get(loss[1]) == loss:
             del self.open[loss[1]]
+            self.closed.append([loss[2], loss[3], loss[1]])
 
     def needs_of(
         self,
@@ -124,6 +135,7 @@ class LossTracker:
         """
         needs: list[dict[str, Any]] = []
         refetches: list[dict[str, Any]] = []
+        self.closed = []
         if not self.open and not self.folded_calls:
             return needs, refetches
 

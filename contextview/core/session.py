@@ -287,6 +287,9 @@ class SessionWalk:
             flags.append("refetch_after_fold")
         if needs or refetches:
             flags.sort()
+        if tracker.closed:
+            # What a resumed walk must close too (`LossTracker.restore`).
+            stats["closed"] = tracker.closed
         pairs = [(f, before) for f in step.folds]
         previous = self.afters.get(step.index - 1)
         if previous is not None:

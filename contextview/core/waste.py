@@ -32,7 +32,6 @@ from typing import Any
 
 from contextview.core.calls import RESULT_ROLES, is_tool_result, said_text
 from contextview.core.model import Message
-from contextview.core.sequences import common_prefix, common_suffix
 from contextview.core.stats import Delta, TextCache, TokensOf, context_delta
 
 # An unreferenced result is waste once carried this many steps.
@@ -130,16 +129,12 @@ class WasteTracker:
         if last is None:
             removed, added = (), before
         elif delta is None:
-            # Much changed: what differs between the shared head and tail, by identity
-            # (the contexts of a session share their message objects).
-            head = common_prefix(last, before)
-            tail = common_suffix(last, before, min(len(last), len(before)) - head)
-            left = last[head : len(last) - tail]
-            came = before[head : len(before) - tail]
-            kept = set(map(id, came))
-            had = set(map(id, left))
-            removed = [m for m in left if id(m) not in kept]
-            added = [m for m in came if id(m) not in had]
+            # Much changed: what differs, by identity (the contexts of a session
+            # share their message objects), rather than everything twice.
+            kept = set(map(id, before))
+            had = set(map(id, last))
+            removed = [m for m in last if id(m) not in kept]
+            added = [m for m in before if id(m) not in had]
         else:
             removed, added = delta
         self.last = before

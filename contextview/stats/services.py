@@ -321,9 +321,10 @@ _FOLDS_SQL = (
 _LOSSES_SQL = (
     "SELECT index, stats -> 'needs', stats -> 'refetches', stats -> 'folded_calls', "
     "jsonb_path_query_array(stats, '$.ops[*].targets'), "
-    "jsonb_path_query_array(stats, '$.ops[*].entities.lost'), stats -> 'waste' FROM cv_step "
+    "jsonb_path_query_array(stats, '$.ops[*].entities.lost'), stats -> 'waste', "
+    "stats -> 'closed' FROM cv_step "
     "WHERE session_id = %s AND index < %s AND stats_status = 'ready' AND (stats ?| "
-    "array['needs', 'refetches', 'folded_calls', 'waste'] "
+    "array['needs', 'refetches', 'folded_calls', 'waste', 'closed'] "
     "OR jsonb_path_exists(stats, '$.ops[*].entities.lost[0]')) ORDER BY index"
 )
 _RESTATS_SQL = (
@@ -518,7 +519,7 @@ def _losses_before(session_pk: int, index: int) -> Iterator[tuple[int, dict[str,
     with connection.cursor() as cursor:
         cursor.execute(_LOSSES_SQL, [session_pk, index])
         rows = cursor.fetchall()
-    for step_index, needs, refetches, calls, targets, lost, waste in rows:
+    for step_index, needs, refetches, calls, targets, lost, waste, closed in rows:
         ops = [
             {"targets": t, "entities": {"lost": e}}
             for t, e in zip(json_value(targets) or (), json_value(lost) or (), strict=True)
@@ -531,6 +532,7 @@ def _losses_before(session_pk: int, index: int) -> Iterator[tuple[int, dict[str,
                 "folded_calls": json_value(calls),
                 "ops": ops,
                 "waste": json_value(waste),
+                "closed": json_value(closed),
             },
         )
 
