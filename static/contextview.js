@@ -11,6 +11,12 @@
   // Where each occupancy line goes and how it looks the server says (data-meta,
   // data-lines), as it does the partitions' order and colours: the report's chart,
   // drawn on the server, looks the same.
+  // Steps are whole numbers: a short session gets a tick at each step, not at 0.2, 0.4...
+  function stepTicks(steps) {
+    const last = steps.reduce(function (a, b) { return b > a ? b : a; }, 0);
+    return last <= 10 ? { tick0: 0, dtick: 1 } : { tickformat: "d" };
+  }
+
   function lineStyle(line) { return [line.color || "#6b7280", line.dash || "dot"]; }
 
   // Plotly renders a few HTML-like tags (<b>, <a href>, <br>) and entities in names
@@ -208,8 +214,9 @@
     const layout = {
       height: plotHeight + top + bottom, margin: { l: 130, r: 20, t: top, b: bottom },
       hovermode: "closest", showlegend: true, legend: { x: 1.01, y: 1, font: { size: 11 } },
-      xaxis: { rangemode: "tozero", anchor: hasFlags ? "y2" : "y", automargin: true,
-               title: { text: "step", standoff: 4 } },
+      xaxis: Object.assign({ rangemode: "tozero", anchor: hasFlags ? "y2" : "y", automargin: true,
+                             title: { text: "step", standoff: 4 } },
+                           stepTicks(rows.map(function (r) { return r[0]; }))),
       yaxis: { title: { text: "tokens" }, rangemode: "tozero",
                domain: [hasFlags ? (strip + gap) / plotHeight : 0, 1] },
       shapes: shapes, annotations: annotations,
@@ -266,7 +273,10 @@
     }) : [];
     plot(el, traces, {
       height: 360, margin: { l: 60, r: 20, t: 20, b: 40 }, hovermode: "closest", shapes: shapes,
-      xaxis: { title: { text: "step" }, rangemode: "tozero" },
+      xaxis: Object.assign({ title: { text: "step" }, rangemode: "tozero" },
+                           stepTicks(series.map(function (s) {
+                             return s.curve.reduce(function (a, p) { return p.index > a ? p.index : a; }, 0);
+                           }))),
       yaxis: occupancy ? { title: { text: "occupancy after" }, tickformat: ".0%", rangemode: "tozero" }
                        : { title: { text: "tokens after" }, rangemode: "tozero" },
       legend: { orientation: "h", y: -0.2 },

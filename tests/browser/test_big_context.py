@@ -27,6 +27,12 @@ def test_a_900_message_compaction_reads_as_a_short_page(
     response = page.goto(url)
     assert len(response.body()) < 300_000
     page.wait_for_selector("#occupancy-chart .main-svg")
+    # Two steps: the step axis is marked at each step, not at 0.2, 0.4 ...
+    ticks = page.evaluate(
+        "() => [...document.querySelectorAll('#occupancy-chart .xtick text')]"
+        ".map((t) => t.textContent)"
+    )
+    assert ticks == ["0", "1"]
     more = page.locator("#step-view .rows-more")
     assert "Show 891 more messages" in more.inner_text()
     page.screenshot(path=str(Path(tempfile.gettempdir()) / "contextview-compaction.png"))
