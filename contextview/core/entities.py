@@ -499,17 +499,15 @@ def is_kept(entity: str, text: str) -> bool:
     return is_kept_normalized(entity, normalize(text))
 
 
-def entity_sources(
-    entities: Sequence[str], messages: Sequence[tuple[str, str]], limit: int
-) -> dict[str, str]:
-    """For each of the first `limit` entities, the id of the first message (id, text)
-    that holds it, compared as normalized text: where a lost entity came from."""
-    forms: list[tuple[str, str]] = []
+def entity_sources(entities: Sequence[str], messages: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """For each entity, the id of the first message (id, text) that holds it, compared
+    as normalized text: where a lost entity came from."""
+    if not entities:
+        return {}
+    forms = [(mid, normalize(text)) for mid, text in messages]
     found: dict[str, str] = {}
-    for entity in entities[:limit]:
+    for entity in dict.fromkeys(entities):
         key = entity_key(entity)
-        if not forms:
-            forms = [(mid, normalize(text)) for mid, text in messages]
         for mid, form in forms:
             if is_kept_key(key, form):
                 found[entity] = mid

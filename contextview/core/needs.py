@@ -81,9 +81,7 @@ class LossTracker:
             # As the walk had it: the step's needs closed earlier losses, then its own
             # operations opened new ones.
             for lost_at, op, key in stats.get("closed") or ():
-                loss = self.open.get(key)
-                if loss is not None and loss[2] == lost_at and loss[3] == op:
-                    del self.open[key]
+                self._close(key, lost_at, op)
             self._open_all(index, stats.get("ops") or ())
             for need in stats.get("needs") or ():
                 self.linked.add(
@@ -112,10 +110,13 @@ class LossTracker:
             for mid in entry.get("targets", ()):
                 self.by_original.setdefault(mid, []).append((index, k))
 
-    def _close(self, loss: Loss) -> None:
-        if self.open.get(loss[1]) == loss:
-            del self.open[loss[1]]
-            self.closed.append([loss[2], loss[3], loss[1]])
+    def _close(self, key: str, lost_at: int, op: int) -> None:
+        """Close the open loss of `key` if it is the one operation `op` of step `lost_at`
+        made (a later operation may have lost the entity again), noting it in `closed`."""
+        loss = self.open.get(key)
+        if loss is not None and loss[2] == lost_at and loss[3] == op:
+            del self.open[key]
+            self.closed.append([lost_at, op, key])
 
     def needs_of(
         self,
@@ -159,7 +160,7 @@ class LossTracker:
                 return
             if how != "reloaded" and in_context(key):
                 # Still (or again) in the context: what is there was not forgotten.
-                self._close(loss)
+                self._close(key, step, op)
                 return
             self.linked.add(link)
             needs.append({"text": text, "lost_at": step, "op": op, "how": how})

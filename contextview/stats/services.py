@@ -47,7 +47,6 @@ from contextview.sessions.selectors import (
     StoredMessage,
     json_value,
     message_from_row,
-    messages_by_pk,
 )
 
 # Namespace of the advisory locks that keep one worker per session.
@@ -92,39 +91,38 @@ def _cached(kind: str, keys: Iterable[Any]) -> tuple[dict[Any, Any], list[Any]]:
     return {key[1]: value for key, value in found.items()}, [key[1] for key in missing]
 
 
-def messages_cached(pks: Iterable[int], *, encoding: str | None = None) -> dict[int, StoredMessage]:
+def messages_cached(pks: Iterable[int], *, encoding: str) -> dict[int, StoredMessage]:
     """Stored messages by pk, from this process's cache or the database.
 
-    With `encoding`, the token counts in it and the keys of the entities (what
-    `tokens_for_blobs` and `entity_keys_for_blobs` look for next) of the messages
-    read come with them, in the same query, and wait in the cache.
+    The token counts in `encoding` and the keys of the entities (what
+    `tokens_for_blobs` and `entity_keys_for_blobs` look for next) of the messages read
+    come with them, in the same query, and wait in the cache.
     """
     found, missing = _cached("message", pks)
     if not missing:
         return found
-    if encoding is None:
-        loaded = messages_by_pk(missing)
-    else:
-        loaded = {}
-        with binary_cursor() as cursor:
-            cursor.execute(_MESSAGES_COUNTED_SQL, [encoding, sorted(missing)])
-            rows = cursor.fetchall()
-        tokens_kind = f"tokens:{encoding}"
-        counted: list[tuple[tuple[str, int], Any, int]] = []
-        for row in rows:
-            pk, blob_pk, tokens, keys_json = row[0], row[1], row[-2], row[-1]
-            loaded[pk] = StoredMessage(pk=pk, blob_pk=blob_pk, message=message_from_row(row[2:-2]))
-            if tokens is not None:
-                counted.append(((tokens_kind, blob_pk), tokens, 100))
-            if keys_json is not None:
-                keys = orjson.loads(keys_json)
-                counted.append((("entity keys", blob_pk), keys, 100 + 6 * len(keys_json)))
-        _CACHE.put_many(counted)
-    _CACHE.put_many(
-        (("message", pk), stored, 300 + len(stored.message.text)) for pk, stored in loaded.items()
-    )
-    found.update(loaded)
+    with binary_cursor() as cursor:
+        cursor.execute(_MESSAGES_COUNTED_SQL, [encoding, sorted(missing)])
+        rows = cursor.fetchall()
+    tokens_kind = f"tokens:{encoding}"
+    cached: list[tuple[tuple[str, int], Any, int]] = []
+    for row in rows:
+        pk, blob_pk, tokens, keys_json = row[0], row[1], row[-2], row[-1]
+        stored = StoredMessage(pk=pk, blob_pk=blob_pk, message=message_from_row(row[2:-2]))
+        found[pk] = stored
+        cached.append((("message", pk), stored, 300 + len(stored.message.text)))
+        if tokens is not None:
+            cached.append(((tokens_kind, blob_pk), tokens, 100))
+        if keys_json is not None:
+            keys = orjson.loads(keys_json)
+            cached.append((("entity keys", blob_pk), keys, _keys_size(keys_json)))
+    _CACHE.put_many(cached)
     return found
+
+
+def _keys_size(keys_json: str | bytes) -> int:
+    """What a blob's entity keys take in the cache, roughly, from their JSON."""
+    return 100 + 6 * len(keys_json)
 
 
 _MESSAGES_COUNTED_SQL = (
@@ -205,7 +203,7 @@ def entity_keys_for_blobs(*, blobs: dict[int, str]) -> dict[int, list[str]]:
             )
             for pk, keys_json in cursor.fetchall():
                 keys = known[pk] = orjson.loads(keys_json)
-                _CACHE.put(("entity keys", pk), keys, 100 + 6 * len(keys_json))
+                _CACHE.put(("entity keys", pk), keys, _keys_size(keys_json))
         missing = {pk: blobs[pk] for pk in pks if pk not in known}
         for pk, (_, keys) in entities_for_blobs(blobs=missing).items():
             known[pk] = keys

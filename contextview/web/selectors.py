@@ -895,29 +895,27 @@ class OpView:
         """The first lost entities (the most likely to matter), each with its original."""
         return [(e, self.sources.get(e)) for e in self.lost[:LOST_SHOWN]]
 
-    @property
-    def needed_later(self) -> list[dict[str, Any]]:
-        """The lost entities a later step needed: text, step, how (most important first),
-        and the original message each came from (`source`, where found)."""
+    def _needed(self) -> list[dict[str, Any]]:
         entities = (self.stats or {}).get("entities") or {}
         needed = entities.get("needed_later") if isinstance(entities, dict) else None
         if not isinstance(needed, list):
             return []
-        return [
-            {**n, "source": self.sources.get(str(n.get("text")))}
-            for n in needed
-            if isinstance(n, dict) and isinstance(n.get("step"), int)
-        ]
+        return [n for n in needed if isinstance(n, dict) and isinstance(n.get("step"), int)]
+
+    @property
+    def needed_later(self) -> list[dict[str, Any]]:
+        """The lost entities a later step needed: text, step, how (most important first),
+        and the original message each came from (`source`, where found)."""
+        return [{**n, "source": self.sources.get(str(n.get("text")))} for n in self._needed()]
 
     def find_sources(self, context: Sequence[Message]) -> None:
         """Where the shown lost entities (and those needed later) came from: the first of
         the operation's targets in `context` (the context it applied to) holding each."""
-        wanted = [str(n.get("text")) for n in self.needed_later] + self.lost[:LOST_SHOWN]
-        if not wanted:
-            return
-        targets = set(self.targets)
-        originals = [(m.id, m.text) for m in context if m.id in targets]
-        self.sources = entity_sources(wanted, originals, len(wanted))
+        wanted = [str(n.get("text")) for n in self._needed()] + self.lost[:LOST_SHOWN]
+        if wanted:
+            targets = set(self.targets)
+            originals = [(m.id, m.text) for m in context if m.id in targets]
+            self.sources = entity_sources(wanted, originals)
 
 
 @dataclass

@@ -583,6 +583,8 @@ def archive_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             next_after=next_after,
             last_step=last.first(),
             one=one,
+            one_step=step,
+            one_id=original,
             mark=mark,
             pieces=web.marked_pieces(originals[0].message.text, mark)
             if one and originals

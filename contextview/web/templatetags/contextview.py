@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 
 from django import template
 from django.templatetags.static import static
+from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 
 from contextview.core.liveness import Liveness, duration_text
@@ -86,6 +87,14 @@ def permalink(
     if message is not None:
         path += "#" + message_anchor(message)
     return path
+
+
+@register.simple_tag
+def original_link(session: Any, index: int, message_id: str, entity: str) -> str:
+    """The archive showing the original `message_id` that step `index` folded or
+    dropped, with `entity` marked in it: where a lost entity came from."""
+    query = urlencode({"step": index, "id": message_id, "mark": entity})
+    return f"{reverse('web-archive', args=[session.pk])}?{query}"
 
 
 @register.filter
