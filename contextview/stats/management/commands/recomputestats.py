@@ -36,4 +36,5 @@ class Command(BaseCommand):
             steps = stats_recompute(session_ids=[session_id])
             self.stderr.write(f"[{n}/{len(ids)}] session {session_id}: {steps} steps")
         elapsed = time.perf_counter() - started
-        self.stdout.write(f"recomputed {len(ids)} sessions in {elapsed:.1f} s")
+        noun = "session" if len(ids) == 1 else "sessions"
+        self.stdout.write(f"recomputed {len(ids)} {noun} in {elapsed:.1f} s")
