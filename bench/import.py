@@ -45,8 +45,12 @@ TABLES = (
     "cv_raw_event",
     "cv_session",
 )
-# Statistics kept per content blob, which carries the project.
-BLOB_TABLES = ("cv_token_count", "cv_blob_entities")
+# Statistics tables without a project column: the parent row that carries it.
+PARENT_OF = {
+    "cv_token_count": "JOIN cv_blob p ON p.id = t.blob_id",
+    "cv_blob_entities": "JOIN cv_blob p ON p.id = t.blob_id",
+    "cv_step_stats": "JOIN cv_session p ON p.id = t.session_id",
+}
 WORDS = (
     "order inventory timeout upstream status retry cache request handler worker queue "
     "SO20260101007 A12345 504 3s 110 /srv/app/inventory.py https://inventory.internal/v2 "
@@ -115,17 +119,17 @@ def _table_bytes(cursor: Any, project_id: int) -> tuple[int, int]:
             [project_id],
         )
         rows += int(cursor.fetchone()[0])
-    for table in BLOB_TABLES:
+    for table, parent in PARENT_OF.items():
         cursor.execute(
-            f"SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM {table} t "
-            "JOIN cv_blob b ON b.id = t.blob_id WHERE b.project_id = %s",
+            f"SELECT coalesce(sum(pg_column_size(t.*)), 0) FROM {table} t {parent} "
+            "WHERE p.project_id = %s",
             [project_id],
         )
         rows += int(cursor.fetchone()[0])
     cursor.execute(
         "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
         "WHERE c.relname = ANY(%s) AND c.relkind = 'r'",
-        [[*TABLES, *BLOB_TABLES]],
+        [[*TABLES, *PARENT_OF]],
     )
     return rows, int(cursor.fetchone()[0])
 

@@ -174,8 +174,9 @@ def export_session(
 def steps_ready(database_url: str, session_ids: list[str]) -> tuple[int, int]:
     with psycopg.connect(database_url, connect_timeout=10) as connection:
         row = connection.execute(
-            "SELECT count(*) FILTER (WHERE st.stats_status = 'ready'), count(*) FROM cv_step st "
-            "JOIN cv_session s ON s.id = st.session_id WHERE s.external_id = ANY(%s)",
+            "SELECT count(*) FILTER (WHERE t.status = 'ready'), count(*) FROM cv_step st "
+            "JOIN cv_session s ON s.id = st.session_id "
+            "LEFT JOIN cv_step_stats t ON t.step_id = st.id WHERE s.external_id = ANY(%s)",
             [session_ids],
         ).fetchone()
     assert row is not None

@@ -148,7 +148,7 @@ def bench_worker(
 
     from contextview.ingest.services import batch_ingest
     from contextview.projects.services import project_get_or_create
-    from contextview.sessions.models import Session, Step
+    from contextview.sessions.models import Session, StepStats
     from contextview.stats.services import caches_clear, session_stats_compute
 
     project, _ = project_get_or_create(slug="bench-stats")
@@ -166,9 +166,9 @@ def bench_worker(
         for _ in range(runs):
             if label != "hot":
                 caches_clear()
-            Step.objects.filter(session=session).update(stats_status="pending")
+            StepStats.objects.filter(session_id=session.pk).delete()
             with connection.cursor() as cursor:
-                cursor.execute("VACUUM ANALYZE cv_step")  # the rows a fresh ingest leaves
+                cursor.execute("VACUUM ANALYZE cv_step_stats")  # as a fresh ingest leaves it
             started = time.perf_counter()
             done = session_stats_compute(session_id=session.pk)
             elapsed = time.perf_counter() - started

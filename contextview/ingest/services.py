@@ -828,10 +828,10 @@ def _insert_steps(
     cursor.execute(
         "INSERT INTO cv_step (project_id, session_id, index, timestamp, received_at, mode, "
         "reason, reported_before, reported_after, obs_extra, outcome, before_refs, after_refs, "
-        "after_given, after_mismatch, body_hash, stats_status, model, tools_blob_id, output, "
+        "after_given, after_mismatch, body_hash, model, tools_blob_id, output, "
         "usage, context_window) "
         "SELECT %s, s, i, ts, %s, md, rs, rb, ra, oe::jsonb, oc::jsonb, br, ar, ag, am, bh, "
-        "'pending', mo, tb, op::jsonb, us::jsonb, cw FROM unnest(%b::bigint[], %b::int[], "
+        "mo, tb, op::jsonb, us::jsonb, cw FROM unnest(%b::bigint[], %b::int[], "
         "%b::timestamptz[], %b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::text[], "
         "%b::text[], %b::bytea[], %b::bytea[], %b::bool[], %b::bool[], %b::bytea[], %b::text[], "
         "%b::bigint[], %b::text[], %b::text[], %b::int[]) "

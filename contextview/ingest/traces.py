@@ -388,7 +388,11 @@ def _take_out_after(
     they cannot move: steps that did not come as spans."""
     assert state.pk is not None
     since = _EPOCH + timedelta(microseconds=order[0])
-    steps = list(Step.objects.filter(session_id=state.pk, timestamp__gte=since).order_by("index"))
+    steps = list(
+        Step.objects.filter(session_id=state.pk, timestamp__gte=since)
+        .with_stats()
+        .order_by("index")
+    )
     later: list[Step] = []
     for step in steps:
         extra = step.obs_extra or {}
@@ -430,6 +434,7 @@ def _take_out_after(
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM cv_fold WHERE step_id = ANY(%s)", [ids])
         cursor.execute("DELETE FROM cv_operation WHERE step_id = ANY(%s)", [ids])
+        cursor.execute("DELETE FROM cv_step_stats WHERE step_id = ANY(%s)", [ids])
         cursor.execute("DELETE FROM cv_step WHERE id = ANY(%s)", [ids])
         cursor.execute(
             "DELETE FROM cv_raw_event WHERE project_id = %s AND event_id = ANY(%s)",

@@ -56,7 +56,9 @@ def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
     last_index = -1
     while True:
         steps = list(
-            Step.objects.filter(session=session, index__gt=last_index).order_by("index")[:CHUNK]
+            Step.objects.filter(session=session, index__gt=last_index)
+            .with_stats()
+            .order_by("index")[:CHUNK]
         )
         if not steps:
             return

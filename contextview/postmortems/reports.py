@@ -31,6 +31,7 @@ CHUNK = 500
 def session_timeline(session: Session) -> Iterator[dict[str, Any]]:
     rows = (
         Step.objects.filter(session=session)
+        .with_stats()
         .order_by("index")
         .values_list("index", "timestamp", "mode", "stats", "stats_status")
     )
@@ -57,7 +58,9 @@ def session_timeline(session: Session) -> Iterator[dict[str, Any]]:
 
 
 def _flagged_details(session: Session, indexes: list[int]) -> list[dict[str, Any]]:
-    steps = list(Step.objects.filter(session=session, index__in=indexes).order_by("index"))
+    steps = list(
+        Step.objects.filter(session=session, index__in=indexes).with_stats().order_by("index")
+    )
     contexts = step_contexts(steps)
     out = []
     for step in steps:
@@ -145,7 +148,11 @@ def session_export(session: Session) -> Iterator[dict[str, Any]]:
     """Every step as the read API gives it, for the JSON report, a chunk at a time."""
     last = -1
     while True:
-        steps = list(Step.objects.filter(session=session, index__gt=last).order_by("index")[:CHUNK])
+        steps = list(
+            Step.objects.filter(session=session, index__gt=last)
+            .with_stats()
+            .order_by("index")[:CHUNK]
+        )
         if not steps:
             return
         yield from steps_as_dicts(session=session, steps=steps)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from contextview.core.tokens import EncodingChoice, resolve_encoding
@@ -151,6 +152,16 @@ class SessionMessage(models.Model):
         indexes = [models.Index(fields=["session", "msg_id", "-seq"], name="session_latest")]
 
 
+class StepQuerySet(models.QuerySet["Step"]):
+    def with_stats(self) -> StepQuerySet:
+        """Steps with ``stats_status`` (pending while no statistics are stored) and
+        ``stats`` (null until then) read alongside, in the same query."""
+        return self.annotate(
+            stats=models.F("computed__stats"),
+            stats_status=Coalesce("computed__status", models.Value(StatsStatus.PENDING)),
+        )
+
+
 class Step(models.Model):
     project = models.ForeignKey(
         Project, on_delete=models.CASCADE, db_index=False, db_constraint=False
@@ -182,23 +193,50 @@ class Step(models.Model):
     after_given = models.BooleanField(default=False)
     after_mismatch = models.BooleanField(default=False)
     body_hash = models.BinaryField(max_length=32)
-    stats = models.JSONField(null=True, blank=True)
-    stats_status = models.CharField(
-        max_length=8, choices=StatsStatus.choices, default=StatsStatus.PENDING
-    )
+
+    objects = StepQuerySet.as_manager()
 
     class Meta:
         db_table = "cv_step"
         constraints = [
             models.UniqueConstraint(fields=["session", "index"], name="step_unique_index")
         ]
-        indexes = [
-            models.Index(
-                fields=["stats_status", "received_at"],
-                name="step_pending",
-                condition=models.Q(stats_status="pending"),
-            )
+
+
+# The predicate of the step view's "previous/next flagged step" ([ and ]) queries and
+# of the partial index that serves them, word for word so PostgreSQL uses the index.
+FLAGGED_SQL = "jsonb_typeof(stats->'flags') = 'array' AND jsonb_array_length(stats->'flags') > 0"
+
+
+class StepStats(models.Model):
+    """A step's statistics, written by the statistics workers once they are computed.
+
+    Kept apart from ``Step`` so that a step row is written once: were they columns
+    of ``cv_step``, storing them would rewrite the whole step (its references, its
+    output) and leave the old version behind until vacuum, about doubling the
+    table. A step without a row is pending; ``StepQuerySet.with_stats`` reads a
+    step with its status and statistics.
+    """
+
+    step = models.OneToOneField(
+        Step,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        db_constraint=False,
+        related_name="computed",
+    )
+    session_id = models.BigIntegerField()
+    index = models.IntegerField()
+    status = models.CharField(max_length=8, choices=StatsStatus.choices)
+    # The contract's step ``stats`` when ready; {"error": ...} when failed.
+    stats = models.JSONField()
+
+    class Meta:
+        db_table = "cv_step_stats"
+        constraints = [
+            models.UniqueConstraint(fields=["session_id", "index"], name="step_stats_index")
         ]
+        # and step_stats_flagged, a partial index on FLAGGED_SQL (migration 0006)
 
 
 class Operation(models.Model):

@@ -214,7 +214,7 @@ def session_get(*, project: Project, external_id: str) -> Session | None:
 
 
 def step_get(*, session: Session, index: int) -> Step | None:
-    return Step.objects.filter(session=session, index=index).first()
+    return Step.objects.filter(session=session, index=index).with_stats().first()
 
 
 # --- sessions list ---------------------------------------------------------------------

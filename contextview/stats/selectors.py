@@ -6,22 +6,25 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from contextview.sessions.models import Session, Step
 
 
 def sessions_with_stale_work(*, older_than: datetime) -> list[int]:
-    """Sessions with a step, or aggregates, pending since before ``older_than``."""
-    steps = (
-        Step.objects.filter(stats_status="pending", received_at__lt=older_than)
-        .values_list("session_id", flat=True)
-        .distinct()
+    """Sessions with a step, or aggregates, pending since before ``older_than``.
+
+    A session with a pending step is itself pending (ingest marks it so), so only
+    pending sessions are looked into: quiet since then, or still receiving steps
+    while an old one waits.
+    """
+    old_step = Step.objects.filter(
+        session_id=OuterRef("pk"), received_at__lt=older_than, computed__isnull=True
     )
     sessions = Session.objects.filter(
-        Q(stats_status="pending") & Q(last_event_at__lt=older_than)
+        Q(stats_status="pending") & (Q(last_event_at__lt=older_than) | Exists(old_step))
     ).values_list("pk", flat=True)
-    return sorted(set(steps) | set(sessions))
+    return sorted(sessions)
 
 
 def agent_mode_table(

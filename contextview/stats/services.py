@@ -41,7 +41,7 @@ from contextview.core.stats import ContextMeter, TextCache, session_aggregates
 from contextview.core.tokens import EncodingChoice, TokenCounter
 from contextview.core.waste import waste_summary
 from contextview.db import binary_cursor
-from contextview.sessions.models import Session, Step
+from contextview.sessions.models import Session, Step, StepStats
 from contextview.sessions.selectors import (
     MESSAGE_COLUMNS,
     StoredMessage,
@@ -300,8 +300,9 @@ _STEPS_SQL = (
     "FROM cv_step WHERE session_id = %s AND index >= %s ORDER BY index LIMIT %s"
 )
 _PREVIOUS_SQL = (
-    "SELECT before_refs, stats ->> 'new_tool', after_refs, index, stats ->> 'new_call' "
-    "FROM cv_step WHERE session_id = %s AND index < %s ORDER BY index DESC LIMIT 1"
+    "SELECT s.before_refs, t.stats ->> 'new_tool', s.after_refs, s.index, t.stats ->> 'new_call' "
+    "FROM cv_step s LEFT JOIN cv_step_stats t ON t.step_id = s.id "
+    "WHERE s.session_id = %s AND s.index < %s ORDER BY s.index DESC LIMIT 1"
 )
 _OPS_SQL = (
     "SELECT step_id, op, targets, form, result_id, reason, params FROM cv_operation "
@@ -320,29 +321,41 @@ _LOSSES_SQL = (
     "SELECT index, stats -> 'needs', stats -> 'refetches', stats -> 'folded_calls', "
     "jsonb_path_query_array(stats, '$.ops[*].targets'), "
     "jsonb_path_query_array(stats, '$.ops[*].entities.lost'), stats -> 'waste', "
-    "stats -> 'closed' FROM cv_step "
-    "WHERE session_id = %s AND index < %s AND stats_status = 'ready' AND (stats ?| "
+    "stats -> 'closed' FROM cv_step_stats "
+    "WHERE session_id = %s AND index < %s AND status = 'ready' AND (stats ?| "
     "array['needs', 'refetches', 'folded_calls', 'waste', 'closed'] "
     "OR jsonb_path_exists(stats, '$.ops[*].entities.lost[0]')) ORDER BY index"
 )
 _RESTATS_SQL = (
-    "UPDATE cv_step SET stats = x.s::jsonb FROM unnest(%s::bigint[], %s::text[]) AS x(i, s) "
-    "WHERE cv_step.session_id = %s AND cv_step.index = x.i "
-    "AND cv_step.stats IS DISTINCT FROM x.s::jsonb"
+    "UPDATE cv_step_stats t SET stats = x.s::jsonb FROM unnest(%s::int[], %s::text[]) AS x(i, s) "
+    "WHERE t.session_id = %s AND t.index = x.i AND t.stats IS DISTINCT FROM x.s::jsonb"
 )
+# A step computed again (a late step came before it) keeps its row when nothing in
+# its statistics changed: no new row version, nothing for vacuum.
 _WRITE_SQL = (
-    "UPDATE cv_step SET stats = x.s::jsonb, stats_status = 'ready' "
-    "FROM unnest(%b::bigint[], %b::text[]) AS x(i, s) WHERE cv_step.id = x.i"
+    "INSERT INTO cv_step_stats (step_id, session_id, index, status, stats) "
+    "SELECT x.i, %b::bigint, x.n, 'ready', x.s::jsonb "
+    "FROM unnest(%b::bigint[], %b::int[], %b::text[]) AS x(i, n, s) "
+    "ON CONFLICT (step_id) DO UPDATE SET status = 'ready', stats = excluded.stats "
+    "WHERE cv_step_stats.status <> 'ready' OR cv_step_stats.stats IS DISTINCT FROM excluded.stats"
 )
 
 
-_STALE_SQL = (
-    "UPDATE cv_step SET stats_status = 'pending' "
-    "WHERE session_id = %s AND index > %s AND stats_status = 'ready'"
+_FIRST_PENDING_SQL = (
+    "SELECT min(s.index) FROM cv_step s WHERE s.session_id = %s "
+    "AND NOT EXISTS (SELECT 1 FROM cv_step_stats t WHERE t.step_id = s.id)"
 )
+_STALE_SQL = "DELETE FROM cv_step_stats WHERE session_id = %s AND index > %s AND status = 'ready'"
 _PROGRESS_SQL = (
-    "UPDATE cv_session SET stats_steps_done = (SELECT count(*) FROM cv_step "
-    "WHERE session_id = %s AND stats_status = 'ready') WHERE id = %s"
+    "UPDATE cv_session SET stats_steps_done = (SELECT count(*) FROM cv_step_stats "
+    "WHERE session_id = %s AND status = 'ready') WHERE id = %s"
+)
+_FAILED_SQL = (
+    "INSERT INTO cv_step_stats (step_id, session_id, index, status, stats) "
+    "SELECT s.id, s.session_id, s.index, 'failed', %s::jsonb FROM cv_step s "
+    "WHERE s.session_id = %s "
+    "AND NOT EXISTS (SELECT 1 FROM cv_step_stats t WHERE t.step_id = s.id) "
+    "ON CONFLICT DO NOTHING"
 )
 
 
@@ -361,12 +374,9 @@ def _compute_chunk(
     session = Session.objects.filter(pk=session_id).first()
     if session is None:
         return 0, False
-    first = (
-        Step.objects.filter(session=session, stats_status="pending")
-        .order_by("index")
-        .values_list("index", flat=True)
-        .first()
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(_FIRST_PENDING_SQL, [session_id])
+        (first,) = cursor.fetchone()
     if first is None:
         if session.stats_status != "ready":
             _aggregate(session, computed or None)
@@ -471,6 +481,7 @@ def _compute_steps(
     no_folds: list[CoreFold] = []
     computed: dict[int, dict[str, Any]] = {}
     written: list[int] = []
+    indexes: list[int] = []
     results: list[str] = []
     # Pipelined: the database stores one batch of results while the next is computed.
     with binary_cursor() as cursor, cursor.connection.pipeline():
@@ -502,12 +513,13 @@ def _compute_steps(
                 unsaid[pk] = inferred
             computed[index] = stats
             written.append(pk)
+            indexes.append(index)
             results.append(orjson.dumps(stats).decode())
             if len(written) == WRITE_BATCH:
-                cursor.execute(_WRITE_SQL, [written, results])
-                written, results = [], []
+                cursor.execute(_WRITE_SQL, [session.pk, written, indexes, results])
+                written, indexes, results = [], [], []
         if written:
-            cursor.execute(_WRITE_SQL, [written, results])
+            cursor.execute(_WRITE_SQL, [session.pk, written, indexes, results])
         _write_inferred_folds(cursor, session, [row[0] for row in steps], unsaid, chunk.pk_of)
     return computed
 
@@ -722,8 +734,9 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
         # ones just computed, their stats need not be read back and parsed.
         with binary_cursor() as cursor:
             cursor.execute(
-                "SELECT index, stats_status = 'ready' FROM cv_step "
-                "WHERE session_id = %s ORDER BY index",
+                "SELECT s.index, t.status = 'ready' FROM cv_step s "
+                "LEFT JOIN cv_step_stats t ON t.step_id = s.id "
+                "WHERE s.session_id = %s ORDER BY s.index",
                 [session.pk],
             )
             rows = cursor.fetchall()
@@ -735,6 +748,7 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
     if stats is None:
         rows = (
             Step.objects.filter(session=session)
+            .with_stats()
             .order_by("index")
             .values_list("stats", "stats_status", "index")
         )
@@ -767,14 +781,13 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
 
 def stats_recompute(*, session_ids: Sequence[int]) -> int:
     """Mark sessions' steps pending again and compute them now (management command)."""
-    Step.objects.filter(session_id__in=session_ids).update(stats_status="pending")
+    StepStats.objects.filter(session_id__in=session_ids).delete()
     Session.objects.filter(pk__in=session_ids).update(stats_status="pending", stats_steps_done=0)
     return sum(session_stats_compute(session_id=sid) for sid in session_ids)
 
 
 def stats_mark_failed(*, session_id: int, error: str) -> None:
     """Give up on a session's pending steps, saying why; a recompute starts them again."""
-    Step.objects.filter(session_id=session_id, stats_status="pending").update(
-        stats_status="failed", stats={"error": error[:2000]}
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(_FAILED_SQL, [orjson.dumps({"error": error[:2000]}).decode(), session_id])
     Session.objects.filter(pk=session_id).update(stats_status="failed")

@@ -48,7 +48,7 @@ from contextview.monitors.models import Alert
 from contextview.postmortems.markdown import render_markdown
 from contextview.postmortems.models import Annotation, Incident
 from contextview.projects.models import ApiKey, Membership, Project
-from contextview.sessions.models import Directive, Fold, Operation, Session, Step
+from contextview.sessions.models import FLAGGED_SQL, Directive, Fold, Operation, Session, Step
 from contextview.sessions.selectors import (
     StoredMessage,
     decode_cursor,
@@ -403,8 +403,8 @@ WITH s AS MATERIALIZED (
          (x.tokens->>'before')::bigint AS before, (x.tokens->>'after')::bigint AS after,
          CASE WHEN jsonb_typeof(x.flags) = 'array' THEN x.flags END AS flags,
          s.index / %(k)s AS bucket
-  FROM cv_step s
-  CROSS JOIN LATERAL jsonb_to_record(coalesce(s.stats, '{}')) AS x(tokens jsonb, flags jsonb)
+  FROM cv_step s LEFT JOIN cv_step_stats t ON t.step_id = s.id
+  CROSS JOIN LATERAL jsonb_to_record(coalesce(t.stats, '{}')) AS x(tokens jsonb, flags jsonb)
   WHERE s.session_id = %(session)s
 ), peak AS (
   SELECT DISTINCT ON (bucket) * FROM s
@@ -428,7 +428,8 @@ SELECT coalesce(json_agg(json_build_array(
          st.stats->'unseen_tokens'
        ) ORDER BY p.bucket), '[]')::text,
        (SELECT coalesce(array_agg(DISTINCT mode), '{}') FROM s WHERE mode <> '')
-FROM peak p JOIN cv_step st ON st.id = p.id JOIN span USING (bucket) LEFT JOIN ops USING (bucket)
+FROM peak p LEFT JOIN cv_step_stats st ON st.step_id = p.id JOIN span USING (bucket)
+LEFT JOIN ops USING (bucket)
 """
 
 
@@ -462,7 +463,7 @@ def step_rows(
 ) -> tuple[list[StepRow], bool, bool]:
     """A window of the step list by index (keyset), and whether there are steps
     before and after it. Two queries, whatever the window or the session size."""
-    qs = Step.objects.filter(session=session)
+    qs = Step.objects.filter(session=session).with_stats()
     if before is not None:
         qs = qs.filter(index__lt=before).order_by("-index")
     else:
@@ -999,18 +1000,16 @@ def _encoding(session: Session) -> str:
     return session.encoding_choice().name
 
 
-_NEIGHBORS_SQL = """
+_NEIGHBORS_SQL = f"""
 SELECT
   (SELECT index FROM cv_step WHERE session_id = %(s)s AND index < %(i)s
     ORDER BY index DESC LIMIT 1),
   (SELECT index FROM cv_step WHERE session_id = %(s)s AND index > %(i)s
     ORDER BY index LIMIT 1),
-  (SELECT index FROM cv_step WHERE session_id = %(s)s AND index < %(i)s
-    AND jsonb_typeof(stats->'flags') = 'array' AND jsonb_array_length(stats->'flags') > 0
-    ORDER BY index DESC LIMIT 1),
-  (SELECT index FROM cv_step WHERE session_id = %(s)s AND index > %(i)s
-    AND jsonb_typeof(stats->'flags') = 'array' AND jsonb_array_length(stats->'flags') > 0
-    ORDER BY index LIMIT 1)
+  (SELECT index FROM cv_step_stats WHERE session_id = %(s)s AND index < %(i)s
+    AND {FLAGGED_SQL} ORDER BY index DESC LIMIT 1),
+  (SELECT index FROM cv_step_stats WHERE session_id = %(s)s AND index > %(i)s
+    AND {FLAGGED_SQL} ORDER BY index LIMIT 1)
 """
 
 

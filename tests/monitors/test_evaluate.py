@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from contextview.monitors.models import Alert, Monitor
 from contextview.monitors.services import monitor_create, monitor_evaluate
-from contextview.sessions.models import Session, Step
+from contextview.sessions.models import Session, Step, StepStats
 from tests.api_client import Api
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,7 +25,7 @@ def test_it_fires_once_when_two_evaluations_race(api: Api) -> None:
         aggregates={"peak_occupancy": 0.97, "encoding": "cl100k_base"},
         stats_status="ready",
     )
-    Step.objects.create(
+    step = Step.objects.create(
         project=api.project,
         session=session,
         index=0,
@@ -33,8 +33,8 @@ def test_it_fires_once_when_two_evaluations_race(api: Api) -> None:
         before_refs=b"",
         after_refs=b"",
         body_hash=b"0" * 32,
-        stats_status="ready",
     )
+    StepStats.objects.create(step=step, session_id=session.pk, index=0, status="ready", stats={})
     rule: dict[str, Any] = {"name": "n", "metric": "peak_occupancy", "threshold": 0.9}
     monitor = monitor_create(project=api.project, payload=rule).monitor
     outcomes: list[str | None] = []

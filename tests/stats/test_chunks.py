@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from bench.ingest_gen import long_session, session_event
-from contextview.sessions.models import Session, Step
+from contextview.sessions.models import Session, Step, StepStats
 from contextview.stats import services
 from tests.api_client import Api
 from tests.conftest import database_url
@@ -18,7 +18,10 @@ from tests.waiting import wait_for
 
 def _stats(session: Session) -> list[Any]:
     return list(
-        Step.objects.filter(session=session).order_by("index").values_list("stats", flat=True)
+        Step.objects.with_stats()
+        .filter(session=session)
+        .order_by("index")
+        .values_list("stats", flat=True)
     )
 
 
@@ -36,7 +39,7 @@ def test_it_keeps_the_chunks_a_failed_run_committed_and_resumes_after_them(
     assert services.session_stats_compute(session_id=session.pk) == 12
     uninterrupted = _stats(session)
     aggregates = Session.objects.get(pk=session.pk).aggregates
-    Step.objects.filter(session=session).update(stats_status="pending", stats=None)
+    StepStats.objects.filter(session_id=session.pk).delete()
     Session.objects.filter(pk=session.pk).update(stats_status="pending", stats_steps_done=0)
 
     monkeypatch.setattr(services, "CHUNK", 2)
@@ -52,7 +55,7 @@ def test_it_keeps_the_chunks_a_failed_run_committed_and_resumes_after_them(
     monkeypatch.setattr(services, "_compute_steps", dies_in_the_third_chunk)
     with pytest.raises(RuntimeError):
         services.session_stats_compute(session_id=session.pk)
-    ready = Step.objects.filter(session=session, stats_status="ready")
+    ready = Step.objects.with_stats().filter(session=session, stats_status="ready")
     assert sorted(ready.values_list("index", flat=True)) == [0, 1, 2, 3]
     shown = api.get("/sessions/long").json()
     assert (shown["stats_status"], shown["stats_steps_done"], shown["steps"]) == ("pending", 4, 12)
@@ -73,7 +76,7 @@ def test_it_leaves_a_session_to_the_worker_that_holds_its_lock(session: Session)
         other.execute("SELECT pg_advisory_lock(%s, %s)", [services._LOCK_NAMESPACE, session.pk])
         with pytest.raises(services.SessionBusy):
             services.session_stats_compute(session_id=session.pk)
-        assert not Step.objects.filter(session=session, stats_status="ready").exists()
+        assert not Step.objects.with_stats().filter(session=session, stats_status="ready").exists()
     finally:
         other.close()  # a worker that dies: its connection, and so its lock, go with it
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextview.sessions.models import Session, Step
+from contextview.sessions.models import Session, Step, StepStats
 from contextview.stats.services import session_stats_compute
 from tests.api_client import Api, step
 
@@ -20,12 +20,12 @@ def test_it_recomputes_later_steps_when_an_earlier_one_arrives_late(api: Api) ->
     session = Session.objects.get(external_id="s")
     session_stats_compute(session_id=session.pk)
     # Alone, step 1 has no previous step to repeat.
-    assert "repeated_tool_call" not in Step.objects.get(index=1).stats["flags"]
+    assert "repeated_tool_call" not in Step.objects.with_stats().get(index=1).stats["flags"]
 
     api.ingest({"batch": [late]})
     session_stats_compute(session_id=session.pk)
     # Step 0 now precedes it with a grep of its own: step 1 is computed again.
-    assert "repeated_tool_call" in Step.objects.get(index=1).stats["flags"]
+    assert "repeated_tool_call" in Step.objects.with_stats().get(index=1).stats["flags"]
     assert Session.objects.get().aggregates["steps"] == 2
 
 
@@ -37,7 +37,7 @@ def test_it_flags_a_reload_of_what_an_earlier_step_dropped(api: Api) -> None:
     ]
     api.ingest({"batch": batch})
     session_stats_compute(session_id=Session.objects.get(external_id="s").pk)
-    assert "reload_regret" in Step.objects.get(index=1).stats["flags"]
+    assert "reload_regret" in Step.objects.with_stats().get(index=1).stats["flags"]
     assert Session.objects.get().aggregates["reload_regrets"] == 1
 
 
@@ -54,11 +54,14 @@ def test_what_a_worker_keeps_between_chunks_changes_no_statistic(
     session = Session.objects.get(external_id="long")
 
     def computed(chunk: int) -> list[dict[str, object]]:
-        Step.objects.filter(session=session).update(stats_status="pending")
+        StepStats.objects.filter(session_id=session.pk).delete()
         monkeypatch.setattr(services, "CHUNK", chunk)
         assert services.session_stats_compute(session_id=session.pk) == 12
         return list(
-            Step.objects.filter(session=session).order_by("index").values_list("stats", flat=True)
+            Step.objects.with_stats()
+            .filter(session=session)
+            .order_by("index")
+            .values_list("stats", flat=True)
         )
 
     services.caches_clear()
@@ -84,12 +87,12 @@ def test_it_recomputes_every_later_chunk_when_an_early_step_arrives_late(
     assert api.ingest({"batch": later}).status_code == 207
     session = Session.objects.get(external_id="s")
     assert services.session_stats_compute(session_id=session.pk) == 4
-    assert "repeated_tool_call" in Step.objects.get(index=2).stats["flags"]
+    assert "repeated_tool_call" in Step.objects.with_stats().get(index=2).stats["flags"]
 
     assert api.ingest({"batch": [late]}).status_code == 207
     # Chunks of two: step 2, in the chunk after the late step's, is computed again.
     assert services.session_stats_compute(session_id=session.pk) == 5
-    assert "repeated_tool_call" not in Step.objects.get(index=2).stats["flags"]
+    assert "repeated_tool_call" not in Step.objects.with_stats().get(index=2).stats["flags"]
     session.refresh_from_db()
     assert session.aggregates["flag_counts"].get("repeated_tool_call", 0) == 0
     assert session.stats_status == "ready" and session.stats_steps_done == 5

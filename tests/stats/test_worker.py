@@ -158,12 +158,16 @@ def _kill_mid_batch(api: Api) -> None:
 
     doomed = _worker("doomed")
     try:
-        wait_for(lambda: Step.objects.filter(stats_status="ready").exists(), seconds=60)
+        wait_for(
+            lambda: Step.objects.with_stats().filter(stats_status="ready").exists(), seconds=60
+        )
         doomed.send_signal(signal.SIGKILL)
         doomed.wait(10)
     finally:
         _stop(doomed)
-    assert Step.objects.filter(stats_status="pending").exists(), "the worker was killed mid-batch"
+    assert Step.objects.with_stats().filter(stats_status="pending").exists(), (
+        "the worker was killed mid-batch"
+    )
 
     # A new worker, and the sweep that finds what the lost messages left pending.
     survivor = _worker("survivor")
@@ -171,11 +175,13 @@ def _kill_mid_batch(api: Api) -> None:
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr("django.conf.settings.STATS_SWEEP_AFTER_SECONDS", -1)
             sweep_pending_stats()
-        wait_for(lambda: not Step.objects.exclude(stats_status="ready").exists(), seconds=90)
+        wait_for(
+            lambda: not Step.objects.with_stats().exclude(stats_status="ready").exists(), seconds=90
+        )
         wait_for(lambda: not Session.objects.exclude(stats_status="ready").exists(), seconds=30)
     finally:
         _stop(survivor)
-    assert Step.objects.filter(stats_status="ready").count() == total
+    assert Step.objects.with_stats().filter(stats_status="ready").count() == total
     for session in Session.objects.all():
         assert session.aggregates["steps"] == 60
         assert session.step_count == 60
@@ -190,8 +196,8 @@ def _ready_rows(session: Session) -> dict[int, tuple[str, Any]]:
     """Per ready step: the transaction that wrote it (xmin) and its stats."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT index, xmin::text, stats FROM cv_step "
-            "WHERE session_id = %s AND stats_status = 'ready'",
+            "SELECT index, xmin::text, stats FROM cv_step_stats "
+            "WHERE session_id = %s AND status = 'ready'",
             [session.pk],
         )
         return {index: (xmin, stats) for index, xmin, stats in cursor.fetchall()}

@@ -61,7 +61,7 @@ def test_it_shows_the_context_by_kind_and_where_the_pinned_text_and_task_sit(
     session = seed(layout_session())
     page = login("viewer").get(f"/sessions/{session.pk}/steps/0/").content.decode()
     assert "What the context holds" in page and 'data-chart="composition"' in page
-    stats = Step.objects.get(session=session, index=0).stats
+    stats = Step.objects.with_stats().get(session=session, index=0).stats
     table = page[
         page.index('class="composition-table"') : page.index(
             "</table>", page.index('class="composition-table"')

@@ -14,7 +14,7 @@ FLAGGED = "jsonb_typeof(stats->'flags') = 'array' AND jsonb_array_length(stats->
 
 
 class Migration(migrations.Migration):
-    dependencies = [("sessions", "0001_initial")]
+    dependencies = [("agent_sessions", "0001_initial")]
 
     operations = [
         migrations.RunSQL(
