@@ -30,8 +30,12 @@ from functools import lru_cache
 _FULLWIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 # After a digit, a space is dropped before whatever follows: "3 s" == "3s",
 # "20 万" == "20万", "HTTP 502 error" -> "http 502error" on both sides alike.
-_DIGIT_SPACE = re.compile(r"(?<=[0-9]) (?=\S)")
-_THOUSANDS = re.compile(r"(?<=[0-9]),(?=[0-9]{3}(?![0-9]))")
+# Both patterns start with their one literal character and look back for the
+# digit from there: the regex engine then jumps from one space (or comma) to the
+# next, where a leading look-behind is tried at every position of the text (four
+# times slower on a tool result, most of what normalizing it cost).
+_DIGIT_SPACE = re.compile(r" (?<=[0-9] )(?=\S)")
+_THOUSANDS = re.compile(r",(?<=[0-9],)(?=[0-9]{3}(?![0-9]))")
 
 
 def normalize(text: str) -> str:

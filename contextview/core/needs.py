@@ -39,9 +39,8 @@ _ASKING = frozenset({"task", "question"})
 Call = tuple[str, str]
 
 
-# One entity one operation lost: (text, key, step, op position in its stats.ops).
-# A plain tuple, made at C speed: a session's compactions lose thousands.
-Loss = tuple[str, str, int, int]
+# An operation that lost entities: (step, its position in the step's stats.ops).
+Op = tuple[int, int]
 
 
 @dataclass(slots=True)
@@ -49,11 +48,11 @@ class LossTracker:
     """The losses of a session so far, and the needs already linked to them."""
 
     # open losses by entity key: the latest operation that lost each entity
-    open: dict[str, Loss] = field(default_factory=dict)
-    # the losses of each operation, (step, op position), and the operations that
-    # took each original out
-    by_op: dict[tuple[int, int], list[Loss]] = field(default_factory=dict)
-    by_original: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    open: dict[str, Op] = field(default_factory=dict)
+    # the entities each operation lost with their keys, and the operations that took
+    # each original out
+    by_op: dict[Op, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)
+    by_original: dict[str, list[Op]] = field(default_factory=dict)
     # calls whose result was folded or dropped: the step it left at
     folded_calls: dict[Call, int] = field(default_factory=dict)
     linked: set[tuple[int, int, str, str]] = field(default_factory=set)
@@ -104,19 +103,25 @@ class LossTracker:
                 continue
             # The keys that step_stats worked out for the list, or worked out here.
             keys = cache.keys_of(lost) if cache is not None else list(map(entity_key, lost))
-            losses = list(zip(lost, keys, repeat(index), repeat(k)))  # noqa: B905 (repeat)
-            self.by_op[(index, k)] = losses
-            open_.update(zip(keys, losses, strict=True))
+            op = (index, k)
+            self.by_op[op] = (tuple(lost), tuple(keys))
+            # Every key opened with the one tuple naming the operation: a session's
+            # compactions lose thousands of entities, and nothing is made per entity.
+            open_.update(zip(keys, repeat(op)))
             for mid in entry.get("targets", ()):
-                self.by_original.setdefault(mid, []).append((index, k))
+                self.by_original.setdefault(mid, []).append(op)
 
     def _close(self, key: str, lost_at: int, op: int) -> None:
         """Close the open loss of `key` if it is the one operation `op` of step `lost_at`
         made (a later operation may have lost the entity again), noting it in `closed`."""
-        loss = self.open.get(key)
-        if loss is not None and loss[2] == lost_at and loss[3] == op:
+        if self.open.get(key) == (lost_at, op):
             del self.open[key]
             self.closed.append([lost_at, op, key])
+
+    def _lost_text(self, op: Op, key: str) -> str:
+        """The entity of key `key` that operation `op` lost (its last, as `open` has it)."""
+        lost, keys = self.by_op[op]
+        return dict(zip(keys, lost, strict=True))[key]
 
     def needs_of(
         self,
@@ -153,8 +158,8 @@ class LossTracker:
 
         in_context = kept or scanned
 
-        def need(loss: Loss, how: str) -> None:
-            text, key, step, op = loss
+        def need(key: str, lost_by: Op, how: str, text: str | None = None) -> None:
+            step, op = lost_by
             link = (step, op, key, how)
             if link in self.linked:
                 return
@@ -163,6 +168,8 @@ class LossTracker:
                 self._close(key, step, op)
                 return
             self.linked.add(link)
+            if text is None:
+                text = self._lost_text(lost_by, key)
             needs.append({"text": text, "lost_at": step, "op": op, "how": how})
 
         for position in new:
@@ -181,9 +188,9 @@ class LossTracker:
                         }
                     )
                     for key in cache.text_keys(m.text):
-                        loss = self.open.get(key)
-                        if loss is not None and loss[2] == lost_at:
-                            need(loss, "refetched")
+                        lost_by = self.open.get(key)
+                        if lost_by is not None and lost_by[0] == lost_at:
+                            need(key, lost_by, "refetched")
                     continue
             if not self.open:
                 continue
@@ -196,13 +203,14 @@ class LossTracker:
             else:
                 continue
             for key in cache.text_keys(text):
-                loss = self.open.get(key)
-                if loss is not None:
-                    need(loss, how)
+                lost_by = self.open.get(key)
+                if lost_by is not None:
+                    need(key, lost_by, how)
         for mid in reloaded:
             for op in self.by_original.get(mid, ()):
-                for loss in self.by_op.get(op, ()):
-                    need(loss, "reloaded")
+                lost, keys = self.by_op[op]
+                for entity, key in zip(lost, keys, strict=True):
+                    need(key, op, "reloaded", entity)
         return needs, refetches
 
     def lose(
@@ -308,4 +316,4 @@ def link_needs(
     return amnesia, refetches, sorted(changed)
 
 
-__all__ = ["HOWS", "LossTracker", "Loss", "calls_of", "link_needs", "new_positions"]
+__all__ = ["HOWS", "LossTracker", "Op", "calls_of", "link_needs", "new_positions"]

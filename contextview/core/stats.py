@@ -304,15 +304,24 @@ class ContextMeter:
     what differs is either one middle stretch (appends, a summary in place of
     old messages, drops close together) or a window that slid (old messages
     gone from the head, new ones at the end). Anything else is summed in full.
+
+    The pinned messages are counted the same way (`pinned`): most contexts hold
+    none, which each step would otherwise find out by going through two of them.
     """
 
-    __slots__ = ("_tokens_of", "_last", "_total", "_parts")
+    __slots__ = ("_tokens_of", "_last", "_total", "_parts", "_pinned")
 
     def __init__(self, tokens_of: TokensOf) -> None:
         self._tokens_of = tokens_of
         self._last: Sequence[Message] | None = None
         self._total = 0
         self._parts: dict[str, int] = {}
+        self._pinned = 0
+
+    @property
+    def pinned(self) -> int:
+        """How many messages of the context measured last are pinned."""
+        return self._pinned
 
     def measure(self, messages: Sequence[Message]) -> tuple[int, dict[str, int]]:
         """`(tokens, tokens by partition)` of `messages`; callers must not change the dict."""
@@ -322,23 +331,29 @@ class ContextMeter:
         delta = None if last is None else context_delta(last, messages)
         if delta is None:
             total, parts = _measure(messages, self._tokens_of)
+            pinned = sum(map(_is_pinned, messages))
         else:
             removed, added = delta
             total, parts = self._total, dict(self._parts)
+            pinned = self._pinned
             tokens_of = self._tokens_of
             for m in removed:
                 n = tokens_of(m)
                 total -= n
                 parts[m.partition] -= n
+                if m.pinned:
+                    pinned -= 1
             for m in added:
                 n = tokens_of(m)
                 total += n
                 parts[m.partition] = parts.get(m.partition, 0) + n
+                if m.pinned:
+                    pinned += 1
             if removed and 0 in parts.values():
                 # A partition stays, at 0, while a message of it does (as _measure has it).
                 present = {m.partition for m in messages}
                 parts = {name: n for name, n in parts.items() if n or name in present}
-        self._last, self._total, self._parts = messages, total, parts
+        self._last, self._total, self._parts, self._pinned = messages, total, parts, pinned
         return total, parts
 
 
@@ -590,8 +605,14 @@ def _entities_of(
 
 
 def _missing_pinned(
-    step: StepInput, lookup: _Lookup, cache: TextCache, pinned: tuple[str, ...]
+    step: StepInput,
+    lookup: _Lookup,
+    cache: TextCache,
+    pinned: tuple[str, ...],
+    marked_before: int,
 ) -> list[str]:
+    """The pinned texts, and the texts of pinned messages (`marked_before` of them in
+    the before context), that the after context does not hold."""
     missing: list[str] = []
     if pinned:
         wanted = {k for k, p in enumerate(pinned) if p.strip()}
@@ -611,7 +632,7 @@ def _missing_pinned(
 
     # Pinned messages that left before this step, without the agent saying so.
     left_unsaid = [m for f in step.inferred_folds for m in f.originals if m.pinned]
-    if not left_unsaid and not any(map(_is_pinned, step.before)):  # at C speed: most mark none
+    if not left_unsaid and not marked_before:
         return missing
     # A message unpinned in this step may leave: that is what unpinning is for.
     unpinned = {t for op in step.ops if op.op == "unpin" for t in op.targets}
@@ -652,7 +673,9 @@ def step_stats(
     if meter is None:
         meter = ContextMeter(tokens_of)
     before_tokens, before_parts = meter.measure(step.before)
+    marked_before = meter.pinned
     after_tokens, after_parts = meter.measure(step.after)
+    marked_after = meter.pinned
     if step.tools_tokens:
         before_tokens += step.tools_tokens
         after_tokens += step.tools_tokens
@@ -759,11 +782,13 @@ def step_stats(
             flags.add("repeated_tool_call")
             reward -= PENALTY_REPEATED_TOOL
 
-    missing = _missing_pinned(step, lookup, cache, pinned)
+    missing = _missing_pinned(step, lookup, cache, pinned, marked_before)
     if missing:
         flags.add("pinned_missing")
-    if after_tokens > PINNED_MID_MIN_TOKENS and _pinned_mid(
-        step.after, after_tokens, tokens_of, cache, pinned
+    if (
+        after_tokens > PINNED_MID_MIN_TOKENS
+        and (pinned or marked_after)
+        and _pinned_mid(step.after, after_tokens, tokens_of, cache, pinned)
     ):
         flags.add("pinned_mid")
 
@@ -808,8 +833,6 @@ def _pinned_mid(
     pinned: tuple[str, ...],
 ) -> bool:
     """Whether a pinned text or message starts in the middle third of `after`."""
-    if not pinned and not any(map(_is_pinned, after)):
-        return False
     at = 0
     for m in after:
         where = third_of(at, total)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from contextview.core.calls import RESULT_ROLES, is_tool_result, said_text
@@ -274,16 +275,15 @@ class WasteTracker:
 
     def _hold(self, keys: Sequence[str], result: _Result) -> None:
         by_key = self.by_key
-        # The keys held already are few: found, and the rest added, at C speed.
-        held = by_key.keys() & keys if by_key else ()
-        fresh: dict[str, _Result | list[_Result]] = dict.fromkeys(keys, result)
-        for key in held:
-            holders = by_key[key]
+        # The keys held already are few: found, and every key added, at C speed;
+        # then those few get the list of their holders.
+        held = [(key, by_key[key]) for key in by_key.keys() & keys] if by_key else ()
+        by_key.update(zip(keys, repeat(result)))
+        for key, holders in held:
             if isinstance(holders, _Result):
                 holders = [holders]
             holders.append(result)
-            fresh[key] = holders
-        by_key.update(fresh)
+            by_key[key] = holders
         if keys:
             result.keys = keys
             self.keyed += 1

@@ -51,10 +51,14 @@ from contextview.sessions.selectors import (
 
 # Namespace of the advisory locks that keep one worker per session.
 _LOCK_NAMESPACE = 7301
-# Steps read, computed and committed in one transaction: the first chunk of a run
-# has FIRST_CHUNK steps, later ones as many as take about STATS_CHUNK_MS, within
-# CHUNK_MIN and CHUNK. Results are written WRITE_BATCH steps per statement.
-FIRST_CHUNK = 200
+# Steps read, computed and committed in one transaction: later chunks of a run have
+# as many steps as took about STATS_CHUNK_MS before, within CHUNK_MIN and CHUNK. The
+# first has nothing measured to go by: it takes the steps whose contexts hold about
+# FIRST_CHUNK_REFS message references per second of STATS_CHUNK_MS (at most CHUNK),
+# what a worker gets through in about that time when their contents are not counted
+# yet (some 1,000 steps of 200-message contexts; counted, they take a quarter of it).
+# Results are written WRITE_BATCH steps per statement.
+FIRST_CHUNK_REFS = 400_000
 CHUNK_MIN = 50
 CHUNK = 2000
 WRITE_BATCH = 100
@@ -260,16 +264,30 @@ def _compute_chunks(session_id: int) -> int:
     computed: dict[int, dict[str, Any]] = {}
     # What the session lost so far, carried from chunk to chunk of this run.
     tracker = LossTracker()
-    size = min(FIRST_CHUNK, CHUNK)
+    size = CHUNK
+    refs: int | None = FIRST_CHUNK_REFS * settings.STATS_CHUNK_MS // 1000
     while True:
         started = time.perf_counter()
-        done, more = _compute_chunk(session_id, size, computed, tracker)
+        done, more = _compute_chunk(session_id, size, computed, tracker, refs=refs)
+        refs = None
         total += done
         if not more:
             return total
         size = _chunk_size(done, time.perf_counter() - started)
         if len(computed) > CHUNK:
             computed.clear()  # a long session's sums read its stats back instead
+
+
+def _steps_within(steps: Sequence[tuple[Any, ...]], refs: int) -> int:
+    """How many of `steps` (rows of ``_STEPS_SQL``), from the first, hold about `refs`
+    message references in their contexts (at least one step)."""
+    held = 0
+    for n, row in enumerate(steps):
+        # Stored references take a byte each, but for a long jump between ids.
+        held += len(row[2]) + len(row[3])
+        if held > refs:
+            return max(1, n)
+    return len(steps)
 
 
 def _chunk_size(done: int, seconds: float) -> int:
@@ -365,8 +383,13 @@ def _compute_chunk(
     size: int,
     computed: dict[int, dict[str, Any]],
     tracker: LossTracker | None = None,
+    *,
+    refs: int | None = None,
 ) -> tuple[int, bool]:
-    """Compute and commit up to `size` steps from the first pending one; (how many, more?)."""
+    """Compute and commit up to `size` steps from the first pending one; (how many, more?).
+
+    With `refs`, fewer when their contexts hold more message references than that.
+    """
     with connection.cursor() as cursor:
         # Statistics are derived: a commit lost to a crash leaves its steps pending,
         # to be computed again, so the chunk need not wait for its WAL to be flushed.
@@ -388,6 +411,8 @@ def _compute_chunk(
         steps = cursor.fetchall()
         cursor.execute(_PREVIOUS_SQL, [session_id, first])
         previous = cursor.fetchone()
+        if refs is not None:
+            size = min(size, _steps_within(steps, refs))
         more = len(steps) > size
         del steps[size:]
         if more:

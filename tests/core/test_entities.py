@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -141,6 +143,19 @@ def test_it_normalizes_case_space_units_and_full_width() -> None:
     assert normalize("  answer \n in   a\ttable ") == "answer in a table"
     assert normalize("Ｅ１００１ ５０４％") == normalize("E1001 504%")
     assert normalize("16,000 tokens") == normalize("16000 tokens")
+
+
+def _normalized_as_written(text: str) -> str:
+    """`normalize` as its docstring says it, with the patterns in their plain order."""
+    text = text.translate({c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)} | {0x3000: 0x20})
+    text = re.sub(r"(?<=[0-9]) (?=\S)", "", " ".join(text.casefold().split()))
+    return re.sub(r"(?<=[0-9]),(?=[0-9]{3}(?![0-9]))", "", text)
+
+
+@given(st.text(alphabet=st.sampled_from(list("0 9,a\t\nK5,1 ,７\u3000ß万")), max_size=40))
+@example("1,234,567 tokens, 3 s 2 3 x1 ,5")
+def test_it_normalizes_as_its_patterns_say(text: str) -> None:
+    assert normalize(text) == _normalized_as_written(text)
 
 
 def test_it_keeps_an_entity_across_spellings() -> None:

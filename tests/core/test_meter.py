@@ -13,9 +13,16 @@ PARTITIONS = ("system", "task", "memory", "tool", "retrieval", "question", "othe
 
 
 def pool(n: int) -> list[Message]:
-    """`n` distinct messages; some carry no words, so a partition can sum to zero."""
+    """`n` distinct messages; some carry no words, so a partition can sum to zero, and
+    some are pinned."""
     return [
-        msg(f"m{i}", " ".join(["w"] * (i % 5)), "user", partition=PARTITIONS[i % 7])
+        msg(
+            f"m{i}",
+            " ".join(["w"] * (i % 5)),
+            "user",
+            partition=PARTITIONS[i % 7],
+            pinned=i % 11 == 0,
+        )
         for i in range(n)
     ]
 
@@ -61,6 +68,7 @@ def test_every_context_measures_as_its_full_sum(script, rng) -> None:
         else:
             context = list(context)  # equal, not the same list
         assert meter.measure(context) == summed(context)
+        assert meter.pinned == sum(m.pinned for m in context)
 
 
 class Counting:
