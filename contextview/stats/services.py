@@ -345,8 +345,8 @@ _LOSSES_SQL = (
     "OR jsonb_path_exists(stats, '$.ops[*].entities.lost[0]')) ORDER BY index"
 )
 _RESTATS_SQL = (
-    "UPDATE cv_step_stats t SET stats = x.s::jsonb FROM unnest(%s::int[], %s::text[]) AS x(i, s) "
-    "WHERE t.session_id = %s AND t.index = x.i AND t.stats IS DISTINCT FROM x.s::jsonb"
+    "UPDATE cv_step_stats t SET stats = x.s::jsonb FROM unnest(%b::int[], %b::text[]) AS x(i, s) "
+    "WHERE t.session_id = %b::bigint AND t.index = x.i AND t.stats IS DISTINCT FROM x.s::jsonb"
 )
 # A step computed again (a late step came before it) keeps its row when nothing in
 # its statistics changed: no new row version, nothing for vacuum.
@@ -784,7 +784,7 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
     by_index = dict(zip(indexes, stats, strict=True))
     amnesia, refetches, changed = link_needs(by_index)
     if changed:
-        with connection.cursor() as cursor:
+        with binary_cursor() as cursor:
             cursor.execute(
                 _RESTATS_SQL,
                 [changed, [orjson.dumps(by_index[i]).decode() for i in changed], session.pk],
