@@ -87,3 +87,24 @@ def test_it_leaves_a_session_to_the_worker_that_holds_its_lock(session: Session)
             return 0
 
     assert wait_for(computed, seconds=10, what="the closed connection's lock to go") == 12
+
+
+def _step_versions(session: Session) -> dict[int, str]:
+    """Each step row's version: the transaction that last wrote it (xmin)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT index, xmin::text FROM cv_step WHERE session_id = %s", [session.pk])
+        return dict(cursor.fetchall())
+
+
+@pytest.mark.django_db
+def test_computing_statistics_never_rewrites_a_step_row(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rewriting a step would leave its old version (contexts, output) in the table
+    # until vacuum: statistics go to rows of their own.
+    written = _step_versions(session)
+    monkeypatch.setattr(services, "CHUNK", 5)  # chunks that mark later steps pending too
+    assert services.session_stats_compute(session_id=session.pk) == 12
+    assert services.stats_recompute(session_ids=[session.pk]) == 12
+    assert _step_versions(session) == written
+    assert len(_stats(session)) == 12 and None not in _stats(session)
