@@ -472,6 +472,9 @@ class _Chunk:
     tools_tokens: dict[int, int]
     # tokens counted by rule (images, files) by id() of the message, where any
     estimated: dict[int, int]
+    # the keys of what the chunk's messages say: all that a reference to a tool result
+    # can name, and so all the waste tracker indexes results by (`WasteTracker.expect`)
+    said_keys: set[str]
 
 
 def _compute_steps(
@@ -494,6 +497,7 @@ def _compute_steps(
     )
     if tracker.next_index != steps[0][1]:
         tracker.clear()  # a new run, or steps were computed again in between
+    tracker.waste.expect(chunk.said_keys)
     if previous is not None:
         walk.resume(
             index=previous[3],
@@ -730,6 +734,10 @@ def _chunk_read(
     }
     for pk, keys in entity_keys_for_blobs(blobs=said).items():
         texts.prime_keys(said[pk], keys)
+    said_keys: set[str] = set()
+    for s in stored.values():
+        if not is_tool_result(s.message):
+            said_keys.update(texts.text_keys(said_text(s.message)))
     return _Chunk(
         contexts=contexts,
         tokens_of=tokens_of,
@@ -740,6 +748,7 @@ def _chunk_read(
         pk_of={id(s.message): pk for pk, s in stored.items()},
         tools_tokens=_tools_tokens({row[8] for row in steps if row[8]}, encoding),
         estimated=estimated,
+        said_keys=said_keys,
     )
 
 
