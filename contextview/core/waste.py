@@ -26,7 +26,7 @@ them. The work has two halves, as for losses (``contextview.core.needs``):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
@@ -79,6 +79,11 @@ class WasteTracker:
     # Most keys are only ever held by one result, which then stands alone, not in
     # a list: a tool result brings some sixty keys, nearly all of them new.
     by_key: dict[str, _Result | list[_Result]] = field(default_factory=dict)
+    # the keys that references can name, when the caller knows them (`expect`): only
+    # those index a result in `by_key`. Most of a tool result's keys are never said
+    # (the benchmark session's messages say some 3,300 keys, its results hold 55,000),
+    # and indexing them all was the tracker's largest cost. None: every key.
+    watched: set[str] | None = None
     # how many results in the context hold a key: none, and nothing can be referred to
     keyed: int = 0
     # entries of `by_key` for results in the context, and for gone ones
@@ -95,8 +100,20 @@ class WasteTracker:
         self.by_key.clear()
         self.pending.clear()
         self.keyed = self.held = self.dropped = 0
+        self.watched = None
         self.last = None
         self.duplicate_tokens = 0
+
+    def expect(self, keys: Iterable[str]) -> None:
+        """References will name only `keys` (and those expected before): the keys of
+        what the messages to come say (``said_text``). A key said that was not expected
+        still finds its results (`_refer` indexes them then), at the cost of a rebuild."""
+        if self.watched is None:
+            # `by_key` holds every key so far: more than it needs, which is harmless.
+            self.watched = set(keys)
+        elif not self.watched.issuperset(keys):
+            self.watched.update(keys)
+            self._rebuild()
 
     def _digest(self, text: str) -> str:
         found = self.digests.get(text)
@@ -182,7 +199,10 @@ class WasteTracker:
     def _refer(self, m: Message, cache: TextCache, events: dict[str, Any]) -> None:
         """Mark the results that message `m`, new in the context, refers to."""
         by_key = self.by_key
-        for key in cache.text_keys(said_text(m)):
+        keys = cache.text_keys(said_text(m))
+        if self.watched is not None and not self.watched.issuperset(keys):
+            self.expect(keys)
+        for key in keys:
             holders = by_key.get(key)
             if holders is None:
                 continue
@@ -274,20 +294,21 @@ class WasteTracker:
         self.last = before
 
     def _hold(self, keys: Sequence[str], result: _Result) -> None:
+        if keys:
+            result.keys = keys
+            self.keyed += 1
+            self.held += len(keys)
+        indexed: Iterable[str] = keys if self.watched is None else self.watched.intersection(keys)
         by_key = self.by_key
         # The keys held already are few: found, and every key added, at C speed;
         # then those few get the list of their holders.
-        held = [(key, by_key[key]) for key in by_key.keys() & keys] if by_key else ()
-        by_key.update(zip(keys, repeat(result)))
+        held = [(key, by_key[key]) for key in by_key.keys() & indexed] if by_key else ()
+        by_key.update(zip(indexed, repeat(result)))
         for key, holders in held:
             if isinstance(holders, _Result):
                 holders = [holders]
             holders.append(result)
             by_key[key] = holders
-        if keys:
-            result.keys = keys
-            self.keyed += 1
-            self.held += len(keys)
 
     def _release(self, keys: Sequence[str], result: _Result) -> None:
         result.gone = True
@@ -297,11 +318,15 @@ class WasteTracker:
         self.held -= len(keys)
         self.dropped += len(keys)
         if self.dropped > self.held + REBUILD_MIN:
-            # `live` is in the order the results arrived, as `by_key` holds them.
-            self.by_key.clear()
-            self.held = self.dropped = self.keyed = 0
-            for held in self.live.values():
-                self._hold(held.keys, held)
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """`by_key` again from the results in the context, without the gone ones."""
+        # `live` is in the order the results arrived, as `by_key` holds them.
+        self.by_key.clear()
+        self.held = self.dropped = self.keyed = 0
+        for held in self.live.values():
+            self._hold(held.keys, held)
 
 
 @dataclass(slots=True)

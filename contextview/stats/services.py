@@ -219,15 +219,22 @@ def _entities_stored(
 ) -> dict[int, tuple[tuple[list[str], list[str]], int]]:
     """((entities, keys), their size in memory, roughly) per blob pk."""
     known: dict[int, tuple[tuple[list[str], list[str]], int]] = {}
+    # The keys usually came with the blobs' messages (`messages_cached`): they are
+    # not read and decoded a second time (a megabyte of JSON for a 1,000-step chunk).
+    cached_keys, unkeyed = _cached("entity keys", pks)
+    keys_column = "keys" if unkeyed else "NULL"
     with binary_cursor() as cursor:
         cursor.execute(
-            "SELECT blob_id, entities, keys FROM cv_blob_entities WHERE blob_id = ANY(%b)",
+            f"SELECT blob_id, entities, {keys_column} FROM cv_blob_entities "
+            "WHERE blob_id = ANY(%b)",
             [pks],
         )
         for pk, entities_json, keys_json in cursor.fetchall():
             entities = orjson.loads(entities_json)
-            # Rows from before keys were kept get them worked out here.
-            keys = orjson.loads(keys_json) if keys_json else list(map(entity_key, entities))
+            keys = cached_keys.get(pk)
+            if keys is None:
+                # Rows from before keys were kept get them worked out here.
+                keys = orjson.loads(keys_json) if keys_json else list(map(entity_key, entities))
             known[pk] = ((entities, keys), 200 + 6 * len(entities_json))
         missing = [pk for pk in pks if pk not in known]
         if missing:
@@ -465,6 +472,9 @@ class _Chunk:
     tools_tokens: dict[int, int]
     # tokens counted by rule (images, files) by id() of the message, where any
     estimated: dict[int, int]
+    # the keys of what the chunk's messages say: all that a reference to a tool result
+    # can name, and so all the waste tracker indexes results by (`WasteTracker.expect`)
+    said_keys: set[str]
 
 
 def _compute_steps(
@@ -487,6 +497,7 @@ def _compute_steps(
     )
     if tracker.next_index != steps[0][1]:
         tracker.clear()  # a new run, or steps were computed again in between
+    tracker.waste.expect(chunk.said_keys)
     if previous is not None:
         walk.resume(
             index=previous[3],
@@ -723,6 +734,10 @@ def _chunk_read(
     }
     for pk, keys in entity_keys_for_blobs(blobs=said).items():
         texts.prime_keys(said[pk], keys)
+    said_keys: set[str] = set()
+    for s in stored.values():
+        if not is_tool_result(s.message):
+            said_keys.update(texts.text_keys(said_text(s.message)))
     return _Chunk(
         contexts=contexts,
         tokens_of=tokens_of,
@@ -733,6 +748,7 @@ def _chunk_read(
         pk_of={id(s.message): pk for pk, s in stored.items()},
         tools_tokens=_tools_tokens({row[8] for row in steps if row[8]}, encoding),
         estimated=estimated,
+        said_keys=said_keys,
     )
 
 

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextview.core.apply import StepResult, apply_operations
+from contextview.core.calls import is_tool_result, said_text
 from contextview.core.errors import InputError
 from contextview.core.infer import same_as_sent
 from contextview.core.model import Fold, Message
@@ -131,14 +132,24 @@ def _batched(events: list[Event], cuts: list[int]) -> dict[int, StepResult]:
     return batched
 
 
-def _chunked(batched: dict[int, StepResult], cuts: list[int]) -> dict[int, Any]:
+def _chunked(batched: dict[int, StepResult], cuts: list[int], rnd: random.Random) -> dict[int, Any]:
     """The steps measured in chunks ending at `cuts`, as the worker does: each chunk
-    by a new walk resumed after the step before it, with the losses it restored."""
+    by a new walk resumed after the step before it, with the losses it restored, its
+    waste tracker told the keys of what the chunk's messages say (only some of them
+    here: what a message says unexpectedly must be found all the same)."""
     chunked: dict[int, Any] = {}
     start = 0
     for cut in cuts:
         walk = SessionWalk(budget={"max_tokens": 400}, pinned=["504"])
         cache = TextCache()
+        said = {
+            key
+            for i in range(max(0, start - 1), cut)
+            for m in batched[i].before
+            if not is_tool_result(m)
+            for key in cache.text_keys(said_text(m))
+        }
+        walk.tracker.waste.expect(rnd.sample(sorted(said), k=rnd.randint(0, len(said))))
         if start:
             prev = batched[start - 1]
             walk.resume(
@@ -169,7 +180,7 @@ def test_a_session_whole_in_batches_or_shuffled_says_the_same(
     cuts = sorted({*rnd.sample(range(1, n), k=min(2, n - 1)), n})
     batched = _batched(events, cuts)
     assert _contexts(batched) == _contexts(results)
-    assert _chunked(batched, cuts) == measured
+    assert _chunked(batched, cuts, rnd) == measured
 
     # Shuffled: the steps arrive in any order, and the walk measures them in index order.
     # (A reload cannot arrive before the fold it undoes: the server refuses it.)
@@ -204,7 +215,7 @@ def test_a_resumed_walk_keeps_closed_the_losses_a_step_found_still_in_the_contex
     assert measured[2][2]["closed"] == [[1, 0, "so20260101007"]]
     assert "needs" not in measured[2][2] and "needs" not in measured[3][2]
     for cut in (1, 2, 3):
-        assert _chunked(_batched(events, [cut, 4]), [cut, 4]) == measured, cut
+        assert _chunked(_batched(events, [cut, 4]), [cut, 4], random.Random(cut)) == measured, cut
 
 
 @settings(max_examples=60, deadline=None)

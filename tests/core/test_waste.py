@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from contextview.core.calls import is_tool_result, said_text
 from contextview.core.model import Message
 from contextview.core.stats import TextCache
 from contextview.core.waste import UNREFERENCED_MIN_STEPS, WasteTracker, waste_summary
@@ -109,6 +110,29 @@ def test_it_resumes_mid_session_from_the_stored_events_and_gets_the_same_answer(
     summary = waste_summary(whole)
     assert summary["duplicate_results"][0]["tokens"] == 7 * 6  # steps 4..9
     assert [u["message"] for u in summary["unreferenced_results"]] == ["t1", "t2"]
+
+
+def test_it_finds_the_same_references_told_which_keys_messages_say_or_not_all() -> None:
+    log = msg("t1", LOG, "tool", tool="read_log")
+    orders = msg("t2", ORDERS, "tool", tool="search")
+    contexts = [[SYS, ASK, log, orders]]
+    for k in range(1, 8):
+        text = "Order SO20260101007 again, after the 504." if k in (2, 5) else f"Part {k}."
+        contexts.append([*contexts[-1], msg(f"a{k}", text, "assistant")])
+    whole = run(contexts)
+    cache = TextCache()
+    said = [
+        key
+        for context in contexts
+        for m in context
+        if not is_tool_result(m)
+        for key in cache.text_keys(said_text(m))
+    ]
+    assert whole[2]["waste"]["referenced"]
+    for expected in (said, said[:1], []):
+        tracker = WasteTracker()
+        tracker.expect(expected)
+        assert run(contexts, tracker) == whole
 
 
 def test_it_looks_only_at_what_changed_between_contexts() -> None:
