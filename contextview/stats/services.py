@@ -366,10 +366,9 @@ _WRITE_SQL = (
 )
 
 
-_FIRST_PENDING_SQL = (
-    "SELECT min(s.index) FROM cv_step s WHERE s.session_id = %s "
-    "AND NOT EXISTS (SELECT 1 FROM cv_step_stats t WHERE t.step_id = s.id)"
-)
+# A step is pending while it has no statistics row (``StepStats``), for step `s`.
+_PENDING = "NOT EXISTS (SELECT 1 FROM cv_step_stats t WHERE t.step_id = s.id)"
+_FIRST_PENDING_SQL = f"SELECT min(s.index) FROM cv_step s WHERE s.session_id = %s AND {_PENDING}"
 _STALE_SQL = "DELETE FROM cv_step_stats WHERE session_id = %s AND index > %s AND status = 'ready'"
 _PROGRESS_SQL = (
     "UPDATE cv_session SET stats_steps_done = (SELECT count(*) FROM cv_step_stats "
@@ -378,9 +377,7 @@ _PROGRESS_SQL = (
 _FAILED_SQL = (
     "INSERT INTO cv_step_stats (step_id, session_id, index, status, stats) "
     "SELECT s.id, s.session_id, s.index, 'failed', %s::jsonb FROM cv_step s "
-    "WHERE s.session_id = %s "
-    "AND NOT EXISTS (SELECT 1 FROM cv_step_stats t WHERE t.step_id = s.id) "
-    "ON CONFLICT DO NOTHING"
+    f"WHERE s.session_id = %s AND {_PENDING} ON CONFLICT DO NOTHING"
 )
 
 
