@@ -108,3 +108,23 @@ def test_computing_statistics_never_rewrites_a_step_row(
     assert services.stats_recompute(session_ids=[session.pk]) == 12
     assert _step_versions(session) == written
     assert len(_stats(session)) == 12 and None not in _stats(session)
+
+
+@pytest.mark.django_db
+def test_giving_up_marks_the_pending_steps_failed_and_keeps_the_computed_ones(
+    api: Api, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        services, "_compute_chunks", lambda sid: services._compute_chunk(sid, 5, {})[0]
+    )
+    assert services.session_stats_compute(session_id=session.pk) == 5  # one chunk, then lost
+    services.stats_mark_failed(session_id=session.pk, error="worker lost " * 300)
+    statuses = dict(Step.objects.with_stats().values_list("index", "stats_status"))
+    assert statuses == {i: "ready" if i < 5 else "failed" for i in range(12)}
+    shown = api.get("/sessions/long/steps/7").json()
+    assert shown["stats_status"] == "failed" and len(shown["stats"]["error"]) == 2000
+    assert api.get("/sessions/long").json()["stats_status"] == "failed"
+    # A recompute starts them again.
+    monkeypatch.undo()
+    assert services.stats_recompute(session_ids=[session.pk]) == 12
+    assert set(Step.objects.with_stats().values_list("stats_status", flat=True)) == {"ready"}
