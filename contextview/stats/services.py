@@ -44,6 +44,7 @@ from contextview.db import binary_cursor
 from contextview.sessions.models import Session, Step, StepStats
 from contextview.sessions.selectors import (
     MESSAGE_COLUMNS,
+    MESSAGES_OF_PKS,
     StoredMessage,
     json_value,
     message_from_row,
@@ -106,7 +107,7 @@ def messages_cached(pks: Iterable[int], *, encoding: str) -> dict[int, StoredMes
     if not missing:
         return found
     with binary_cursor() as cursor:
-        cursor.execute(_MESSAGES_COUNTED_SQL, [encoding, sorted(missing)])
+        cursor.execute(_MESSAGES_COUNTED_SQL, [sorted(missing), encoding])
         rows = cursor.fetchall()
     tokens_kind = f"tokens:{encoding}"
     cached: list[tuple[tuple[str, int], Any, int]] = []
@@ -130,11 +131,9 @@ def _keys_size(keys_json: str | bytes) -> int:
 
 
 _MESSAGES_COUNTED_SQL = (
-    f"SELECT m.id, b.id, {MESSAGE_COLUMNS}, t.tokens, e.keys FROM cv_message m "
-    "JOIN cv_blob b ON b.id = m.blob_id "
+    f"SELECT m.id, b.id, {MESSAGE_COLUMNS}, t.tokens, e.keys FROM {MESSAGES_OF_PKS} "
     "LEFT JOIN cv_token_count t ON t.blob_id = b.id AND t.encoding = %b "
-    "LEFT JOIN cv_blob_entities e ON e.blob_id = b.id "
-    "WHERE m.id = ANY(%b)"
+    "LEFT JOIN cv_blob_entities e ON e.blob_id = b.id"
 )
 
 
