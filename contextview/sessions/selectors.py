@@ -33,16 +33,26 @@ from contextview.sessions.models import Blob, Fold, Operation, Session, Step
 MESSAGE_COLUMNS = (
     "m.msg_id, m.role, m.partition, m.tool, m.pinned, m.expirable, m.extra, b.text, b.parts"
 )
-# Stored messages with their blobs, for a list of distinct pks (one %b, a bigint[]).
-# The list drives the join, so each message is found by its key whatever the planner
-# knows of the tables. As a filter (`m.id = ANY(...)`) on tables not yet analyzed, the
-# plan scanned cv_message whole and compared each row with every pk: 70 ms to read a
-# 2,000-message session, against 15.
-MESSAGES_OF_PKS = (
-    "unnest(%b::bigint[]) AS x(id) JOIN cv_message m ON m.id = x.id "
-    "JOIN cv_blob b ON b.id = m.blob_id"
-)
-_MESSAGE_SQL = f"SELECT m.id, b.id, {MESSAGE_COLUMNS} FROM {MESSAGES_OF_PKS}"
+
+
+def messages_of_pks_sql(columns: str, joins: str = "") -> str:
+    """A query for `columns` of stored messages (m) and their blobs (b), `joins` added,
+    for a list of distinct message pks: the first parameter (%b, a bigint[]).
+
+    Each message is looked up by its key, whatever the planner knows of the tables:
+    the work grows with the list, not with the tables. Written as a filter
+    (`m.id = ANY(...)`) or a join with the list, tables not yet analyzed were read
+    whole (84 ms to read 2,238 messages, and more as the database grows); `OFFSET 0`
+    keeps the planner from turning the lookups back into such a join.
+    """
+    return (
+        "SELECT r.* FROM unnest(%b::bigint[]) AS x(id), LATERAL (SELECT "
+        f"{columns} FROM cv_message m JOIN cv_blob b ON b.id = m.blob_id {joins} "
+        "WHERE m.id = x.id OFFSET 0) r"
+    )
+
+
+_MESSAGE_SQL = messages_of_pks_sql(f"m.id, b.id, {MESSAGE_COLUMNS}")
 
 
 @dataclass(frozen=True)

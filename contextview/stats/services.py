@@ -44,10 +44,10 @@ from contextview.db import binary_cursor
 from contextview.sessions.models import Session, Step, StepStats
 from contextview.sessions.selectors import (
     MESSAGE_COLUMNS,
-    MESSAGES_OF_PKS,
     StoredMessage,
     json_value,
     message_from_row,
+    messages_of_pks_sql,
 )
 
 # Namespace of the advisory locks that keep one worker per session.
@@ -130,10 +130,10 @@ def _keys_size(keys_json: str | bytes) -> int:
     return 100 + 6 * len(keys_json)
 
 
-_MESSAGES_COUNTED_SQL = (
-    f"SELECT m.id, b.id, {MESSAGE_COLUMNS}, t.tokens, e.keys FROM {MESSAGES_OF_PKS} "
+_MESSAGES_COUNTED_SQL = messages_of_pks_sql(
+    f"m.id, b.id, {MESSAGE_COLUMNS}, t.tokens, e.keys",
     "LEFT JOIN cv_token_count t ON t.blob_id = b.id AND t.encoding = %b "
-    "LEFT JOIN cv_blob_entities e ON e.blob_id = b.id"
+    "LEFT JOIN cv_blob_entities e ON e.blob_id = b.id",
 )
 
 
