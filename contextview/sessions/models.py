@@ -16,13 +16,17 @@ the way of distributing the tables by project later).
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
+from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from contextview.core.tokens import EncodingChoice, resolve_encoding
 from contextview.projects.models import ApiKey, Project
+from contextview.sessions import stats_storage
 
 
 class StatsStatus(models.TextChoices):
@@ -208,6 +212,21 @@ class Step(models.Model):
 FLAGGED_SQL = "jsonb_typeof(stats->'flags') = 'array' AND jsonb_array_length(stats->'flags') > 0"
 
 
+class StatsField(models.JSONField):  # type: ignore[type-arg]
+    """A step's statistics, stored packed (``stats_storage``): every reader
+    through the ORM gets them unpacked, every write through it packs them."""
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        value = super().from_db_value(value, expression, connection)
+        if isinstance(expression, KeyTransform):
+            return value  # a part of the stored form, asked for as such
+        return stats_storage.unpack(value)
+
+    def get_prep_value(self, value: Any) -> Any:
+        value = super().get_prep_value(value)
+        return stats_storage.pack(value) if isinstance(value, dict) else value
+
+
 class StepStats(models.Model):
     """A step's statistics, written by the statistics workers once they are computed.
 
@@ -228,8 +247,9 @@ class StepStats(models.Model):
     session_id = models.BigIntegerField()
     index = models.IntegerField()
     status = models.CharField(max_length=8, choices=StatsStatus.choices)
-    # The contract's step ``stats`` when ready; {"error": ...} when failed.
-    stats = models.JSONField()
+    # The contract's step ``stats`` when ready; {"error": ...} when failed. Stored
+    # packed: SQL that reads inside it goes by ``stats_storage``'s description.
+    stats = StatsField()
 
     class Meta:
         db_table = "cv_step_stats"

@@ -41,6 +41,7 @@ from contextview.core.stats import ContextMeter, TextCache, session_aggregates
 from contextview.core.tokens import EncodingChoice, TokenCounter
 from contextview.core.waste import waste_summary
 from contextview.db import binary_cursor
+from contextview.sessions import stats_storage
 from contextview.sessions.models import Session, Step, StepStats
 from contextview.sessions.selectors import (
     MESSAGE_COLUMNS,
@@ -546,7 +547,7 @@ def _compute_steps(
             computed[index] = stats
             written.append(pk)
             indexes.append(index)
-            results.append(orjson.dumps(stats).decode())
+            results.append(orjson.dumps(stats_storage.pack(stats)).decode())
             if len(written) == WRITE_BATCH:
                 cursor.execute(_WRITE_SQL, [session.pk, written, indexes, results])
                 written, indexes, results = [], [], []
@@ -799,7 +800,11 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
         with binary_cursor() as cursor:
             cursor.execute(
                 _RESTATS_SQL,
-                [changed, [orjson.dumps(by_index[i]).decode() for i in changed], session.pk],
+                [
+                    changed,
+                    [orjson.dumps(stats_storage.pack(by_index[i])).decode() for i in changed],
+                    session.pk,
+                ],
             )
     aggregates: dict[str, Any] = session_aggregates(stats)
     aggregates["amnesia"] = amnesia

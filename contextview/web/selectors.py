@@ -397,14 +397,18 @@ CHART_POINTS = 2000
 # flags, reported before, reported after, "op op ...", first index, last index].
 # Built as JSON text inside PostgreSQL, reading each step's statistics once
 # (jsonb_to_record), so a 10,000-step session costs one query and no Python per step.
+# Statistics are stored packed (``sessions.stats_storage``): tokens under `t` and
+# partitions under `p`, each a number (before = after) or [before, after];
+# unseen_tokens under `u`.
 _CHART_SQL = """
 WITH s AS MATERIALIZED (
   SELECT s.id, s.index, s.mode, s.reported_before, s.reported_after,
-         (x.tokens->>'before')::bigint AS before, (x.tokens->>'after')::bigint AS after,
+         (CASE jsonb_typeof(x.t) WHEN 'array' THEN x.t->>0 ELSE x.t#>>'{}' END)::bigint AS before,
+         (CASE jsonb_typeof(x.t) WHEN 'array' THEN x.t->>1 ELSE x.t#>>'{}' END)::bigint AS after,
          CASE WHEN jsonb_typeof(x.flags) = 'array' THEN x.flags END AS flags,
          s.index / %(k)s AS bucket
   FROM cv_step s LEFT JOIN cv_step_stats t ON t.step_id = s.id
-  CROSS JOIN LATERAL jsonb_to_record(coalesce(t.stats, '{}')) AS x(tokens jsonb, flags jsonb)
+  CROSS JOIN LATERAL jsonb_to_record(coalesce(t.stats, '{}')) AS x(t jsonb, flags jsonb)
   WHERE s.session_id = %(session)s
 ), peak AS (
   SELECT DISTINCT ON (bucket) * FROM s
@@ -421,11 +425,12 @@ WITH s AS MATERIALIZED (
 )
 SELECT coalesce(json_agg(json_build_array(
          p.index, p.mode, p.before, p.after,
-         (SELECT jsonb_object_agg(e.key, e.value->'after')
-            FROM jsonb_each(CASE WHEN jsonb_typeof(st.stats->'partitions') = 'object'
-                                 THEN st.stats->'partitions' END) AS e),
+         (SELECT jsonb_object_agg(
+                   e.key, CASE jsonb_typeof(e.value) WHEN 'array' THEN e.value->1 ELSE e.value END)
+            FROM jsonb_each(CASE WHEN jsonb_typeof(st.stats->'p') = 'object'
+                                 THEN st.stats->'p' END) AS e),
          span.flags, p.reported_before, p.reported_after, ops.ops, span.lo, span.hi,
-         st.stats->'unseen_tokens'
+         st.stats->'u'
        ) ORDER BY p.bucket), '[]')::text,
        (SELECT coalesce(array_agg(DISTINCT mode), '{}') FROM s WHERE mode <> '')
 FROM peak p LEFT JOIN cv_step_stats st ON st.step_id = p.id JOIN span USING (bucket)

@@ -16,6 +16,7 @@ import pytest
 from django.db import connection
 
 from contextview.core.tokens import load_encoding
+from contextview.sessions import stats_storage
 from contextview.sessions.models import Session, Step
 from contextview.stats.tasks import sweep_pending_stats
 from tests.api_client import Api, step
@@ -203,13 +204,18 @@ def _ready_rows(session: Session) -> dict[int, tuple[str, Any]]:
         return {index: (xmin, stats) for index, xmin, stats in cursor.fetchall()}
 
 
+def _unpacked(stats: Any) -> dict[str, Any]:
+    """A stored stats value (packed, ``stats_storage``) as the readers get it."""
+    return stats_storage.unpack(json.loads(stats))
+
+
 def _needed_later(stats: Any) -> bool:
-    return any(op["entities"].get("needed_later") for op in json.loads(stats)["ops"])
+    return any(op["entities"].get("needed_later") for op in _unpacked(stats)["ops"])
 
 
 def _unlinked(stats: Any) -> dict[str, Any]:
     """Step stats without what aggregation links to them (needed_later, reward, lost order)."""
-    out = json.loads(stats)
+    out = _unpacked(stats)
     out.pop("reward")
     for op in out["ops"]:
         op["entities"].pop("needed_later")
