@@ -6,17 +6,19 @@ from contextview.sessions.models import Blob
 
 
 class TokenCount(models.Model):
-    """Measured tokens of one distinct content in one encoding: counted once, reused."""
+    """Measured tokens of one distinct content in one encoding: counted once, reused.
 
+    Identified by (blob, encoding), its primary key: a surrogate id would add a
+    column and a second index to a row that is otherwise three values.
+    """
+
+    pk = models.CompositePrimaryKey("blob", "encoding")
     blob = models.ForeignKey(Blob, on_delete=models.CASCADE, db_index=False, db_constraint=False)
     encoding = models.CharField(max_length=64)
     tokens = models.IntegerField()
 
     class Meta:
         db_table = "cv_token_count"
-        constraints = [
-            models.UniqueConstraint(fields=["blob", "encoding"], name="token_count_unique")
-        ]
 
 
 class BlobEntities(models.Model):
