@@ -31,7 +31,8 @@ class BlobEntities(models.Model):
     # text comes back without the jsonb-to-text conversion (half the read time).
     entities = models.TextField(default="[]")
     # Each entity's normalized key (``entity_key``), so that no worker normalizes
-    # them again; null on rows written before keys were kept.
+    # them again; null on rows written before keys were kept, "" when they are
+    # the entities' JSON lowercased (read through ``stats.services._KEYS_SQL``).
     keys = models.TextField(null=True, blank=True)
 
     class Meta:

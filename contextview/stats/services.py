@@ -131,8 +131,19 @@ def _keys_size(keys_json: str | bytes) -> int:
     return 100 + 6 * len(keys_json)
 
 
+# Entity keys are stored as '' when they are the entities' JSON lowercased (ASCII
+# only, as ``lower`` does it in the C collation): nearly always, and then they
+# took half of cv_blob_entities. Reads of the keys go through this expression.
+_KEYS_SQL = "CASE WHEN e.keys = '' THEN lower(e.entities COLLATE \"C\") ELSE e.keys END"
+
+
+def _keys_stored(entities_json: str, keys_json: str) -> str:
+    """What cv_blob_entities.keys holds for these keys (see ``_KEYS_SQL``)."""
+    return "" if entities_json.isascii() and keys_json == entities_json.lower() else keys_json
+
+
 _MESSAGES_COUNTED_SQL = messages_of_pks_sql(
-    f"m.id, b.id, {MESSAGE_COLUMNS}, t.tokens, e.keys",
+    f"m.id, b.id, {MESSAGE_COLUMNS}, t.tokens, {_KEYS_SQL}",
     "LEFT JOIN cv_token_count t ON t.blob_id = b.id AND t.encoding = %b "
     "LEFT JOIN cv_blob_entities e ON e.blob_id = b.id",
 )
@@ -201,8 +212,8 @@ def entity_keys_for_blobs(*, blobs: dict[int, str]) -> dict[int, list[str]]:
     if pks:
         with binary_cursor() as cursor:
             cursor.execute(
-                "SELECT blob_id, keys FROM cv_blob_entities "
-                "WHERE blob_id = ANY(%b) AND keys IS NOT NULL",
+                f"SELECT e.blob_id, {_KEYS_SQL} FROM cv_blob_entities e "
+                "WHERE e.blob_id = ANY(%b) AND e.keys IS NOT NULL",
                 [sorted(pks)],
             )
             for pk, keys_json in cursor.fetchall():
@@ -222,11 +233,11 @@ def _entities_stored(
     # The keys usually came with the blobs' messages (`messages_cached`): they are
     # not read and decoded a second time (a megabyte of JSON for a 1,000-step chunk).
     cached_keys, unkeyed = _cached("entity keys", pks)
-    keys_column = "keys" if unkeyed else "NULL"
+    keys_column = _KEYS_SQL if unkeyed else "NULL"
     with binary_cursor() as cursor:
         cursor.execute(
-            f"SELECT blob_id, entities, {keys_column} FROM cv_blob_entities "
-            "WHERE blob_id = ANY(%b)",
+            f"SELECT e.blob_id, e.entities, {keys_column} FROM cv_blob_entities e "
+            "WHERE e.blob_id = ANY(%b)",
             [pks],
         )
         for pk, entities_json, keys_json in cursor.fetchall():
@@ -244,7 +255,14 @@ def _entities_stored(
                 "INSERT INTO cv_blob_entities (blob_id, entities, keys) "
                 "SELECT b, e, k FROM unnest(%b::bigint[], %b::text[], %b::text[]) AS x(b, e, k) "
                 "ON CONFLICT (blob_id) DO NOTHING",
-                [missing, entities_json, [orjson.dumps(k).decode() for _, k in found]],
+                [
+                    missing,
+                    entities_json,
+                    [
+                        _keys_stored(e, orjson.dumps(k).decode())
+                        for e, (_, k) in zip(entities_json, found, strict=True)
+                    ],
+                ],
             )
             for pk, keyed, text in zip(missing, found, entities_json, strict=True):
                 known[pk] = (keyed, 200 + 6 * len(text))
