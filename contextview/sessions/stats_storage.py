@@ -58,8 +58,14 @@ _REQUIRED = (
 _REQUIRED_KEYS = frozenset(_REQUIRED)
 _SHORT = frozenset("tpoerbcnwumg~")
 _RENAMED = {"window": "w", "unseen_tokens": "u"}
-_HANDLED = frozenset((*_REQUIRED, "encoding_note", *_RENAMED))
-_EMPTY_LISTS = (("missing_pinned", "m"), ("regretted_reloads", "g"), ("ops", "ops"))
+_EMPTY_LISTS = (
+    ("missing_pinned", "m"),
+    ("regretted_reloads", "g"),
+    ("ops", "ops"),
+    ("flags", "flags"),
+)
+_NULL_PAIRS = (("occupancy", "o"), ("reported_error", "e"))
+_PAIR_KEYS = frozenset(("before", "after"))
 _NULLS = ("new_tool", "new_call")
 _NULL_PAIR: dict[str, Any] = {"after": None, "before": None}
 
@@ -69,8 +75,14 @@ def _jsonb_order(key: str) -> tuple[int, bytes]:
     return len(raw), raw
 
 
-# The keys of an unpacked dict, in jsonb's order; other keys are sorted in.
-_ORDER = {key: _jsonb_order(key) for key in (*_HANDLED, "flags")}
+# The keys a step's statistics have, in jsonb's order: an unpacked dict is built
+# in it (a dict with other keys is sorted).
+_KNOWN = sorted(
+    (*_REQUIRED, "encoding_note", *_RENAMED, "waste", "needs", "closed", "refetches",
+     "folded_calls", "estimated", "estimated_tokens"),
+    key=_jsonb_order,
+)  # fmt: skip
+_KNOWN_KEYS = frozenset(_KNOWN)
 
 
 def pack(stats: dict[str, Any]) -> dict[str, Any]:
@@ -94,16 +106,19 @@ def unpack(stored: Any) -> Any:
 
 def _pair(value: Any) -> tuple[Any, Any] | None:
     """(before, after) of exactly {"before": x, "after": y}."""
-    if type(value) is not dict or len(value) != 2 or "before" not in value or "after" not in value:
+    if type(value) is not dict or value.keys() != _PAIR_KEYS:
         return None
     return value["before"], value["after"]
 
 
 def _int_pair(value: Any) -> int | list[int] | None:
-    pair = _pair(value)
-    if pair is None or type(pair[0]) is not int or type(pair[1]) is not int:
+    """A pair of ints, packed: one int when they are equal."""
+    if type(value) is not dict or value.keys() != _PAIR_KEYS:
         return None
-    return pair[0] if pair[0] == pair[1] else [pair[0], pair[1]]
+    before, after = value["before"], value["after"]
+    if type(before) is not int or type(after) is not int:
+        return None
+    return before if before == after else [before, after]
 
 
 def _pack(stats: dict[str, Any]) -> dict[str, Any] | None:
@@ -116,16 +131,15 @@ def _pack(stats: dict[str, Any]) -> dict[str, Any] | None:
     tokens = _int_pair(stats["tokens"])
     if tokens is None or type(encoding) is not str or type(partitions) is not dict:
         return None
-    out: dict[str, Any] = {"t": tokens}
+    out: dict[str, Any] = {"t": tokens, "c": _ENCODING_CODES.get(encoding, encoding)}
     if partitions:
         p = {}
         for name, value in partitions.items():
-            packed = _int_pair(value)
-            if packed is None:
+            if (packed := _int_pair(value)) is None:
                 return None
             p[name] = packed
         out["p"] = p
-    for key, short in (("occupancy", "o"), ("reported_error", "e")):
+    for key, short in _NULL_PAIRS:
         pair = _pair(stats[key])
         if pair is None:
             return None
@@ -139,30 +153,23 @@ def _pack(stats: dict[str, Any]) -> dict[str, Any] | None:
         out["r"] = reward
     if type(base) is not type(reward) or base != reward:
         out["b"] = base
-    out["c"] = _ENCODING_CODES.get(encoding, encoding)
     for key, short in _EMPTY_LISTS:
         value = stats[key]
         if type(value) is not list or value:
             out[short] = value
-    flags = stats["flags"]
-    if type(flags) is not list or flags:
-        out["flags"] = flags
     for key in _NULLS:
-        if stats[key] is not None:
-            out[key] = stats[key]
-    if "encoding_note" in stats:
-        note = stats["encoding_note"]
-        suffix = _OFFLINE + encoding
-        if type(note) is str and note.endswith(suffix):
-            out["n"] = note[: -len(suffix)]
-        else:
-            out["encoding_note"] = note
-    for key, short in _RENAMED.items():
-        if key in stats:
-            out[short] = stats[key]
-    for key, value in stats.items():
-        if key not in _HANDLED:
+        if (value := stats[key]) is not None:
             out[key] = value
+    for key in keys - _REQUIRED_KEYS:  # a few: the order does not matter to jsonb
+        value = stats[key]
+        if key == "encoding_note":
+            suffix = _OFFLINE + encoding
+            if type(value) is str and value.endswith(suffix):
+                out["n"] = value[: -len(suffix)]
+            else:
+                out[key] = value
+        else:
+            out[_RENAMED.get(key, key)] = value
     return out
 
 
@@ -185,7 +192,6 @@ def _unpack(packed: dict[str, Any]) -> dict[str, Any]:
     out["encoding"] = encoding = ENCODINGS[encoding] if type(encoding) is int else encoding
     for key, short in _EMPTY_LISTS:
         out[key] = packed.get(short, [])
-    out["flags"] = packed.get("flags", [])
     for key in _NULLS:
         out[key] = packed.get(key)
     if "n" in packed:
@@ -193,7 +199,11 @@ def _unpack(packed: dict[str, Any]) -> dict[str, Any]:
     for key, short in _RENAMED.items():
         if short in packed:
             out[key] = packed[short]
+    known = True
     for key, value in packed.items():
         if key not in _SHORT and key not in out:
             out[key] = value
-    return dict(sorted(out.items(), key=lambda item: _ORDER.get(item[0]) or _jsonb_order(item[0])))
+            known = known and key in _KNOWN_KEYS
+    if known:
+        return {key: out[key] for key in _KNOWN if key in out}
+    return dict(sorted(out.items(), key=lambda item: _jsonb_order(item[0])))
