@@ -20,12 +20,18 @@ The packed form, recognized by its ``t``:
 - ``n`` encoding_note "N is not available offline; counted with <encoding>"
 - ``w`` window, ``u`` unseen_tokens, ``m`` missing_pinned and ``g``
   regretted_reloads (absent: [])
+- ``ops``: each operation's statistics, packed: ``x`` tokens_in and tokens_out
+  (N when equal, else [in, out]); ``q`` the ratio (absent: null, true: out / in);
+  ``result_id`` absent when null; ``entities`` without ``kept`` (total minus
+  the lost ones), ``total`` (absent: as many as lost) or ``needed_later``
+  (absent: [])
 
 SQL reads some keys inside the stored value (the chart, the flagged steps' index,
 what the worker resumes from), so these keep their names and form: ``flags``
-and ``ops`` (absent when empty), ``new_tool`` and ``new_call`` (absent when
-null), and ``needs``, ``refetches``, ``closed``, ``waste``, ``folded_calls``
-like any key not named above. A dict that is not a step's statistics (a failed
+and ``ops`` (absent when empty) and each operation's ``targets`` and
+``entities.lost``, ``new_tool`` and ``new_call`` (absent when null), and
+``needs``, ``refetches``, ``closed``, ``waste``, ``folded_calls`` like any key
+not named above. A dict that is not a step's statistics (a failed
 step's ``{"error": ...}``) is stored as it is, wrapped as ``{"~": dict}`` when
 it has a ``t`` or ``~`` of its own.
 """
@@ -58,12 +64,7 @@ _REQUIRED = (
 _REQUIRED_KEYS = frozenset(_REQUIRED)
 _SHORT = frozenset("tpoerbcnwumg~")
 _RENAMED = {"window": "w", "unseen_tokens": "u"}
-_EMPTY_LISTS = (
-    ("missing_pinned", "m"),
-    ("regretted_reloads", "g"),
-    ("ops", "ops"),
-    ("flags", "flags"),
-)
+_EMPTY_LISTS = (("missing_pinned", "m"), ("regretted_reloads", "g"), ("flags", "flags"))
 _NULL_PAIRS = (("occupancy", "o"), ("reported_error", "e"))
 _PAIR_KEYS = frozenset(("before", "after"))
 _NULLS = ("new_tool", "new_call")
@@ -83,6 +84,11 @@ _KNOWN = sorted(
     key=_jsonb_order,
 )  # fmt: skip
 _KNOWN_KEYS = frozenset(_KNOWN)
+
+# An operation's statistics (``core.stats._op_stats``), and its entities.
+_OP_KEYS = frozenset(("op", "targets", "result_id", "tokens_in", "tokens_out", "ratio", "entities"))
+_OP_SHORT = frozenset("xq")
+_ENTITY_KEYS = frozenset(("total", "kept", "lost", "needed_later"))
 
 
 def pack(stats: dict[str, Any]) -> dict[str, Any]:
@@ -160,6 +166,16 @@ def _pack(stats: dict[str, Any]) -> dict[str, Any] | None:
     for key in _NULLS:
         if (value := stats[key]) is not None:
             out[key] = value
+    ops = stats["ops"]
+    if type(ops) is not list:
+        out["ops"] = ops
+    elif ops:
+        packed_ops = []
+        for op in ops:
+            if (packed_op := _pack_op(op)) is None:
+                return None
+            packed_ops.append(packed_op)
+        out["ops"] = packed_ops
     for key in keys - _REQUIRED_KEYS:  # a few: the order does not matter to jsonb
         value = stats[key]
         if key == "encoding_note":
@@ -170,6 +186,75 @@ def _pack(stats: dict[str, Any]) -> dict[str, Any] | None:
                 out[key] = value
         else:
             out[_RENAMED.get(key, key)] = value
+    return out
+
+
+def _pack_op(op: Any) -> dict[str, Any] | None:
+    """An operation's statistics packed, or None when not shaped as such."""
+    if type(op) is not dict:
+        return None
+    keys = op.keys()
+    if not keys >= _OP_KEYS or not keys.isdisjoint(_OP_SHORT):
+        return None
+    entities, ratio = op["entities"], op["ratio"]
+    tokens_in, tokens_out = op["tokens_in"], op["tokens_out"]
+    if type(entities) is not dict or entities.keys() != _ENTITY_KEYS:
+        return None
+    total, kept, lost = entities["total"], entities["kept"], entities["lost"]
+    if type(total) is not int or type(kept) is not int or type(lost) is not list:
+        return None
+    if type(tokens_in) is not int or type(tokens_out) is not int or ratio is True:
+        return None
+    out: dict[str, Any] = {"op": op["op"], "targets": op["targets"]}
+    packed_entities: dict[str, Any] = {"lost": lost}
+    if total != len(lost):
+        packed_entities["total"] = total
+    if kept != total - len(lost):
+        packed_entities["kept"] = kept
+    if (needed := entities["needed_later"]) != [] or type(needed) is not list:
+        packed_entities["needed_later"] = needed
+    out["entities"] = packed_entities
+    out["x"] = tokens_in if tokens_in == tokens_out else [tokens_in, tokens_out]
+    if ratio is not None:
+        derived = type(ratio) is float and tokens_in and ratio == tokens_out / tokens_in
+        out["q"] = True if derived else ratio
+    if (result_id := op["result_id"]) is not None:
+        out["result_id"] = result_id
+    for key in keys - _OP_KEYS:
+        out[key] = op[key]
+    return out
+
+
+def _unpack_op(packed: dict[str, Any]) -> dict[str, Any]:
+    x = packed["x"]
+    tokens_in, tokens_out = (x[0], x[1]) if type(x) is list else (x, x)
+    ratio = packed.get("q")
+    if ratio is True:
+        ratio = tokens_out / tokens_in
+    entities = packed["entities"]
+    lost = entities["lost"]
+    total = entities.get("total", len(lost))
+    out = {
+        "op": packed["op"],
+        "ratio": ratio,
+        "targets": packed["targets"],
+        "entities": {
+            "kept": entities.get("kept", total - len(lost)),
+            "lost": lost,
+            "total": total,
+            "needed_later": entities.get("needed_later", []),
+        },
+    }
+    extra = None
+    for key, value in packed.items():
+        if key not in _OP_KEYS and key not in _OP_SHORT:
+            out[key] = value
+            extra = extra or key != "inferred"
+    out["result_id"] = packed.get("result_id")
+    out["tokens_in"] = tokens_in
+    out["tokens_out"] = tokens_out
+    if extra:
+        return dict(sorted(out.items(), key=lambda item: _jsonb_order(item[0])))
     return out
 
 
@@ -192,6 +277,8 @@ def _unpack(packed: dict[str, Any]) -> dict[str, Any]:
     out["encoding"] = encoding = ENCODINGS[encoding] if type(encoding) is int else encoding
     for key, short in _EMPTY_LISTS:
         out[key] = packed.get(short, [])
+    ops = packed.get("ops", [])
+    out["ops"] = [_unpack_op(op) for op in ops] if type(ops) is list else ops
     for key in _NULLS:
         out[key] = packed.get(key)
     if "n" in packed:

@@ -57,6 +57,31 @@ _strings = st.lists(st.text(max_size=8), max_size=3)
 
 
 @st.composite
+def _op_stats(draw: st.DrawFn) -> dict[str, Any]:
+    """Shaped like an operation's statistics, with the values varied."""
+    tokens_in, tokens_out = draw(_ints), draw(st.one_of(_ints, st.just(7)))
+    lost = draw(_strings)
+    total = draw(st.one_of(st.just(len(lost)), _ints))
+    ratio = tokens_out / tokens_in if tokens_in else None
+    op: dict[str, Any] = {
+        "op": draw(st.sampled_from(["summarize", "keep", "drop", "reload"])),
+        "targets": draw(_strings),
+        "result_id": draw(st.one_of(st.none(), st.text(max_size=6))),
+        "tokens_in": tokens_in,
+        "tokens_out": draw(st.sampled_from([tokens_in, tokens_out])),
+        "ratio": draw(st.one_of(st.just(ratio), st.none(), _floats, _ints)),
+        "entities": {
+            "total": total,
+            "kept": draw(st.one_of(st.just(total - len(lost)), _ints)),
+            "lost": lost,
+            "needed_later": draw(st.lists(_json, max_size=2)),
+        },
+    }
+    op.update(draw(st.dictionaries(st.sampled_from(["inferred", "x", "q", "zz"]), _json)))
+    return op
+
+
+@st.composite
 def _step_stats(draw: st.DrawFn) -> dict[str, Any]:
     """Shaped like the statistics the worker stores, with the values varied."""
     encoding = draw(_encodings)
@@ -66,7 +91,7 @@ def _step_stats(draw: st.DrawFn) -> dict[str, Any]:
         "partitions": draw(st.dictionaries(st.text(max_size=8), _pair(_ints), max_size=5)),
         "occupancy": draw(_pair(st.one_of(st.none(), _floats))),
         "reported_error": draw(_pair(st.one_of(st.none(), _floats, _ints))),
-        "ops": draw(st.lists(_json, max_size=2)),
+        "ops": draw(st.lists(st.one_of(_op_stats(), _json), max_size=3)),
         "flags": sorted(draw(_strings)),
         "reward": reward,
         "encoding": encoding,
