@@ -1,5 +1,6 @@
 """WSGI entry point: ``gunicorn contextview.wsgi``."""
 
+import gc
 import os
 from importlib import import_module
 
@@ -15,3 +16,8 @@ application = get_wsgi_application()
 # request: otherwise the first requests after a start wait on it, on every worker at
 # once (a second or more in an image that keeps no compiled bytecode).
 import_module(settings.ROOT_URLCONF)
+
+# What is loaded by now lives as long as the process. Left to the garbage collector,
+# every full collection walks all of it again: 50-130 ms during which the process
+# runs nothing else, a few times a minute under OTLP exports (about 3 ms once frozen).
+gc.freeze()
