@@ -8,12 +8,27 @@ installed app's ``tasks`` module.
 
 from __future__ import annotations
 
+import gc
 import os
 
 from celery import Celery
+from celery.signals import worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextview.settings")
 
 app = Celery("contextview")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_process_init.connect
+def _freeze_what_is_loaded(**_: object) -> None:
+    """Keep what a worker process starts with out of the garbage collector's walks.
+
+    A worker process starts with Django, the tasks and what they import loaded
+    (126,000 objects), all living as long as it does. Every full collection walked
+    them again: 34-52 ms during which no statistics are computed, a few times a
+    minute while sessions stream in. Frozen, they are skipped (as ``wsgi`` does for
+    the web workers); what the tasks build later is collected as before.
+    """
+    gc.freeze()
