@@ -42,7 +42,7 @@ from contextview.core.parts import tools_text
 from contextview.core.refs import decode_refs, encode_refs
 from contextview.core.session import SessionWalk
 from contextview.core.textsafe import written_json_needs_escape
-from contextview.db import binary_cursor
+from contextview.db import binary_cursor, each_key_sql
 from contextview.ingest.body import Refused
 from contextview.ingest.schemas import (
     BODY_MODELS,
@@ -59,6 +59,7 @@ from contextview.sessions.selectors import (
     MESSAGE_COLUMNS,
     blob_parts,
     message_from_row,
+    messages_of_pks_sql,
     stored_extra,
 )
 from contextview.sessions.services import directives_pending_for, directives_settle_from_steps
@@ -336,8 +337,10 @@ def _pks_of(cursor: Any, table: str, project_id: int, hashes: list[bytes]) -> di
     found = {bytes(h): pk for h, pk in cursor.fetchall()}
     if len(found) < len(hashes):
         cursor.execute(
-            f"SELECT hash, id FROM {table} WHERE project_id = %s AND hash = ANY(%b::bytea[])",
-            [project_id, [h for h in hashes if h not in found]],
+            each_key_sql(
+                "%b::bytea[]", f"SELECT hash, id FROM {table} WHERE project_id = %s AND hash = x.k"
+            ),
+            [[h for h in hashes if h not in found], project_id],
         )
         found.update((bytes(h), pk) for h, pk in cursor.fetchall())
     return found
@@ -497,6 +500,10 @@ def _repeat(e: _Event, stored_hash: bytes) -> EventResult:
     return EventResult(e.head.id, 409, message)
 
 
+# The messages of stored steps' contexts, with the hash each is stored under.
+_STORED_MESSAGES_SQL = messages_of_pks_sql(f"m.id, m.hash, {MESSAGE_COLUMNS}")
+
+
 def _load_bases(
     cursor: Any, store: _Store, wanted: set[tuple[int, int]]
 ) -> dict[tuple[int, int], list[CoreMessage]]:
@@ -513,11 +520,7 @@ def _load_bases(
     wanted_pks = sorted({pk for ids in refs.values() for pk in ids})
     if not wanted_pks:
         return {key: [] for key in refs}
-    cursor.execute(
-        f"SELECT m.id, m.hash, {MESSAGE_COLUMNS} FROM cv_message m "
-        "JOIN cv_blob b ON b.id = m.blob_id WHERE m.id = ANY(%b)",
-        [wanted_pks],
-    )
+    cursor.execute(_STORED_MESSAGES_SQL, [wanted_pks])
     by_pk: dict[int, CoreMessage] = {}
     for row in cursor.fetchall():
         message = message_from_row(row[2:])

@@ -24,7 +24,7 @@ from contextview.core.refs import decode_many
 from contextview.core.session import SessionWalk
 from contextview.core.stats import reported_before
 from contextview.core.textsafe import restore, restore_json
-from contextview.db import binary_cursor
+from contextview.db import binary_cursor, each_key_sql
 from contextview.projects.models import Project
 from contextview.sessions.models import Blob, Fold, Operation, Session, Step
 
@@ -37,18 +37,12 @@ MESSAGE_COLUMNS = (
 
 def messages_of_pks_sql(columns: str, joins: str = "") -> str:
     """A query for `columns` of stored messages (m) and their blobs (b), `joins` added,
-    for a list of distinct message pks: the first parameter (%b, a bigint[]).
-
-    Each message is looked up by its key, whatever the planner knows of the tables:
-    the work grows with the list, not with the tables. Written as a filter
-    (`m.id = ANY(...)`) or a join with the list, tables not yet analyzed were read
-    whole (84 ms to read 2,238 messages, and more as the database grows); `OFFSET 0`
-    keeps the planner from turning the lookups back into such a join.
-    """
-    return (
-        "SELECT r.* FROM unnest(%b::bigint[]) AS x(id), LATERAL (SELECT "
-        f"{columns} FROM cv_message m JOIN cv_blob b ON b.id = m.blob_id {joins} "
-        "WHERE m.id = x.id OFFSET 0) r"
+    for a list of distinct message pks: the first parameter (%b, a bigint[]), each
+    looked up by its key (``each_key_sql``)."""
+    return each_key_sql(
+        "%b::bigint[]",
+        f"SELECT {columns} FROM cv_message m JOIN cv_blob b ON b.id = m.blob_id {joins} "
+        "WHERE m.id = x.k",
     )
 
 
