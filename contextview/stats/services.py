@@ -40,7 +40,7 @@ from contextview.core.session import SessionWalk, WalkedStep
 from contextview.core.stats import ContextMeter, TextCache, session_aggregates
 from contextview.core.tokens import EncodingChoice, TokenCounter
 from contextview.core.waste import waste_summary
-from contextview.db import binary_cursor
+from contextview.db import binary_cursor, each_key_sql
 from contextview.sessions import stats_storage
 from contextview.sessions.models import Session, Step, StepStats
 from contextview.sessions.selectors import (
@@ -167,8 +167,11 @@ def _tokens_stored(
 ) -> dict[int, int]:
     with binary_cursor() as cursor:
         cursor.execute(
-            "SELECT blob_id, tokens FROM cv_token_count WHERE encoding = %s AND blob_id = ANY(%b)",
-            [encoding, pks],
+            each_key_sql(
+                "%b::bigint[]",
+                "SELECT blob_id, tokens FROM cv_token_count WHERE blob_id = x.k AND encoding = %s",
+            ),
+            [pks, encoding],
         )
         known: dict[int, int] = dict(cursor.fetchall())
         missing = [pk for pk in pks if pk not in known]
@@ -348,8 +351,12 @@ _PREVIOUS_SQL = (
     "WHERE s.session_id = %s AND s.index < %s ORDER BY s.index DESC LIMIT 1"
 )
 _OPS_SQL = (
-    "SELECT step_id, op, targets, form, result_id, reason, params FROM cv_operation "
-    "WHERE step_id = ANY(%s) ORDER BY step_id, position"
+    each_key_sql(
+        "%b::bigint[]",
+        "SELECT step_id, op, targets, form, result_id, reason, params, position FROM cv_operation "
+        "WHERE step_id = x.k",
+    )
+    + " ORDER BY r.step_id, r.position"
 )
 # Folds of the steps up to the chunk's end: later ones say nothing about it.
 _FOLDS_SQL = (
@@ -709,7 +716,7 @@ def _chunk_read(
         contexts[data] = context
 
     ops_by_step: dict[int, list[CoreOperation]] = defaultdict(list)
-    for step_pk, op_name, targets, form, result_id, reason, params in op_rows:
+    for step_pk, op_name, targets, form, result_id, reason, params, _ in op_rows:
         ops_by_step[step_pk].append(
             CoreOperation(
                 op=op_name,
