@@ -40,6 +40,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 # Stored as their index: append only, never reorder.
 ENCODINGS = ("cl100k_base", "o200k_base", "p50k_base", "r50k_base", "p50k_edit", "gpt2")
 _ENCODING_CODES = {name: code for code, name in enumerate(ENCODINGS)}
@@ -97,6 +99,16 @@ def pack(stats: dict[str, Any]) -> dict[str, Any]:
     if packed is not None:
         return packed
     return {"~": stats} if "t" in stats or "~" in stats else stats
+
+
+def packed_json(stats: dict[str, Any]) -> str:
+    """`stats` packed, as the JSON text that SQL writing ``cv_step_stats.stats`` binds."""
+    return orjson.dumps(pack(stats)).decode()
+
+
+def is_packed(stored: dict[str, Any]) -> bool:
+    """Whether a stored value is in ``pack``'s form (rather than written before it)."""
+    return "t" in stored or "~" in stored
 
 
 def unpack(stored: Any) -> Any:

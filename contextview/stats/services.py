@@ -572,7 +572,7 @@ def _compute_steps(
             computed[index] = stats
             written.append(pk)
             indexes.append(index)
-            results.append(orjson.dumps(stats_storage.pack(stats)).decode())
+            results.append(stats_storage.packed_json(stats))
             if len(written) == WRITE_BATCH:
                 cursor.execute(_WRITE_SQL, [session.pk, written, indexes, results])
                 written, indexes, results = [], [], []
@@ -827,7 +827,7 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
                 _RESTATS_SQL,
                 [
                     changed,
-                    [orjson.dumps(stats_storage.pack(by_index[i])).decode() for i in changed],
+                    [stats_storage.packed_json(by_index[i]) for i in changed],
                     session.pk,
                 ],
             )

@@ -50,14 +50,14 @@ def _rewrite(schema_editor: Any, convert: Callable[[dict[str, Any]], dict[str, A
 
 
 def _packed(stats: dict[str, Any]) -> dict[str, Any] | None:
-    if "t" in stats or "~" in stats:
+    if stats_storage.is_packed(stats):
         return None  # packed already
     packed = stats_storage.pack(stats)
     return None if packed == stats else packed
 
 
 def _unpacked(stats: dict[str, Any]) -> dict[str, Any] | None:
-    if "t" not in stats and "~" not in stats:
+    if not stats_storage.is_packed(stats):
         return None  # not packed
     return stats_storage.unpack(stats)
 
