@@ -716,7 +716,7 @@ def _write(
     ]
     with binary_cursor() as cursor:
         store.flush(cursor)
-        _record_session_messages(cursor, project, states, store, rows)
+        _record_session_messages(cursor, states, store, rows)
         step_ids = _insert_steps(cursor, project, store, rows, now) if rows else []
         if kept:
             cursor.execute(
@@ -738,7 +738,6 @@ def _write(
 
 def _record_session_messages(
     cursor: Any,
-    project: Project,
     states: dict[str, _SessionState],
     store: _Store,
     rows: list[_StepRow],
@@ -794,11 +793,11 @@ def _record_session_messages(
     if not sess:
         return
     cursor.execute(
-        "INSERT INTO cv_session_message (project_id, session_id, message_id, msg_id, seq, "
-        "created_at) SELECT %s, s, m, i, q, now() FROM unnest(%b::bigint[], %b::bigint[], "
-        "%b::text[], %b::bigint[]) AS x(s, m, i, q) ON CONFLICT (session_id, message_id) "
+        "INSERT INTO cv_session_message (session_id, msg_id, message_id, seq, created_at) "
+        "SELECT s, i, m, q, now() FROM unnest(%b::bigint[], %b::bigint[], %b::text[], "
+        "%b::bigint[]) AS x(s, m, i, q) ON CONFLICT (session_id, msg_id, message_id) "
         "DO UPDATE SET seq = EXCLUDED.seq",
-        [project.pk, sess, msgs, ids, seqs],
+        [sess, msgs, ids, seqs],
     )
 
 

@@ -123,7 +123,7 @@ def window_tool_results(*, monitor: Monitor, now: datetime) -> list[ToolResult]:
         JOIN cv_token_count t ON t.blob_id = m.blob_id AND t.encoding = s.aggregates->>'encoding'
         WHERE {" AND ".join(where)}
           AND EXISTS (SELECT 1 FROM cv_step st WHERE st.session_id = s.id AND st.timestamp >= %s)
-        ORDER BY sm.created_at, sm.seq, sm.id
+        ORDER BY sm.created_at, sm.seq, sm.session_id
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

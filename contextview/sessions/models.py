@@ -133,27 +133,27 @@ class Message(models.Model):
 
 
 class SessionMessage(models.Model):
-    """Which messages a session has recorded; the highest ``seq`` per id is the latest."""
+    """Which messages a session has recorded; the highest ``seq`` per id is the latest.
 
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, db_index=False, db_constraint=False
-    )
+    Keyed by (session, msg_id, message): a message's id is part of what it is, so
+    the key is unique exactly when (session, message) is, and its one index also
+    finds an id's recordings, of which there are mostly one. The project is the
+    session's, and nothing reads a row by a number of its own.
+    """
+
+    pk = models.CompositePrimaryKey("session", "msg_id", "message")
     session = models.ForeignKey(
         Session, on_delete=models.CASCADE, db_index=False, db_constraint=False
     )
+    msg_id = models.CharField(max_length=200)
     message = models.ForeignKey(
         Message, on_delete=models.CASCADE, db_index=False, db_constraint=False
     )
-    msg_id = models.CharField(max_length=200)
     seq = models.BigIntegerField()
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         db_table = "cv_session_message"
-        constraints = [
-            models.UniqueConstraint(fields=["session", "message"], name="session_message_unique")
-        ]
-        indexes = [models.Index(fields=["session", "msg_id", "-seq"], name="session_latest")]
 
 
 class StepQuerySet(models.QuerySet["Step"]):

@@ -236,7 +236,7 @@ def session_queryset(*, project: Project, filters: SessionFilters) -> QuerySet[S
                 "SELECT sm.session_id FROM cv_session_message sm "
                 "JOIN cv_message m ON m.id = sm.message_id "
                 "JOIN cv_blob b ON b.id = m.blob_id "
-                "WHERE sm.project_id = %s AND b.project_id = %s AND b.text ILIKE %s",
+                "WHERE m.project_id = %s AND b.project_id = %s AND b.text ILIKE %s",
                 [project.pk, project.pk, _like(filters.q)],
             )
         )
@@ -300,7 +300,7 @@ def search_hits(*, project: Project, sessions: Sequence[Session], q: str) -> dic
             "SELECT sm.session_id, sm.message_id, sm.msg_id, b.text FROM cv_session_message sm "
             "JOIN cv_message m ON m.id = sm.message_id "
             "JOIN cv_blob b ON b.id = m.blob_id "
-            "WHERE sm.project_id = %s AND b.project_id = %s AND sm.session_id = ANY(%s) "
+            "WHERE m.project_id = %s AND b.project_id = %s AND sm.session_id = ANY(%s) "
             "AND b.text ILIKE %s",
             [project.pk, project.pk, [s.pk for s in sessions], _like(q)],
         )
