@@ -37,16 +37,24 @@ def canonical_json(value: Any) -> str:
     return _CANONICAL.encode(value)
 
 
-def blob_hash(value: Any) -> bytes:
-    """sha256 of what the model reads of a message (`message_payload`); a leading tag
-    byte keeps a str and anything else apart.
+# Content is addressed by the first 16 bytes of a sha256: 128 bits leave a chance of
+# about 2**-64 that two of 2**32 distinct contents of a project share an address,
+# and every stored address, and both indexes over them, are half as wide.
+ADDRESS_SIZE = 16
+
+
+def blob_hash(value: Any, size: int = ADDRESS_SIZE) -> bytes:
+    """The address of what the model reads of a message (`message_payload`): sha256,
+    cut to `size` bytes, with a leading tag byte that keeps a str and anything else apart.
 
     Text is hashed as its UTF-8 bytes: JSON-escaping a large log first would cost
     more than the hash itself, on every message of every resent context.
     """
     if isinstance(value, str):
-        return hashlib.sha256(b"s" + value.encode("utf-8")).digest()
-    return hashlib.sha256(b"l" + _CANONICAL.encode(value).encode("utf-8")).digest()
+        digest = hashlib.sha256(b"s" + value.encode("utf-8")).digest()
+    else:
+        digest = hashlib.sha256(b"l" + _CANONICAL.encode(value).encode("utf-8")).digest()
+    return digest[:size]
 
 
 def message_payload(m: Message) -> Any:
@@ -58,16 +66,17 @@ def message_payload(m: Message) -> Any:
 
 
 def message_hash(m: Message, *, blob: bytes | None = None) -> bytes:
-    """sha256 of everything that makes a message what it is.
+    """The address of everything that makes a message what it is: sha256 over its
+    fields and its content's address, cut to as many bytes as that address has.
 
-    Pass `blob` when the content's hash is already known (the store computes it to
-    address the content), so a large content is hashed only once.
+    Pass `blob` when the content's address is already known (the store computes it
+    to address the content), so a large content is hashed only once.
     """
     if blob is None:
         blob = blob_hash(message_payload(m))
     # A list, not a dict: positions fix the meaning and it encodes faster.
     head = [m.id, m.role, m.partition, m.tool, m.pinned, m.expirable, m.extra, blob.hex()]
-    return hashlib.sha256(_CANONICAL.encode(head).encode("utf-8")).digest()
+    return hashlib.sha256(_CANONICAL.encode(head).encode("utf-8")).digest()[: len(blob)]
 
 
 def same_message(a: Message, b: Message) -> bool:

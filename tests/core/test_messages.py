@@ -155,7 +155,8 @@ def test_it_rejects_an_obs_that_is_not_a_list(raw: object) -> None:
 
 def test_it_hashes_content_stably_and_keeps_text_and_lists_apart() -> None:
     text = "订单 SO20260101007"
-    assert blob_hash(text) == hashlib.sha256(("s" + text).encode()).digest()
+    assert blob_hash(text) == hashlib.sha256(("s" + text).encode()).digest()[:16]
+    assert blob_hash(text, 32) == hashlib.sha256(("s" + text).encode()).digest()
     assert blob_hash("订单 SO20260101007") != blob_hash("订单 SO20260101008")
     assert blob_hash([{"type": "text", "text": "a"}]) == blob_hash([{"text": "a", "type": "text"}])
     assert blob_hash("a") != blob_hash(["a"])
@@ -180,6 +181,14 @@ def test_it_hashes_every_field_of_a_message() -> None:
 def test_it_reuses_a_known_blob_hash() -> None:
     m = msg("tool_result_32", NGINX_LOG, "tool")
     assert message_hash(m, blob=blob_hash(m.content)) == message_hash(m)
+
+
+def test_addresses_are_16_bytes_and_a_full_content_digest_gives_a_full_message_one() -> None:
+    m = msg("tool_result_32", NGINX_LOG, "tool")
+    assert len(blob_hash(m.content)) == len(message_hash(m)) == 16
+    # The width the store used before: the migration rewrites addresses both ways.
+    full = message_hash(m, blob=blob_hash(m.content, 32))
+    assert len(full) == 32 and full[:16] != message_hash(m)
 
 
 def test_it_hashes_the_same_in_another_process() -> None:
