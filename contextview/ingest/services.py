@@ -276,7 +276,6 @@ class _Store:
         """Insert the new blobs and messages, then learn every pk the batch needs."""
         if not self.new_messages and not self.tools:
             return
-        now = timezone.now()
         pid = self.project_id
         blob_hashes = list(self.new_blobs)
         texts = [m.text for m in self.new_blobs.values()]
@@ -287,10 +286,10 @@ class _Store:
                 texts.append(tools_text(tools))
                 parts.append(json.dumps(tools))
         cursor.execute(
-            "INSERT INTO cv_blob (project_id, hash, text, parts, created_at) "
-            "SELECT %s, h, t, p::jsonb, %s FROM unnest(%b::bytea[], %b::text[], %b::text[]) "
+            "INSERT INTO cv_blob (project_id, hash, text, parts) "
+            "SELECT %s, h, t, p::jsonb FROM unnest(%b::bytea[], %b::text[], %b::text[]) "
             "AS x(h, t, p) ON CONFLICT (project_id, hash) DO NOTHING RETURNING hash, id",
-            [pid, now, blob_hashes, texts, parts],
+            [pid, blob_hashes, texts, parts],
         )
         blob_pk = _pks_of(cursor, "cv_blob", pid, blob_hashes)
         self.tools_pk.update((h, blob_pk[h]) for h in self.tools)
@@ -301,14 +300,13 @@ class _Store:
         rows = [self.new_messages[h] for h in msg_hashes]
         cursor.execute(
             "INSERT INTO cv_message (project_id, hash, blob_id, msg_id, role, partition, tool, "
-            "pinned, expirable, extra, created_at) "
-            "SELECT %s, h, b, i, r, p, t, pn, ex, e::jsonb, %s FROM unnest("
+            "pinned, expirable, extra) "
+            "SELECT %s, h, b, i, r, p, t, pn, ex, e::jsonb FROM unnest("
             "%b::bytea[], %b::bigint[], %b::text[], %b::text[], %b::text[], %b::text[], "
             "%b::bool[], %b::bool[], %b::text[]) AS x(h, b, i, r, p, t, pn, ex, e) "
             "ON CONFLICT (project_id, hash) DO NOTHING RETURNING hash, id",
             [
                 pid,
-                now,
                 msg_hashes,
                 [blob_pk[bh] for _, bh in rows],
                 [m.id for m, _ in rows],

@@ -99,11 +99,10 @@ class Blob(models.Model):
     project = models.ForeignKey(
         Project, on_delete=models.CASCADE, db_index=False, db_constraint=False
     )
-    hash = models.BinaryField(max_length=32)
+    hash = models.BinaryField(max_length=16)
     text = models.TextField()
     # The content as sent when it was a list of parts; None for a plain string.
     parts = models.JSONField(null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         db_table = "cv_blob"
@@ -116,7 +115,7 @@ class Message(models.Model):
     project = models.ForeignKey(
         Project, on_delete=models.CASCADE, db_index=False, db_constraint=False
     )
-    hash = models.BinaryField(max_length=32)
+    hash = models.BinaryField(max_length=16)
     blob = models.ForeignKey(Blob, on_delete=models.CASCADE, db_index=False, db_constraint=False)
     msg_id = models.CharField(max_length=200)
     role = models.CharField(max_length=32, null=True, blank=True)
@@ -125,7 +124,6 @@ class Message(models.Model):
     pinned = models.BooleanField(default=False)
     expirable = models.BooleanField(default=False)
     extra = models.JSONField(null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         db_table = "cv_message"
