@@ -41,15 +41,15 @@ TABLES = (
     "cv_session_message",
     "cv_step",
     "cv_operation",
-    "cv_fold",
     "cv_raw_event",
     "cv_session",
 )
-# Statistics tables without a project column: the parent row that carries it.
+# Statistics and bookkeeping tables without a project column: the parent row that carries it.
 PARENT_OF = {
     "cv_token_count": "JOIN cv_blob p ON p.id = t.blob_id",
     "cv_blob_entities": "JOIN cv_blob p ON p.id = t.blob_id",
     "cv_step_stats": "JOIN cv_session p ON p.id = t.session_id",
+    "cv_fold": "JOIN cv_session p ON p.id = t.session_id",
 }
 WORDS = (
     "order inventory timeout upstream status retry cache request handler worker queue "

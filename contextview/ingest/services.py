@@ -54,7 +54,7 @@ from contextview.ingest.schemas import (
 )
 from contextview.ingest.textrules import event_make_safe
 from contextview.projects.models import Project
-from contextview.sessions.models import Session
+from contextview.sessions.models import Session, fold_key
 from contextview.sessions.selectors import (
     MESSAGE_COLUMNS,
     blob_parts,
@@ -345,16 +345,19 @@ def _pks_of(cursor: Any, table: str, project_id: int, hashes: list[bytes]) -> di
 
 
 # The latest recording of each id a batch sends alone, and the latest archived
-# original of each id a reload names: both looked up per (session, id).
+# original of each id a reload names: both looked up per (session, id), the
+# archive through the key of each (`fold_key`, w.k).
 _LATEST_FROM = (
     "JOIN cv_session_message x ON x.session_id = w.s AND x.msg_id = w.i "
     "JOIN cv_message m ON m.id = x.message_id",
     "x.seq DESC",
 )
 _ARCHIVED_FROM = (
-    "JOIN cv_fold x ON x.session_id = w.s AND x.original_msg_id = w.i "
-    "JOIN cv_message m ON m.id = x.original_id",
-    "x.id DESC",
+    "JOIN cv_fold x ON x.keys @> ARRAY[w.k] AND x.session_id = w.s "
+    "JOIN cv_step st ON st.id = x.step_id "
+    "CROSS JOIN LATERAL unnest(x.originals, x.keys) WITH ORDINALITY AS u(pk, k, n) "
+    "JOIN cv_message m ON m.id = u.pk AND u.k = w.k AND m.msg_id = w.i",
+    "st.index DESC, x.inferred DESC, x.op_position DESC, u.n DESC",
 )
 
 
@@ -368,9 +371,13 @@ def _load_by_id(
     joins, newest = source
     cursor.execute(
         f"SELECT DISTINCT ON (w.s, w.i) w.s, m.id, m.hash, {MESSAGE_COLUMNS} "
-        f"FROM unnest(%b::bigint[], %b::text[]) AS w(s, i) {joins} "
+        f"FROM unnest(%b::bigint[], %b::text[], %b::int[]) AS w(s, i, k) {joins} "
         f"JOIN cv_blob b ON b.id = m.blob_id ORDER BY w.s, w.i, {newest}",
-        [[sid for sid, _ in pairs], [mid for _, mid in pairs]],
+        [
+            [sid for sid, _ in pairs],
+            [mid for _, mid in pairs],
+            [fold_key(sid, mid) for sid, mid in pairs],
+        ],
     )
     for row in cursor.fetchall():
         message = message_from_row(row[3:])
@@ -904,10 +911,9 @@ def _insert_ops_and_folds(
                 fold_cols["step"].append(step_id)
                 fold_cols["op_position"].append(fold.op_index)
                 fold_cols["op"].append(fold.op)
-                fold_cols["kind"].append(fold.kind)
                 fold_cols["result"].append(fold.result_id)
                 fold_cols["original"].append(store.pk_of_hash[store.hash_of[id(original)]])
-                fold_cols["original_msg_id"].append(original.id)
+                fold_cols["key"].append(fold_key(row.session.pk, original.id))
         for msg_id in row.result.reloaded:
             reloads.append((row.session.pk, msg_id, row.body.index))
     if op_cols:
@@ -930,33 +936,57 @@ def _insert_ops_and_folds(
             ],
         )
     if fold_cols:
+        # One row per operation, its originals in the order they were in.
         cursor.execute(
-            "INSERT INTO cv_fold (project_id, session_id, step_id, op_position, op, kind, "
-            "result_msg_id, original_id, original_msg_id, created_at) "
-            "SELECT %s, s, st, p, o, k, r, og, oi, %s FROM unnest(%b::bigint[], %b::bigint[], "
-            "%b::int[], %b::text[], %b::text[], %b::text[], %b::bigint[], %b::text[]) "
-            "AS x(s, st, p, o, k, r, og, oi)",
+            "INSERT INTO cv_fold (session_id, step_id, inferred, op_position, op, "
+            "result_msg_id, originals, keys) SELECT s, st, false, p, min(o), min(r), "
+            "array_agg(og ORDER BY n), array_agg(k ORDER BY n) FROM unnest(%b::bigint[], "
+            "%b::bigint[], %b::int[], %b::text[], %b::text[], %b::bigint[], %b::int[]) "
+            "WITH ORDINALITY AS x(s, st, p, o, r, og, k, n) GROUP BY s, st, p",
             [
-                project.pk,
-                now,
                 fold_cols["session"],
                 fold_cols["step"],
                 fold_cols["op_position"],
                 fold_cols["op"],
-                fold_cols["kind"],
                 fold_cols["result"],
                 fold_cols["original"],
-                fold_cols["original_msg_id"],
+                fold_cols["key"],
             ],
         )
     if reloads:
-        # Mark the folds a reload brought back (the latest fold of that id before it).
-        cursor.execute(
-            "UPDATE cv_fold f SET reloaded_at = x.idx FROM unnest(%b::bigint[], %b::text[], "
-            "%b::int[]) AS x(s, i, idx) WHERE f.session_id = x.s AND f.original_msg_id = x.i "
-            "AND f.reloaded_at IS NULL AND EXISTS (SELECT 1 FROM cv_step st "
-            "WHERE st.id = f.step_id AND st.index <= x.idx)",
-            [[r[0] for r in reloads], [r[1] for r in reloads], [r[2] for r in reloads]],
+        _mark_reloaded(cursor, reloads)
+
+
+def _mark_reloaded(cursor: Any, reloads: list[tuple[int, str, int]]) -> None:
+    """Mark the archived originals that reloads (session pk, id, step index) brought
+    back: each of that id folded at or before the reload and not reloaded yet, with
+    the first such reload after it."""
+    at: dict[tuple[int, str], list[int]] = defaultdict(list)
+    for session_pk, msg_id, index in reloads:
+        at[(session_pk, msg_id)].append(index)
+    keys = [fold_key(s, i) for s, i in at]
+    cursor.execute(
+        "SELECT f.session_id, f.step_id, f.inferred, f.op_position, st.index, u.n, m.msg_id, "
+        "f.reloaded_at, cardinality(f.originals) FROM cv_fold f "
+        "JOIN cv_step st ON st.id = f.step_id "
+        "CROSS JOIN LATERAL unnest(f.originals, f.keys) WITH ORDINALITY AS u(pk, k, n) "
+        "JOIN cv_message m ON m.id = u.pk WHERE f.keys && %b::int[] AND u.k = ANY(%b::int[])",
+        [keys, keys],
+    )
+    rows = cursor.fetchall()
+    marked: dict[tuple[int, int, bool, int], list[int | None]] = {}
+    for session_pk, step_pk, inferred, position, folded_at, n, msg_id, stored, size in rows:
+        later = [i for i in at.get((session_pk, msg_id), ()) if i >= folded_at]
+        op_key = (session_pk, step_pk, inferred, position)
+        marks = marked.get(op_key) or list(stored or [None] * size)
+        if later and marks[n - 1] is None:
+            marks[n - 1] = min(later)
+            marked[op_key] = marks
+    if marked:
+        cursor.executemany(
+            "UPDATE cv_fold SET reloaded_at = %b::int[] WHERE session_id = %b AND step_id = %b "
+            "AND inferred = %b AND op_position = %b",
+            [(marks, *op_key) for op_key, marks in marked.items()],
         )
 
 

@@ -432,7 +432,9 @@ def _take_out_after(
         )
     ids = [s.pk for s in later]
     with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM cv_fold WHERE step_id = ANY(%s)", [ids])
+        cursor.execute(
+            "DELETE FROM cv_fold WHERE session_id = %s AND step_id = ANY(%s)", [state.pk, ids]
+        )
         cursor.execute("DELETE FROM cv_operation WHERE step_id = ANY(%s)", [ids])
         cursor.execute("DELETE FROM cv_step_stats WHERE step_id = ANY(%s)", [ids])
         cursor.execute("DELETE FROM cv_step WHERE id = ANY(%s)", [ids])

@@ -16,9 +16,12 @@ the way of distributing the tables by project later).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Coalesce
@@ -285,41 +288,47 @@ class Operation(models.Model):
         ]
 
 
+def fold_key(session_id: int, msg_id: str) -> int:
+    """The key an archived original is found by in ``cv_fold``'s index: its session
+    and message id hashed to a signed 32-bit integer. Keys of different ids can
+    meet, so a lookup by key checks the original's message id too."""
+    digest = hashlib.blake2b(
+        msg_id.encode("utf-8", "surrogatepass"),
+        digest_size=4,
+        key=session_id.to_bytes(8, "big", signed=True),
+    ).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
 class Fold(models.Model):
-    """One original that left the context in an operation, and what replaced it."""
+    """What one operation took out of the context: its originals, and what replaced them.
 
-    class Kind(models.TextChoices):
-        FOLD = "fold"
-        DROP = "drop"
+    One row per operation (a step's own, or one the statistics worker inferred,
+    ``op_position`` then counting the step's inferred operations), its originals
+    in order as three parallel arrays: their stored messages (whose ``msg_id`` is
+    the original's id), their keys (``fold_key``, indexed: the archive is looked
+    up by session and message id) and, where a reload brought one back, the step
+    index that did (null while none was). Bookkeeping of a session's steps, it has
+    no project or time of its own (as ``StepStats``): it goes with its session.
+    """
 
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, db_index=False, db_constraint=False
-    )
+    pk = models.CompositePrimaryKey("session", "step", "inferred", "op_position")
     session = models.ForeignKey(
         Session, on_delete=models.CASCADE, db_index=False, db_constraint=False
     )
     step = models.ForeignKey(Step, on_delete=models.CASCADE, db_index=False, db_constraint=False)
+    inferred = models.BooleanField(default=False)
     op_position = models.IntegerField()
     op = models.CharField(max_length=16)
-    kind = models.CharField(max_length=8, choices=Kind.choices)
+    # The message that replaced the originals; none when they were dropped.
     result_msg_id = models.CharField(max_length=200, null=True, blank=True)
-    original = models.ForeignKey(
-        Message, on_delete=models.CASCADE, db_index=False, db_constraint=False
-    )
-    original_msg_id = models.CharField(max_length=200)
-    # The step index that brought it back, if a reload did.
-    reloaded_at = models.IntegerField(null=True, blank=True)
-    # Folded by an operation the server inferred (``op_position`` then counts the
-    # step's inferred operations), written by the statistics worker.
-    inferred = models.BooleanField(default=False, db_default=False)
-    created_at = models.DateTimeField(default=timezone.now)
+    originals = ArrayField(models.BigIntegerField())
+    keys = ArrayField(models.IntegerField())
+    reloaded_at = ArrayField(models.IntegerField(null=True), null=True, blank=True)
 
     class Meta:
         db_table = "cv_fold"
-        indexes = [
-            models.Index(fields=["session", "original_msg_id"], name="fold_by_original"),
-            models.Index(fields=["step"], name="fold_by_step"),
-        ]
+        indexes = [GinIndex(fields=["keys"], name="fold_by_original", fastupdate=False)]
 
 
 class Directive(models.Model):

@@ -26,7 +26,7 @@ from contextview.core.stats import reported_before
 from contextview.core.textsafe import restore, restore_json
 from contextview.db import binary_cursor, each_key_sql
 from contextview.projects.models import Project
-from contextview.sessions.models import Blob, Fold, Operation, Session, Step
+from contextview.sessions.models import Blob, Operation, Session, Step, fold_key
 
 # The columns a core message is made from (cv_message m joined with cv_blob b),
 # in the order message_from_row reads them.
@@ -138,6 +138,83 @@ def contexts_by_refs(refs: Iterable[bytes]) -> dict[bytes, list[StoredMessage]]:
         wanted.update(ids)
     of = messages_by_pk(wanted).__getitem__
     return {data: list(map(of, ids)) for data, ids in decoded.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Archived:
+    """An original that an operation took out of a session's context."""
+
+    step_id: int
+    step_index: int
+    op_position: int
+    op: str
+    inferred: bool
+    result_msg_id: str | None  # what replaced it; none when it was dropped
+    original_id: int  # its stored message
+    original_msg_id: str
+    reloaded_at: int | None  # the step index of the reload that brought it back
+
+    @property
+    def kind(self) -> str:
+        return "drop" if self.result_msg_id is None else "fold"
+
+
+def archived_originals(
+    *,
+    session_id: int,
+    steps: Sequence[int] | None = None,
+    step_index: int | None = None,
+    up_to: int | None = None,
+    ids: Iterable[str] | None = None,
+    result_id: str | None = None,
+    explicit: bool = False,
+    newest_first: bool = False,
+    offset: int = 0,
+    limit: int | None = None,
+) -> list[Archived]:
+    """The originals a session's operations took out, in the order they left (by
+    step, the step's own operations before those inferred, in operation order);
+    of the steps with pks `steps`, of step `step_index`, of the steps up to
+    `up_to`, those with message ids `ids` (found through the keys' index), those
+    `result_id` replaced, or of the steps' own operations only (`explicit`)."""
+    where = ["f.session_id = %s"]
+    params: list[Any] = [session_id]
+    if steps is not None:
+        where.append("f.step_id = ANY(%s)")
+        params.append(list(steps))
+    if step_index is not None:
+        where.append("st.index = %s")
+        params.append(step_index)
+    if up_to is not None:
+        where.append("st.index <= %s")
+        params.append(up_to)
+    if ids is not None:
+        wanted = sorted(set(ids))
+        keys = [fold_key(session_id, i) for i in wanted]
+        # The index finds the operations; the keys and ids pick their originals.
+        where.append("f.keys && %s::int[] AND u.k = ANY(%s::int[]) AND m.msg_id = ANY(%s)")
+        params += [keys, keys, wanted]
+    if result_id is not None:
+        where.append("f.result_msg_id = %s")
+        params.append(result_id)
+    if explicit:
+        where.append("NOT f.inferred")
+    order = " DESC" if newest_first else ""
+    page = ""
+    if limit is not None:
+        page = " LIMIT %s OFFSET %s"
+        params += [limit, offset]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT f.step_id, st.index, f.op_position, f.op, f.inferred, f.result_msg_id, "
+            "u.pk, m.msg_id, f.reloaded_at[u.n] FROM cv_fold f "
+            "JOIN cv_step st ON st.id = f.step_id "
+            "CROSS JOIN LATERAL unnest(f.originals, f.keys) WITH ORDINALITY AS u(pk, k, n) "
+            f"JOIN cv_message m ON m.id = u.pk WHERE {' AND '.join(where)} "
+            f"ORDER BY st.index{order}, f.inferred{order}, f.op_position{order}, u.n{order}" + page,
+            params,
+        )
+        return [Archived(*row) for row in cursor.fetchall()]
 
 
 @dataclass(frozen=True)
@@ -371,8 +448,8 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
     grouped: dict[int, dict[tuple[int, str | None], list[str]]] = defaultdict(
         lambda: defaultdict(list)
     )
-    for fold in Fold.objects.filter(step__in=steps, inferred=False).order_by("op_position", "id"):
-        grouped[fold.step_id][(fold.op_position, fold.result_msg_id)].append(fold.original_msg_id)
+    for a in archived_originals(session_id=session.pk, steps=[s.pk for s in steps], explicit=True):
+        grouped[a.step_id][(a.op_position, a.result_msg_id)].append(a.original_msg_id)
     changes = step_changes(
         session=session, steps=steps, befores={pk: before for pk, (before, _) in contexts.items()}
     )
@@ -469,15 +546,13 @@ def steps_diff(*, session: Session, start: Step, end: Step) -> dict[str, Any]:
 
 
 def session_archive(*, session: Session) -> list[dict[str, Any]]:
-    folds = list(
-        Fold.objects.filter(session=session).select_related("step").order_by("step__index", "id")
-    )
+    folds = archived_originals(session_id=session.pk)
     stored = messages_by_pk(f.original_id for f in folds)
     return [
         {
             "id": f.original_msg_id,
             "kind": f.kind,
-            "step": f.step.index,
+            "step": f.step_index,
             "op_index": f.op_position,
             "op": f.op,
             "inferred": f.inferred,

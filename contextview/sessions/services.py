@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from contextview.core.errors import InputError
 from contextview.projects.models import ApiKey
-from contextview.sessions.models import Directive, Fold, Session
+from contextview.sessions.models import Directive, Session
+from contextview.sessions.selectors import archived_originals
 
 _DIRECTIVE_ID = re.compile(r"^d-(\d{1,18})$")
 
@@ -95,11 +96,9 @@ def directive_create(
             text_storable(f"targets[{n}]", target)
         if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
             raise InputError("step", "must be a step index (an integer >= 0)")
-        archived = set(
-            Fold.objects.filter(session=session, original_msg_id__in=targets).values_list(
-                "original_msg_id", flat=True
-            )
-        )
+        archived = {
+            a.original_msg_id for a in archived_originals(session_id=session.pk, ids=targets)
+        }
         missing = [t for t in targets if t not in archived]
         if missing:
             raise InputError(

@@ -42,7 +42,7 @@ from contextview.core.tokens import EncodingChoice, TokenCounter
 from contextview.core.waste import waste_summary
 from contextview.db import binary_cursor, each_key_sql
 from contextview.sessions import stats_storage
-from contextview.sessions.models import Session, Step, StepStats
+from contextview.sessions.models import Session, Step, StepStats, fold_key
 from contextview.sessions.selectors import (
     MESSAGE_COLUMNS,
     StoredMessage,
@@ -359,10 +359,14 @@ _OPS_SQL = (
     + " ORDER BY r.step_id, r.position"
 )
 # Folds of the steps up to the chunk's end: later ones say nothing about it.
+# One row per original, its message's id read with it.
 _FOLDS_SQL = (
-    "SELECT s.index, f.step_id, f.op_position, f.op, f.kind, f.result_msg_id, f.original_id, "
-    "f.original_msg_id, f.inferred FROM cv_fold f JOIN cv_step s ON s.id = f.step_id "
-    "WHERE f.session_id = %s AND s.index <= %s ORDER BY s.index, f.op_position, f.id"
+    "SELECT s.index, f.step_id, f.op_position, f.op, "
+    "CASE WHEN f.result_msg_id IS NULL THEN 'drop' ELSE 'fold' END, f.result_msg_id, u.pk, "
+    "m.msg_id, f.inferred FROM cv_fold f JOIN cv_step s ON s.id = f.step_id "
+    "CROSS JOIN LATERAL unnest(f.originals) WITH ORDINALITY AS u(pk, n) "
+    "JOIN cv_message m ON m.id = u.pk WHERE f.session_id = %s AND s.index <= %s "
+    "ORDER BY s.index, f.inferred, f.op_position, u.n"
 )
 
 
@@ -578,7 +582,7 @@ def _compute_steps(
                 written, indexes, results = [], [], []
         if written:
             cursor.execute(_WRITE_SQL, [session.pk, written, indexes, results])
-        _write_inferred_folds(cursor, session, [row[0] for row in steps], unsaid, chunk.pk_of)
+        _write_inferred_folds(cursor, session, steps, unsaid, chunk.pk_of)
     return computed
 
 
@@ -608,7 +612,7 @@ def _losses_before(session_pk: int, index: int) -> Iterator[tuple[int, dict[str,
 def _write_inferred_folds(
     cursor: Any,
     session: Session,
-    step_pks: list[int],
+    steps: Sequence[tuple[Any, ...]],
     unsaid: dict[int, Inferred],
     pk_of: dict[int, int],
 ) -> None:
@@ -618,49 +622,53 @@ def _write_inferred_folds(
     step that arrives late, which changes what its successor's inference says,
     replaces them as the steps from it on are computed again.
     """
-    cursor.execute("DELETE FROM cv_fold WHERE step_id = ANY(%b) AND inferred", [step_pks])
+    cursor.execute(
+        "DELETE FROM cv_fold WHERE session_id = %b AND step_id = ANY(%b) AND inferred",
+        [session.pk, [row[0] for row in steps]],
+    )
+    index_of = {row[0]: row[1] for row in steps}
     cols: dict[str, list[Any]] = defaultdict(list)
     for step_pk, inferred in unsaid.items():
         for fold in inferred.folds:
             for original in fold.originals:
                 cols["step"].append(step_pk)
+                cols["index"].append(index_of[step_pk])
                 cols["position"].append(fold.op_index)
                 cols["op"].append(fold.op)
-                cols["kind"].append(fold.kind)
                 cols["result"].append(fold.result_id)
                 cols["original"].append(pk_of[id(original)])
-                cols["original_msg_id"].append(original.id)
+                cols["key"].append(fold_key(session.pk, original.id))
+                cols["id"].append(original.id)
     if not cols:
         return
+    # One row per operation. What a later step reloaded was brought back from here
+    # (as ingest marks its folds): the first reload of it at or after the fold,
+    # written with the row (an UPDATE after would leave a dead copy of each).
     cursor.execute(
-        "INSERT INTO cv_fold (project_id, session_id, step_id, op_position, op, kind, "
-        "result_msg_id, original_id, original_msg_id, inferred, created_at) "
-        "SELECT %b, %b, st, p, o, k, r, og, oi, true, now() FROM unnest(%b::bigint[], "
-        "%b::int[], %b::text[], %b::text[], %b::text[], %b::bigint[], %b::text[]) "
-        "AS x(st, p, o, k, r, og, oi)",
+        "WITH reloads AS MATERIALIZED (SELECT s.index, o.targets FROM cv_step s "
+        "JOIN cv_operation o ON o.step_id = s.id WHERE s.session_id = %b AND s.index >= %b "
+        "AND o.op = 'reload') "
+        "INSERT INTO cv_fold (session_id, step_id, inferred, op_position, op, result_msg_id, "
+        "originals, keys, reloaded_at) SELECT %b, st, true, p, min(o), min(r), "
+        "array_agg(og ORDER BY n), array_agg(k ORDER BY n), "
+        "CASE WHEN count(at) > 0 THEN array_agg(at ORDER BY n) END FROM (SELECT x.*, "
+        "(SELECT min(rl.index) FROM reloads rl WHERE rl.index >= x.idx AND rl.targets ? x.i) "
+        "AS at FROM unnest(%b::bigint[], %b::int[], %b::int[], %b::text[], %b::text[], "
+        "%b::bigint[], %b::int[], %b::text[]) WITH ORDINALITY "
+        "AS x(st, idx, p, o, r, og, k, i, n)) x GROUP BY st, p",
         [
-            session.project_id,
+            session.pk,
+            min(cols["index"]),
             session.pk,
             cols["step"],
+            cols["index"],
             cols["position"],
             cols["op"],
-            cols["kind"],
             cols["result"],
             cols["original"],
-            cols["original_msg_id"],
+            cols["key"],
+            cols["id"],
         ],
-    )
-    # What a later step reloaded was brought back from here (as ingest marks its folds).
-    # Only those rows are written: an UPDATE of every fold just inserted left a dead
-    # copy of each (half of cv_fold's size after an OTLP benchmark).
-    cursor.execute(
-        "UPDATE cv_fold f SET reloaded_at = x.at FROM (SELECT f.id, ("
-        "SELECT min(s.index) FROM cv_operation o JOIN cv_step s ON s.id = o.step_id "
-        "WHERE s.session_id = f.session_id AND s.index >= st.index AND o.op = 'reload' "
-        "AND o.targets ? f.original_msg_id) AS at FROM cv_fold f JOIN cv_step st "
-        "ON st.id = f.step_id WHERE f.step_id = ANY(%b) AND f.inferred) x "
-        "WHERE f.id = x.id AND x.at IS NOT NULL",
-        [list(unsaid)],
     )
 
 

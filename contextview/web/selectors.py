@@ -48,9 +48,11 @@ from contextview.monitors.models import Alert
 from contextview.postmortems.markdown import render_markdown
 from contextview.postmortems.models import Annotation, Incident
 from contextview.projects.models import ApiKey, Membership, Project
-from contextview.sessions.models import FLAGGED_SQL, Directive, Fold, Operation, Session, Step
+from contextview.sessions.models import FLAGGED_SQL, Directive, Operation, Session, Step
 from contextview.sessions.selectors import (
+    Archived,
     StoredMessage,
+    archived_originals,
     decode_cursor,
     messages_by_pk,
     sessions_filtered,
@@ -1060,7 +1062,7 @@ def step_view(*, session: Session, step: Step) -> StepView:
             if core_op.result is not None and core_op.op != "insert":
                 results[core_op.result.id] = (core_op.op, list(core_op.targets))
     else:
-        for f in Fold.objects.filter(step=step, inferred=False).order_by("op_position", "id"):
+        for f in archived_originals(session_id=session.pk, steps=[step.pk], explicit=True):
             folds[f.original_msg_id] = FoldInfo(kind=f.kind, op=f.op, result_id=f.result_msg_id)
         for op in ops:
             if op.op == "reload":
@@ -1197,20 +1199,20 @@ def steps_compare(*, session: Session, start: Step, end: Step) -> CompareView:
 
 @dataclass
 class Original:
-    fold: Fold
+    fold: Archived
     step_index: int
     message: Message
     tokens: int | None
 
 
-def _originals(session: Session, folds: list[Fold], step_index: dict[int, int]) -> list[Original]:
+def _originals(session: Session, folds: list[Archived]) -> list[Original]:
     stored = messages_by_pk(f.original_id for f in folds)
     blobs = (s.blob_pk for s in stored.values())
     tokens = token_counts(blob_pks=blobs, encoding=_encoding(session))
     return [
         Original(
             fold=f,
-            step_index=step_index[f.step_id],
+            step_index=f.step_index,
             message=stored[f.original_id].message,
             tokens=tokens.get(stored[f.original_id].blob_pk),
         )
@@ -1220,10 +1222,8 @@ def _originals(session: Session, folds: list[Fold], step_index: dict[int, int]) 
 
 def fold_originals(*, session: Session, step: Step, result_id: str) -> list[Original]:
     """The originals an operation of `step` folded into `result_id`."""
-    folds = list(
-        Fold.objects.filter(step=step, result_msg_id=result_id).order_by("op_position", "id")
-    )
-    return _originals(session, folds, {step.pk: step.index})
+    folds = archived_originals(session_id=session.pk, steps=[step.pk], result_id=result_id)
+    return _originals(session, folds)
 
 
 def archive_page(
@@ -1234,20 +1234,20 @@ def archive_page(
     step: int | None = None,
     original: str | None = None,
 ) -> tuple[list[Original], int | None]:
-    """A page of the session's folded and dropped originals, oldest first; those that
-    step `step` folded, or that one original (`original`, its message id), if given."""
-    qs = Fold.objects.filter(session=session).select_related("step").order_by("id")
-    if step is not None:
-        qs = qs.filter(step__index=step)
-    if original:
-        qs = qs.filter(original_msg_id=original)
-    if after is not None:
-        qs = qs.filter(pk__gt=after)
-    folds = list(qs[: limit + 1])
+    """A page of the session's folded and dropped originals, in the order they left
+    the context; those that step `step` folded, or that one original (`original`,
+    its message id), if given. `after`: how many the pages before listed."""
+    shown = max(after or 0, 0)
+    folds = archived_originals(
+        session_id=session.pk,
+        step_index=step,
+        ids=[original] if original else None,
+        offset=shown,
+        limit=limit + 1,
+    )
     more = len(folds) > limit
     folds = folds[:limit]
-    originals = _originals(session, folds, {f.step_id: f.step.index for f in folds})
-    return originals, (folds[-1].pk if more and folds else None)
+    return _originals(session, folds), (shown + len(folds) if more else None)
 
 
 @dataclass
@@ -1308,18 +1308,15 @@ def restore_preview(*, session: Session, step: Step, ids: Sequence[str]) -> Rest
     wanted = list(dict.fromkeys(i for i in ids if i))
     after = step_contexts([step])[step.pk][1]
     present = {s.message.id for s in after}
-    candidates = (
-        Fold.objects.filter(
-            session=session, original_msg_id__in=wanted, step__index__lte=step.index
-        )
-        .select_related("step")
-        .order_by("original_msg_id", "-step__index", "-id")
-        .distinct("original_msg_id")
-    )
-    latest = {f.original_msg_id: f for f in candidates if f.original_msg_id not in present}
+    latest: dict[str, Archived] = {}
+    for f in archived_originals(
+        session_id=session.pk, ids=wanted, up_to=step.index, newest_first=True
+    ):
+        if f.original_msg_id not in present:
+            latest.setdefault(f.original_msg_id, f)
     restoring = [i for i in wanted if i in latest]
     unknown = [i for i in wanted if i not in latest]
-    fold_steps = list({f.step_id: f.step for f in latest.values()}.values())
+    fold_steps = list(Step.objects.filter(pk__in={f.step_id for f in latest.values()}))
     contexts = step_contexts(fold_steps) if fold_steps else {}
     stored = messages_by_pk(f.original_id for f in latest.values())
 
