@@ -44,6 +44,7 @@ from contextview.core.session import SessionWalk
 from contextview.core.textsafe import written_json_needs_escape
 from contextview.db import binary_cursor, each_key_sql
 from contextview.ingest.body import Refused
+from contextview.ingest.models import KEY_BYTES, event_key
 from contextview.ingest.schemas import (
     BODY_MODELS,
     EventHead,
@@ -89,6 +90,7 @@ class _Event:
     body: SessionBody | StepBody | SessionEndBody
     raw_body: dict[str, Any]
     body_hash: bytes
+    # what tells the event from another sent under its id (KEY_BYTES)
     event_hash: bytes
     timestamp: datetime
 
@@ -160,7 +162,7 @@ def _validate(position: int, raw: Any, now: datetime, needs_escape: bool) -> _Ev
         event_hash=_sha(
             canonical_json({k: v for k, v in raw.items() if k not in ("id", "body")})
             + body_hash.hex()
-        ),
+        )[:KEY_BYTES],
         timestamp=head.timestamp or now,
     )
 
@@ -276,7 +278,6 @@ class _Store:
         """Insert the new blobs and messages, then learn every pk the batch needs."""
         if not self.new_messages and not self.tools:
             return
-        now = timezone.now()
         pid = self.project_id
         blob_hashes = list(self.new_blobs)
         texts = [m.text for m in self.new_blobs.values()]
@@ -287,10 +288,10 @@ class _Store:
                 texts.append(tools_text(tools))
                 parts.append(json.dumps(tools))
         cursor.execute(
-            "INSERT INTO cv_blob (project_id, hash, text, parts, created_at) "
-            "SELECT %s, h, t, p::jsonb, %s FROM unnest(%b::bytea[], %b::text[], %b::text[]) "
+            "INSERT INTO cv_blob (project_id, hash, text, parts) "
+            "SELECT %s, h, t, p::jsonb FROM unnest(%b::bytea[], %b::text[], %b::text[]) "
             "AS x(h, t, p) ON CONFLICT (project_id, hash) DO NOTHING RETURNING hash, id",
-            [pid, now, blob_hashes, texts, parts],
+            [pid, blob_hashes, texts, parts],
         )
         blob_pk = _pks_of(cursor, "cv_blob", pid, blob_hashes)
         self.tools_pk.update((h, blob_pk[h]) for h in self.tools)
@@ -301,14 +302,13 @@ class _Store:
         rows = [self.new_messages[h] for h in msg_hashes]
         cursor.execute(
             "INSERT INTO cv_message (project_id, hash, blob_id, msg_id, role, partition, tool, "
-            "pinned, expirable, extra, created_at) "
-            "SELECT %s, h, b, i, r, p, t, pn, ex, e::jsonb, %s FROM unnest("
+            "pinned, expirable, extra) "
+            "SELECT %s, h, b, i, r, p, t, pn, ex, e::jsonb FROM unnest("
             "%b::bytea[], %b::bigint[], %b::text[], %b::text[], %b::text[], %b::text[], "
             "%b::bool[], %b::bool[], %b::text[]) AS x(h, b, i, r, p, t, pn, ex, e) "
             "ON CONFLICT (project_id, hash) DO NOTHING RETURNING hash, id",
             [
                 pid,
-                now,
                 msg_hashes,
                 [blob_pk[bh] for _, bh in rows],
                 [m.id for m, _ in rows],
@@ -474,17 +474,17 @@ def _dedupe(project: Project, events: list[_Event], results: list[EventResult | 
     Repeats within the batch are answered as they come (``_repeat``): a copy of
     an event the batch refused is judged again.
     """
-    ids = [e.head.id for e in events]
+    keys = [event_key(e.head.id) for e in events]
     with binary_cursor() as cursor:
         cursor.execute(
-            "SELECT event_id, body_hash FROM cv_raw_event "
-            "WHERE project_id = %s AND event_id = ANY(%b::text[])",
-            [project.pk, ids],
+            "SELECT event_key, body_hash FROM cv_raw_event "
+            "WHERE project_id = %s AND event_key = ANY(%b::uuid[])",
+            [project.pk, keys],
         )
-        stored = {eid: bytes(h) for eid, h in cursor.fetchall()}
+        stored = {k: bytes(h) for k, h in cursor.fetchall()}
     todo: list[_Event] = []
-    for e in events:
-        previous = stored.get(e.head.id)
+    for e, key in zip(events, keys, strict=True):
+        previous = stored.get(key)
         if previous is not None:
             results[e.position] = _repeat(e, previous)
             continue
@@ -716,21 +716,19 @@ def _write(
     ]
     with binary_cursor() as cursor:
         store.flush(cursor)
-        _record_session_messages(cursor, project, states, store, rows)
+        _record_session_messages(cursor, states, store, rows)
         step_ids = _insert_steps(cursor, project, store, rows, now) if rows else []
         if kept:
             cursor.execute(
-                "INSERT INTO cv_raw_event (project_id, event_id, type, body_hash, "
-                "session_external_id, received_at) "
-                "SELECT %s, i, t, h, s, %s FROM unnest(%b::text[], %b::text[], %b::bytea[], "
-                "%b::text[]) AS x(i, t, h, s) ON CONFLICT (project_id, event_id) DO NOTHING",
+                "INSERT INTO cv_raw_event (project_id, event_key, type, body_hash, received_at) "
+                "SELECT %s, k, t, h, %s FROM unnest(%b::uuid[], %b::text[], %b::bytea[]) "
+                "AS x(k, t, h) ON CONFLICT (project_id, event_key) DO NOTHING",
                 [
                     project.pk,
                     now,
-                    [e.head.id for e in kept],
+                    [event_key(e.head.id) for e in kept],
                     [e.head.type for e in kept],
                     [e.event_hash for e in kept],
-                    [e.body.session_id for e in kept],
                 ],
             )
     return step_ids
@@ -738,7 +736,6 @@ def _write(
 
 def _record_session_messages(
     cursor: Any,
-    project: Project,
     states: dict[str, _SessionState],
     store: _Store,
     rows: list[_StepRow],
@@ -794,11 +791,11 @@ def _record_session_messages(
     if not sess:
         return
     cursor.execute(
-        "INSERT INTO cv_session_message (project_id, session_id, message_id, msg_id, seq, "
-        "created_at) SELECT %s, s, m, i, q, now() FROM unnest(%b::bigint[], %b::bigint[], "
-        "%b::text[], %b::bigint[]) AS x(s, m, i, q) ON CONFLICT (session_id, message_id) "
+        "INSERT INTO cv_session_message (session_id, msg_id, message_id, seq, created_at) "
+        "SELECT s, i, m, q, now() FROM unnest(%b::bigint[], %b::bigint[], %b::text[], "
+        "%b::bigint[]) AS x(s, m, i, q) ON CONFLICT (session_id, msg_id, message_id) "
         "DO UPDATE SET seq = EXCLUDED.seq",
-        [project.pk, sess, msgs, ids, seqs],
+        [sess, msgs, ids, seqs],
     )
 
 

@@ -55,6 +55,7 @@ from contextview.core.otlp import (
 from contextview.core.refs import decode_refs
 from contextview.core.textsafe import escape
 from contextview.ingest.models import ToolRun as ToolRunRow
+from contextview.ingest.models import event_key
 from contextview.ingest.services import batch_ingest
 from contextview.projects.models import Project
 from contextview.sessions.models import Session, Step
@@ -197,12 +198,13 @@ def _tool_runs_store(project: Project, runs: list[ToolRun]) -> None:
 
 def _stored(project: Project, event_ids: list[str]) -> set[str]:
     """Which of these event ids the project has stored."""
+    by_key = {event_key(eid): eid for eid in event_ids}
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT event_id FROM cv_raw_event WHERE project_id = %s AND event_id = ANY(%s)",
-            [project.pk, event_ids],
+            "SELECT event_key FROM cv_raw_event WHERE project_id = %s AND event_key = ANY(%s)",
+            [project.pk, list(by_key)],
         )
-        return {row[0] for row in cursor.fetchall()}
+        return {by_key[row[0]] for row in cursor.fetchall()}
 
 
 def _unseen(project: Project, calls: list[LlmCall]) -> list[LlmCall]:
@@ -437,8 +439,8 @@ def _take_out_after(
         cursor.execute("DELETE FROM cv_step_stats WHERE step_id = ANY(%s)", [ids])
         cursor.execute("DELETE FROM cv_step WHERE id = ANY(%s)", [ids])
         cursor.execute(
-            "DELETE FROM cv_raw_event WHERE project_id = %s AND event_id = ANY(%s)",
-            [project.pk, [span_event_id(c.trace_id, c.span_id) for c in calls]],
+            "DELETE FROM cv_raw_event WHERE project_id = %s AND event_key = ANY(%s)",
+            [project.pk, [event_key(span_event_id(c.trace_id, c.span_id)) for c in calls]],
         )
         cursor.execute(
             "UPDATE cv_session SET step_count = step_count - %s WHERE id = %s",
