@@ -242,8 +242,9 @@ def _sessions(project: Project, ids: list[str]) -> dict[str, _Session]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT s.external_id, s.id, s.agent, s.model, t.index, t.timestamp, "
-            "t.obs_extra ->> 'span_id', t.after_refs FROM cv_session s LEFT JOIN LATERAL ("
-            "SELECT index, timestamp, obs_extra, after_refs FROM cv_step "
+            "coalesce(encode(substring(t.span_ids FROM 17), 'hex'), t.obs_extra ->> 'span_id'), "
+            "coalesce(t.after_refs, t.before_refs) FROM cv_session s LEFT JOIN LATERAL ("
+            "SELECT index, timestamp, obs_extra, span_ids, before_refs, after_refs FROM cv_step "
             "WHERE session_id = s.id ORDER BY index DESC LIMIT 1) t ON true "
             "WHERE s.project_id = %s AND s.external_id = ANY(%s)",
             [project.pk, ids],
@@ -397,7 +398,7 @@ def _take_out_after(
     )
     later: list[Step] = []
     for step in steps:
-        extra = step.obs_extra or {}
+        extra = step.obs_fields() or {}
         span_id = extra.get("span_id")
         if not isinstance(span_id, str) or not isinstance(extra.get("trace_id"), str):
             return None
@@ -412,7 +413,7 @@ def _take_out_after(
     session = Session.objects.get(pk=state.pk)
     calls: list[LlmCall] = []
     for step, shown in zip(later, steps_as_dicts(session=session, steps=later), strict=True):
-        extra = dict(step.obs_extra or {})
+        extra = dict(step.obs_fields() or {})
         trace_id, span_id = extra.pop("trace_id"), extra.pop("span_id")
         output = shown.get("output")
         calls.append(
