@@ -16,6 +16,29 @@ from contextview.core.sequences import common_prefix
 _MAX_ID = (1 << 63) - 1
 
 
+def varint_append(out: bytearray, value: int) -> None:
+    """Append `value` (0 or more) as a varint: 7 bits a byte, low bits first."""
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def varint_read(data: bytes, pos: int) -> tuple[int, int]:
+    """The varint at `pos` in `data`, and where the next value starts."""
+    value = 0
+    shift = 0
+    while True:
+        if pos >= len(data):
+            raise ValueError("truncated varint")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+
+
 def encode_refs(ids: Iterable[int]) -> bytes:
     out = bytearray()
     previous = 0
@@ -25,11 +48,7 @@ def encode_refs(ids: Iterable[int]) -> bytes:
         delta = value - previous
         previous = value
         # zigzag: small steps back cost as little as small steps forward
-        z = delta << 1 if delta >= 0 else (-delta << 1) - 1
-        while z > 0x7F:
-            out.append((z & 0x7F) | 0x80)
-            z >>= 7
-        out.append(z)
+        varint_append(out, delta << 1 if delta >= 0 else (-delta << 1) - 1)
     return bytes(out)
 
 
@@ -58,17 +77,7 @@ def decode_refs(data: bytes, start: int = 0) -> list[int]:
             pos = stop
         if pos < end:
             # One varint of several bytes (the first reference, or a long jump).
-            z = 0
-            shift = 0
-            while True:
-                if pos >= end:
-                    raise ValueError("truncated reference list")
-                byte = data[pos]
-                pos += 1
-                z |= (byte & 0x7F) << shift
-                if not byte & 0x80:
-                    break
-                shift += 7
+            z, pos = varint_read(data, pos)
             value += (z >> 1) if not z & 1 else -((z + 1) >> 1)
             ids.append(value)
     return ids

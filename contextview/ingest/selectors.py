@@ -28,7 +28,7 @@ class ToolRunView:
 def tool_runs_of_step(*, session: Session, step: Step) -> list[ToolRunView]:
     """The tools the agent ran after this step's model call and before the next one's,
     from the tool spans of the step's trace or of its session."""
-    trace_id = (step.obs_extra or {}).get("trace_id")
+    trace_id = (step.obs_fields() or {}).get("trace_id")
     if not isinstance(trace_id, str):
         return []  # not a step from a span: no tool span can belong to it
     runs = ToolRun.objects.filter(

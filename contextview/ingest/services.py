@@ -44,6 +44,7 @@ from contextview.core.session import SessionWalk
 from contextview.core.textsafe import written_json_needs_escape
 from contextview.db import binary_cursor, each_key_sql
 from contextview.ingest.body import Refused
+from contextview.ingest.models import KEY_BYTES, event_key
 from contextview.ingest.schemas import (
     BODY_MODELS,
     EventHead,
@@ -54,6 +55,7 @@ from contextview.ingest.schemas import (
 )
 from contextview.ingest.textrules import event_make_safe
 from contextview.projects.models import Project
+from contextview.sessions import step_storage
 from contextview.sessions.models import Session, fold_key
 from contextview.sessions.selectors import (
     MESSAGE_COLUMNS,
@@ -88,7 +90,9 @@ class _Event:
     head: EventHead
     body: SessionBody | StepBody | SessionEndBody
     raw_body: dict[str, Any]
+    # sha256 of the body; a step keeps its first KEY_BYTES
     body_hash: bytes
+    # what tells the event from another sent under its id (KEY_BYTES)
     event_hash: bytes
     timestamp: datetime
 
@@ -105,6 +109,11 @@ class _StepRow:
     recorded: dict[str, CoreMessage]
     # the blob hash of the tool definitions sent with the call
     tools_hash: bytes | None = None
+    # an OTLP trace and span id, apart from obs_extra (``step_storage``)
+    span_ids: bytes | None = None
+    # the output as stored: what is left of it, and the blob hashes of its texts
+    output: dict[str, Any] | None = None
+    output_texts: list[bytes] | None = None
 
 
 @dataclass
@@ -160,7 +169,7 @@ def _validate(position: int, raw: Any, now: datetime, needs_escape: bool) -> _Ev
         event_hash=_sha(
             canonical_json({k: v for k, v in raw.items() if k not in ("id", "body")})
             + body_hash.hex()
-        ),
+        )[:KEY_BYTES],
         timestamp=head.timestamp or now,
     )
 
@@ -229,6 +238,10 @@ class _Store:
         # call is one blob, which each step names.
         self.tools: dict[bytes, list[dict[str, Any]]] = {}
         self.tools_pk: dict[bytes, int] = {}
+        # Texts of the model's replies, by blob hash: the next call's context mostly
+        # holds the same text, as the content of a message.
+        self.texts: dict[bytes, str] = {}
+        self.texts_pk: dict[bytes, int] = {}
 
     def known(self, message: CoreMessage, msg_hash: bytes, pk: int) -> None:
         self.hash_of[id(message)] = msg_hash
@@ -272,9 +285,14 @@ class _Store:
         self.tools.setdefault(h, tools)
         return h
 
+    def text_hash(self, text: str) -> bytes:
+        h = blob_hash(text)
+        self.texts.setdefault(h, text)
+        return h
+
     def flush(self, cursor: Any) -> None:
         """Insert the new blobs and messages, then learn every pk the batch needs."""
-        if not self.new_messages and not self.tools:
+        if not self.new_messages and not self.tools and not self.texts:
             return
         pid = self.project_id
         blob_hashes = list(self.new_blobs)
@@ -285,6 +303,11 @@ class _Store:
                 blob_hashes.append(h)
                 texts.append(tools_text(tools))
                 parts.append(json.dumps(tools))
+        for h, text in self.texts.items():
+            if h not in self.new_blobs:
+                blob_hashes.append(h)
+                texts.append(text)
+                parts.append(None)
         cursor.execute(
             "INSERT INTO cv_blob (project_id, hash, text, parts) "
             "SELECT %s, h, t, p::jsonb FROM unnest(%b::bytea[], %b::text[], %b::text[]) "
@@ -294,6 +317,8 @@ class _Store:
         blob_pk = _pks_of(cursor, "cv_blob", pid, blob_hashes)
         self.tools_pk.update((h, blob_pk[h]) for h in self.tools)
         self.tools.clear()
+        self.texts_pk.update((h, blob_pk[h]) for h in self.texts)
+        self.texts.clear()
         if not self.new_messages:
             return
         msg_hashes = list(self.new_messages)
@@ -479,17 +504,17 @@ def _dedupe(project: Project, events: list[_Event], results: list[EventResult | 
     Repeats within the batch are answered as they come (``_repeat``): a copy of
     an event the batch refused is judged again.
     """
-    ids = [e.head.id for e in events]
+    keys = [event_key(e.head.id) for e in events]
     with binary_cursor() as cursor:
         cursor.execute(
-            "SELECT event_id, body_hash FROM cv_raw_event "
-            "WHERE project_id = %s AND event_id = ANY(%b::text[])",
-            [project.pk, ids],
+            "SELECT event_key, body_hash FROM cv_raw_event "
+            "WHERE project_id = %s AND event_key = ANY(%b::uuid[])",
+            [project.pk, keys],
         )
-        stored = {eid: bytes(h) for eid, h in cursor.fetchall()}
+        stored = {k: bytes(h) for k, h in cursor.fetchall()}
     todo: list[_Event] = []
-    for e in events:
-        previous = stored.get(e.head.id)
+    for e, key in zip(events, keys, strict=True):
+        previous = stored.get(key)
         if previous is not None:
             results[e.position] = _repeat(e, previous)
             continue
@@ -517,7 +542,7 @@ def _load_bases(
         return {}
     pairs = sorted(wanted)
     cursor.execute(
-        "SELECT s.session_id, s.index, s.after_refs FROM cv_step s "
+        "SELECT s.session_id, s.index, coalesce(s.after_refs, s.before_refs) FROM cv_step s "
         "JOIN unnest(%b::bigint[], %b::int[]) AS w(s, i) ON s.session_id = w.s AND s.index = w.i",
         [[pk for pk, _ in pairs], [index for _, index in pairs]],
     )
@@ -649,7 +674,7 @@ def _apply_session_event(state: _SessionState, body: SessionBody, e: _Event) -> 
 def _derive_or_refuse(
     state: _SessionState, e: _Event, body: StepBody, store: _Store
 ) -> _StepRow | EventResult:
-    body_hash = e.body_hash
+    body_hash = e.body_hash[:KEY_BYTES]
     existing = state.step_hashes.get(body.index)
     if existing is not None:
         if existing == body_hash:
@@ -689,7 +714,11 @@ def _derive_or_refuse(
     }
     walk.record(body.index, result)
     state.step_hashes[body.index] = body_hash
-    obs_extra = body.obs.model_extra or None
+    obs_extra, span_ids = step_storage.span_ids_split(body.obs.model_extra or None)
+    output = None if body.output is None else body.output.model_dump(exclude_unset=True)
+    # The reply's texts go to the blob store as soon as they are sent: the context of
+    # the next call, mostly in the same export, holds them too.
+    split = step_storage.output_split(output)
     return _StepRow(
         session=state.session,
         body=body,
@@ -699,6 +728,9 @@ def _derive_or_refuse(
         obs_extra=obs_extra,
         recorded=changed,
         tools_hash=None if body.tools is None else store.tools_hash(body.tools),
+        span_ids=span_ids,
+        output=output if split is None else split[0],
+        output_texts=None if split is None else [store.text_hash(t) for t in split[1]],
     )
 
 
@@ -725,17 +757,15 @@ def _write(
         step_ids = _insert_steps(cursor, project, store, rows, now) if rows else []
         if kept:
             cursor.execute(
-                "INSERT INTO cv_raw_event (project_id, event_id, type, body_hash, "
-                "session_external_id, received_at) "
-                "SELECT %s, i, t, h, s, %s FROM unnest(%b::text[], %b::text[], %b::bytea[], "
-                "%b::text[]) AS x(i, t, h, s) ON CONFLICT (project_id, event_id) DO NOTHING",
+                "INSERT INTO cv_raw_event (project_id, event_key, type, body_hash, received_at) "
+                "SELECT %s, k, t, h, %s FROM unnest(%b::uuid[], %b::text[], %b::bytea[]) "
+                "AS x(k, t, h) ON CONFLICT (project_id, event_key) DO NOTHING",
                 [
                     project.pk,
                     now,
-                    [e.head.id for e in kept],
+                    [event_key(e.head.id) for e in kept],
                     [e.head.type for e in kept],
                     [e.event_hash for e in kept],
-                    [e.body.session_id for e in kept],
                 ],
             )
     return step_ids
@@ -806,20 +836,30 @@ def _record_session_messages(
     )
 
 
-def _sent_json(value: BaseModel | None) -> str | None:
-    """A part of the body as the agent sent it (the fields it set, and any others)."""
-    return None if value is None else json.dumps(value.model_dump(exclude_unset=True))
-
-
-def _context_refs(store: _Store, row: _StepRow) -> tuple[bytes, bytes]:
+def _context_refs(store: _Store, row: _StepRow) -> tuple[bytes, bytes | None]:
     """A step's before and after as stored references; an after that is the before
-    (no operation changed it, the usual case) is encoded once."""
+    (no operation changed it, the usual case) is None."""
     before = store.pks(row.result.before)
-    encoded = encode_refs(before)
     if _same_objects(row.result.after, row.result.before):
-        return encoded, encoded
+        return encode_refs(before), None
     after = store.pks(row.result.after)
-    return encoded, encoded if after == before else encode_refs(after)
+    return encode_refs(before), None if after == before else encode_refs(after)
+
+
+def _usage(usage: BaseModel | None) -> tuple[bytes | None, str | None]:
+    """The call's usage as sent (the fields it set, and any others): packed, or else
+    as JSON text, which PostgreSQL writes as jsonb would give it (``step_storage``)."""
+    if usage is None:
+        return None, None
+    sent = usage.model_dump(exclude_unset=True)
+    packed = step_storage.usage_packed(sent)
+    return packed, None if packed is not None else json.dumps(sent)
+
+
+def _output_blobs(store: _Store, row: _StepRow) -> bytes | None:
+    if row.output_texts is None:
+        return None
+    return encode_refs(store.texts_pk[h] for h in row.output_texts)
 
 
 def _same_objects(a: Sequence[CoreMessage], b: Sequence[CoreMessage]) -> bool:
@@ -832,17 +872,19 @@ def _insert_steps(
     cursor: Any, project: Project, store: _Store, rows: list[_StepRow], now: datetime
 ) -> list[int]:
     contexts = [_context_refs(store, r) for r in rows]
+    usages = [_usage(r.body.usage) for r in rows]
     cursor.execute(
         "INSERT INTO cv_step (project_id, session_id, index, timestamp, received_at, mode, "
         "reason, reported_before, reported_after, obs_extra, outcome, before_refs, after_refs, "
         "after_given, after_mismatch, body_hash, model, tools_blob_id, output, "
-        "usage, context_window) "
+        "usage, context_window, span_ids, output_blobs) "
         "SELECT %s, s, i, ts, %s, md, rs, rb, ra, oe::jsonb, oc::jsonb, br, ar, ag, am, bh, "
-        "mo, tb, op::jsonb, us::jsonb, cw FROM unnest(%b::bigint[], %b::int[], "
-        "%b::timestamptz[], %b::text[], %b::text[], %b::bigint[], %b::bigint[], %b::text[], "
-        "%b::text[], %b::bytea[], %b::bytea[], %b::bool[], %b::bool[], %b::bytea[], %b::text[], "
-        "%b::bigint[], %b::text[], %b::text[], %b::int[]) "
-        "AS x(s, i, ts, md, rs, rb, ra, oe, oc, br, ar, ag, am, bh, mo, tb, op, us, cw) "
+        "mo, tb, op::jsonb, coalesce(up, convert_to(us::jsonb::text, 'UTF8')), cw, si, ob "
+        "FROM unnest(%b::bigint[], %b::int[], %b::timestamptz[], %b::text[], %b::text[], "
+        "%b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::bytea[], %b::bytea[], "
+        "%b::bool[], %b::bool[], %b::bytea[], %b::text[], %b::bigint[], %b::text[], "
+        "%b::bytea[], %b::text[], %b::int[], %b::bytea[], %b::bytea[]) AS x(s, i, ts, md, rs, "
+        "rb, ra, oe, oc, br, ar, ag, am, bh, mo, tb, op, up, us, cw, si, ob) "
         "RETURNING id",
         [
             project.pk,
@@ -863,9 +905,12 @@ def _insert_steps(
             [r.body_hash for r in rows],
             [r.body.model or "" for r in rows],
             [None if r.tools_hash is None else store.tools_pk[r.tools_hash] for r in rows],
-            [_sent_json(r.body.output) for r in rows],
-            [_sent_json(r.body.usage) for r in rows],
+            [None if r.output is None else json.dumps(r.output) for r in rows],
+            [packed for packed, _ in usages],
+            [text for _, text in usages],
             [r.body.context_window for r in rows],
+            [r.span_ids for r in rows],
+            [_output_blobs(store, r) for r in rows],
         ],
     )
     # RETURNING of an INSERT ... SELECT comes back in the order rows were inserted.

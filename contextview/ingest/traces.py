@@ -55,6 +55,7 @@ from contextview.core.otlp import (
 from contextview.core.refs import decode_refs
 from contextview.core.textsafe import escape
 from contextview.ingest.models import ToolRun as ToolRunRow
+from contextview.ingest.models import event_key
 from contextview.ingest.services import batch_ingest
 from contextview.projects.models import Project
 from contextview.sessions.models import Session, Step
@@ -197,12 +198,13 @@ def _tool_runs_store(project: Project, runs: list[ToolRun]) -> None:
 
 def _stored(project: Project, event_ids: list[str]) -> set[str]:
     """Which of these event ids the project has stored."""
+    by_key = {event_key(eid): eid for eid in event_ids}
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT event_id FROM cv_raw_event WHERE project_id = %s AND event_id = ANY(%s)",
-            [project.pk, event_ids],
+            "SELECT event_key FROM cv_raw_event WHERE project_id = %s AND event_key = ANY(%s)",
+            [project.pk, list(by_key)],
         )
-        return {row[0] for row in cursor.fetchall()}
+        return {by_key[row[0]] for row in cursor.fetchall()}
 
 
 def _unseen(project: Project, calls: list[LlmCall]) -> list[LlmCall]:
@@ -240,8 +242,9 @@ def _sessions(project: Project, ids: list[str]) -> dict[str, _Session]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT s.external_id, s.id, s.agent, s.model, t.index, t.timestamp, "
-            "t.obs_extra ->> 'span_id', t.after_refs FROM cv_session s LEFT JOIN LATERAL ("
-            "SELECT index, timestamp, obs_extra, after_refs FROM cv_step "
+            "coalesce(encode(substring(t.span_ids FROM 17), 'hex'), t.obs_extra ->> 'span_id'), "
+            "coalesce(t.after_refs, t.before_refs) FROM cv_session s LEFT JOIN LATERAL ("
+            "SELECT index, timestamp, obs_extra, span_ids, before_refs, after_refs FROM cv_step "
             "WHERE session_id = s.id ORDER BY index DESC LIMIT 1) t ON true "
             "WHERE s.project_id = %s AND s.external_id = ANY(%s)",
             [project.pk, ids],
@@ -395,7 +398,7 @@ def _take_out_after(
     )
     later: list[Step] = []
     for step in steps:
-        extra = step.obs_extra or {}
+        extra = step.obs_fields() or {}
         span_id = extra.get("span_id")
         if not isinstance(span_id, str) or not isinstance(extra.get("trace_id"), str):
             return None
@@ -410,7 +413,7 @@ def _take_out_after(
     session = Session.objects.get(pk=state.pk)
     calls: list[LlmCall] = []
     for step, shown in zip(later, steps_as_dicts(session=session, steps=later), strict=True):
-        extra = dict(step.obs_extra or {})
+        extra = dict(step.obs_fields() or {})
         trace_id, span_id = extra.pop("trace_id"), extra.pop("span_id")
         output = shown.get("output")
         calls.append(
@@ -439,8 +442,8 @@ def _take_out_after(
         cursor.execute("DELETE FROM cv_step_stats WHERE step_id = ANY(%s)", [ids])
         cursor.execute("DELETE FROM cv_step WHERE id = ANY(%s)", [ids])
         cursor.execute(
-            "DELETE FROM cv_raw_event WHERE project_id = %s AND event_id = ANY(%s)",
-            [project.pk, [span_event_id(c.trace_id, c.span_id) for c in calls]],
+            "DELETE FROM cv_raw_event WHERE project_id = %s AND event_key = ANY(%s)",
+            [project.pk, [event_key(span_event_id(c.trace_id, c.span_id)) for c in calls]],
         )
         cursor.execute(
             "UPDATE cv_session SET step_count = step_count - %s WHERE id = %s",

@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from contextview.core.tokens import EncodingChoice, resolve_encoding
 from contextview.projects.models import ApiKey, Project
-from contextview.sessions import stats_storage
+from contextview.sessions import stats_storage, step_storage
 
 
 class StatsStatus(models.TextChoices):
@@ -167,6 +167,20 @@ class StepQuerySet(models.QuerySet["Step"]):
         )
 
 
+class UsageField(models.BinaryField):
+    """A call's token usage, stored packed (``step_storage``): every reader through
+    the ORM gets the usage as sent, every write through it packs it."""
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        return step_storage.usage_unpacked(value)
+
+    def get_prep_value(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            packed = step_storage.usage_packed(value)
+            value = packed if packed is not None else step_storage.usage_text(value)
+        return super().get_prep_value(value)
+
+
 class Step(models.Model):
     project = models.ForeignKey(
         Project, on_delete=models.CASCADE, db_index=False, db_constraint=False
@@ -181,8 +195,10 @@ class Step(models.Model):
     reason = models.TextField(blank=True, default="")
     reported_before = models.BigIntegerField(null=True, blank=True)
     reported_after = models.BigIntegerField(null=True, blank=True)
-    # obs fields other than messages (summary_index, used_tokens, ...), kept as given.
+    # obs fields other than messages (summary_index, used_tokens, ...), kept as given,
+    # but for an OTLP trace and span id: those are `span_ids` (``step_storage``).
     obs_extra = models.JSONField(null=True, blank=True)
+    span_ids = models.BinaryField(null=True, blank=True)
     outcome = models.JSONField(null=True, blank=True)
     # The call's model when it is not the session's, as sent ("" for the session's).
     model = models.CharField(max_length=200, blank=True, default="")
@@ -190,22 +206,40 @@ class Step(models.Model):
     tools_blob = models.ForeignKey(
         Blob, null=True, blank=True, on_delete=models.SET_NULL, db_index=False, db_constraint=False
     )
+    # The model's reply: as sent, or what is left of it once the texts of its
+    # messages are blobs, named in order by `output_blobs` (``step_storage``).
     output = models.JSONField(null=True, blank=True)
-    usage = models.JSONField(null=True, blank=True)
+    output_blobs = models.BinaryField(null=True, blank=True)
+    usage = UsageField(null=True, blank=True)
     context_window = models.IntegerField(null=True, blank=True)
     before_refs = models.BinaryField()
-    after_refs = models.BinaryField()
+    # NULL when the after is the before (no operation changed it, the usual case).
+    after_refs = models.BinaryField(null=True, blank=True)
     after_given = models.BooleanField(default=False)
     after_mismatch = models.BooleanField(default=False)
+    # Tells a body sent again at this index from another: 16 bytes of its sha256.
     body_hash = models.BinaryField(max_length=32)
 
     objects = StepQuerySet.as_manager()
+
+    def after_context_refs(self) -> bytes:
+        """The after context's references (the before's when no operation changed it)."""
+        return bytes(self.before_refs if self.after_refs is None else self.after_refs)
+
+    def obs_fields(self) -> dict[str, Any] | None:
+        """The obs fields other than messages, as sent (trace and span id included)."""
+        return step_storage.span_ids_joined(self.obs_extra, self.span_ids)
 
     class Meta:
         db_table = "cv_step"
         constraints = [
             models.UniqueConstraint(fields=["session", "index"], name="step_unique_index")
         ]
+
+
+# A step's after context's references, in a query: the before's when no operation
+# changed it (``after_refs`` is then NULL).
+AFTER_REFS = Coalesce("after_refs", "before_refs")
 
 
 # The predicate of the step view's "previous/next flagged step" ([ and ]) queries and

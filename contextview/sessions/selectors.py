@@ -20,13 +20,14 @@ from contextview.core.messages import message_payload
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
 from contextview.core.parts import READ_FIELDS, split_payload
-from contextview.core.refs import decode_many
+from contextview.core.refs import decode_many, decode_refs
 from contextview.core.session import SessionWalk
 from contextview.core.stats import reported_before
 from contextview.core.textsafe import restore, restore_json
 from contextview.db import binary_cursor, each_key_sql
 from contextview.projects.models import Project
-from contextview.sessions.models import Blob, Operation, Session, Step, fold_key
+from contextview.sessions import step_storage
+from contextview.sessions.models import AFTER_REFS, Blob, Operation, Session, Step, fold_key
 
 # The columns a core message is made from (cv_message m joined with cv_blob b),
 # in the order message_from_row reads them.
@@ -120,7 +121,7 @@ def step_contexts(
     steps: Sequence[Step],
 ) -> dict[int, tuple[list[StoredMessage], list[StoredMessage]]]:
     """Before and after contexts of several steps, loaded with one query for all messages."""
-    refs = {s.pk: (bytes(s.before_refs), bytes(s.after_refs)) for s in steps}
+    refs = {s.pk: (bytes(s.before_refs), s.after_context_refs()) for s in steps}
     contexts = contexts_by_refs(r for pair in refs.values() for r in pair)
     return {pk: (contexts[before], contexts[after]) for pk, (before, after) in refs.items()}
 
@@ -239,7 +240,7 @@ def step_changes(
     previous = {
         index: bytes(refs)
         for index, refs in Step.objects.filter(session=session, index__in=wanted).values_list(
-            "index", "after_refs"
+            "index", AFTER_REFS
         )
     }
     contexts = contexts_by_refs(previous.values())
@@ -454,6 +455,7 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
         session=session, steps=steps, befores={pk: before for pk, (before, _) in contexts.items()}
     )
     tools = step_tools(steps)
+    outputs = step_outputs(steps)
     out = []
     for step in steps:
         before, after = contexts[step.pk]
@@ -465,7 +467,7 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
                 "timestamp": step.timestamp.isoformat(),
                 "mode": step.mode or None,
                 "reason": restore(step.reason) or None,
-                "obs_extra": restore_json(step.obs_extra),
+                "obs_extra": restore_json(step.obs_fields()),
                 "outcome": restore_json(step.outcome),
                 "before": [message_as_dict(s, tokens) for s in before],
                 "after": [message_as_dict(s, tokens) for s in after],
@@ -502,7 +504,7 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
                 # contract v1.1: the call the context was sent with, as sent
                 "model": step.model or session.model or None,
                 "tools": tools.get(step.pk),
-                "output": step.output,
+                "output": outputs[step.pk],
                 "usage": step.usage,
                 "context_window": step.context_window or session.context_window,
                 "stats": step.stats,
@@ -510,6 +512,22 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
             }
         )
     return out
+
+
+def step_outputs(steps: Sequence[Step]) -> dict[int, dict[str, Any] | None]:
+    """The model's reply of each step (by pk) as it was sent, with one query for the
+    texts of all of them kept as blobs (``step_storage``)."""
+    wanted = {s.pk: decode_refs(bytes(s.output_blobs)) for s in steps if s.output_blobs is not None}
+    texts: dict[int, str] = {}
+    if wanted:
+        pks = {pk for pks in wanted.values() for pk in pks}
+        texts = dict(Blob.objects.filter(pk__in=pks).values_list("pk", "text"))
+    return {
+        s.pk: s.output
+        if s.pk not in wanted
+        else step_storage.output_joined(s.output, [texts[pk] for pk in wanted[s.pk]])
+        for s in steps
+    }
 
 
 def step_tools(steps: Sequence[Step]) -> dict[int, Any]:

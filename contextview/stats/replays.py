@@ -31,7 +31,7 @@ from contextview.stats.services import (
 CHUNK = 500
 
 _STEPS_SQL = (
-    "SELECT index, before_refs, after_refs FROM cv_step "
+    "SELECT index, before_refs, coalesce(after_refs, before_refs) FROM cv_step "
     "WHERE session_id = %s AND index > %s ORDER BY index LIMIT %s"
 )
 

@@ -41,7 +41,7 @@ from contextview.core.stats import ContextMeter, TextCache, session_aggregates
 from contextview.core.tokens import EncodingChoice, TokenCounter
 from contextview.core.waste import waste_summary
 from contextview.db import binary_cursor, each_key_sql
-from contextview.sessions import stats_storage
+from contextview.sessions import stats_storage, step_storage
 from contextview.sessions.models import Session, Step, StepStats, fold_key
 from contextview.sessions.selectors import (
     MESSAGE_COLUMNS,
@@ -340,13 +340,15 @@ def _session_lock(session_id: int) -> Iterator[None]:
 
 
 _STEPS_SQL = (
-    "SELECT id, index, before_refs, after_refs, reported_before, reported_after, after_mismatch, "
+    "SELECT id, index, before_refs, coalesce(after_refs, before_refs), reported_before, "
+    "reported_after, after_mismatch, "
     f"coalesce(obs_extra -> '{COMPACTED}' = 'true'::jsonb, false), "
     "tools_blob_id, usage, context_window, model "
     "FROM cv_step WHERE session_id = %s AND index >= %s ORDER BY index LIMIT %s"
 )
 _PREVIOUS_SQL = (
-    "SELECT s.before_refs, t.stats ->> 'new_tool', s.after_refs, s.index, t.stats ->> 'new_call' "
+    "SELECT s.before_refs, t.stats ->> 'new_tool', coalesce(s.after_refs, s.before_refs), "
+    "s.index, t.stats ->> 'new_call' "
     "FROM cv_step s LEFT JOIN cv_step_stats t ON t.step_id = s.id "
     "WHERE s.session_id = %s AND s.index < %s ORDER BY s.index DESC LIMIT 1"
 )
@@ -561,7 +563,7 @@ def _compute_steps(
                     before_tokens=own_before,
                     after_tokens=reported_after,
                     after_mismatch=mismatch,
-                    usage=json_value(usage),
+                    usage=step_storage.usage_unpacked(usage),
                     context_window=window,
                     tools_tokens=chunk.tools_tokens.get(tools_pk, 0),
                     model=model or session.model,

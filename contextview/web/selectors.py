@@ -48,7 +48,14 @@ from contextview.monitors.models import Alert
 from contextview.postmortems.markdown import render_markdown
 from contextview.postmortems.models import Annotation, Incident
 from contextview.projects.models import ApiKey, Membership, Project
-from contextview.sessions.models import FLAGGED_SQL, Directive, Operation, Session, Step
+from contextview.sessions.models import (
+    AFTER_REFS,
+    FLAGGED_SQL,
+    Directive,
+    Operation,
+    Session,
+    Step,
+)
 from contextview.sessions.selectors import (
     Archived,
     StoredMessage,
@@ -59,6 +66,7 @@ from contextview.sessions.selectors import (
     sessions_page,
     step_changes,
     step_contexts,
+    step_outputs,
     token_counts,
 )
 from contextview.web.layout import StepLayout, step_layout
@@ -328,7 +336,7 @@ def _first_step_with(session_pk: int, message_pks: set[int]) -> tuple[int, int] 
         chunk = list(
             Step.objects.filter(session_id=session_pk, index__gt=last)
             .order_by("index")
-            .values_list("index", "before_refs", "after_refs")[:SEARCH_STEPS_CHUNK]
+            .values_list("index", "before_refs", AFTER_REFS)[:SEARCH_STEPS_CHUNK]
         )
         if not chunk:
             return None
@@ -951,6 +959,11 @@ class StepView:
     # Each context's messages with their measured tokens (None: not counted yet).
     before_cells: list[tuple[Message, int | None]] = field(default_factory=list)
     after_cells: list[tuple[Message, int | None]] = field(default_factory=list)
+
+    @cached_property
+    def output(self) -> dict[str, Any] | None:
+        """The model's reply to this call, as sent."""
+        return step_outputs([self.step])[self.step.pk]
 
     @cached_property
     def layout(self) -> StepLayout | None:
