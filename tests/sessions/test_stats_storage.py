@@ -14,11 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextview.sessions import stats_storage
-from contextview.sessions.models import Session, Step, StepStats
+from contextview.sessions.models import Session, Step, StepStats, stats_read
 from contextview.stats.services import session_stats_compute
 from tests.api_client import Api, step
 
 migration = import_module("contextview.sessions.migrations.0007_step_stats_packed")
+positions = import_module("contextview.sessions.migrations.0008_step_stats_losses_as_positions")
 
 
 def _jsonb(value: Any) -> Any:
@@ -182,13 +183,14 @@ def test_it_reads_through_the_orm_what_was_computed(computed_step: Step) -> None
     stored = _stats_row(computed_step)
     stats = Step.objects.with_stats().get(pk=computed_step.pk).stats
     assert "t" in stored and "tokens" not in stored
-    assert json.dumps(stats) == json.dumps(_stored(stats_storage.unpack(stored)))
+    assert json.dumps(stats) == json.dumps(_stored(stats_read(stored)))
     assert stats["tokens"]["after"] > 0 and stats["encoding"]
 
 
 def test_it_converts_stored_rows_both_ways(computed_step: Step) -> None:
     stats = Step.objects.with_stats().get(pk=computed_step.pk).stats
     editor = SimpleNamespace(connection=connection)
+    positions.lists_rows(None, editor)
     migration.unpack_rows(None, editor)
     assert json.dumps(_stats_row(computed_step)) == json.dumps(stats)
     migration.pack_rows(None, editor)
@@ -196,7 +198,52 @@ def test_it_converts_stored_rows_both_ways(computed_step: Step) -> None:
     assert "t" in packed
     migration.pack_rows(None, editor)  # a second time changes nothing
     assert _stats_row(computed_step) == packed
+    positions.positions_rows(None, editor)
     assert json.dumps(Step.objects.with_stats().get(pk=computed_step.pk).stats) == json.dumps(stats)
+
+
+def test_it_stores_lost_entities_as_where_they_are_in_the_originals(computed_step: Step) -> None:
+    stats = Step.objects.with_stats().get(pk=computed_step.pk).stats
+    assert stats["ops"][0]["entities"]["lost"] == ["504", "SO20260101007"]
+    stored = _stats_row(computed_step)["ops"][0]["entities"]
+    assert "lost" not in stored and len(stored["of"]) == 1 and "at" not in stored  # all of them
+
+    editor = SimpleNamespace(connection=connection)
+    positions.lists_rows(None, editor)
+    assert _stats_row(computed_step)["ops"][0]["entities"]["lost"] == ["504", "SO20260101007"]
+    assert json.dumps(Step.objects.with_stats().get(pk=computed_step.pk).stats) == json.dumps(stats)
+    positions.positions_rows(None, editor)
+    positions.positions_rows(None, editor)  # a second time changes nothing
+    assert _stats_row(computed_step)["ops"][0]["entities"] == stored
+    assert json.dumps(Step.objects.with_stats().get(pk=computed_step.pk).stats) == json.dumps(stats)
+
+
+@pytest.mark.parametrize(
+    "lost",
+    [
+        ["a", "b", "c", "d"],
+        ["d", "a", "b", "c"],
+        ["c", "pinned text", "a"],
+        ["b", "c"],
+        ["a"],
+        ["d", "c", "b", "a"],
+    ],
+)
+def test_it_gives_back_the_lost_entities_in_their_order(lost: list[str]) -> None:
+    pool = ["a", "b", "c", "a", "d"]
+    op = {
+        "op": "drop", "targets": ["m1", "m2"], "result_id": None, "tokens_in": 9,
+        "tokens_out": 0, "ratio": None,
+        "entities": stats_storage.OpEntities(
+            {"kept": 0, "lost": lost, "total": len(lost), "needed_later": []},
+            of=[7, 8], pool=pool,
+        ),
+    }  # fmt: skip
+    packed = stats_storage._pack_op(op)
+    assert packed is not None and "lost" not in packed["entities"]
+    back = stats_storage.unpack_entities(_stored(packed["entities"]))
+    stats_storage.resolve([back], {7: pool[:3], 8: pool[3:]})  # type: ignore[list-item]
+    assert back == {"kept": 0, "lost": lost, "total": len(lost), "needed_later": []}
 
 
 def test_it_keeps_a_failed_steps_error_as_it_is(computed_step: Step) -> None:
