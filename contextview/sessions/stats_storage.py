@@ -29,14 +29,24 @@ The packed form, recognized by its ``t``:
   ``at``, where in their entities one after another the lost ones are (absent:
   all of them, in order; see ``_positions``)
 
-SQL reads some keys inside the stored value (the chart, the flagged steps' index,
-what the worker resumes from), so these keep their names and form: ``flags``
-and ``ops`` (absent when empty) and each operation's ``targets`` and
-``entities.lost`` (or ``of`` and ``at``), ``new_tool`` and ``new_call`` (absent when null), and
-``needs``, ``refetches``, ``closed``, ``waste``, ``folded_calls`` like any key
-not named above. A dict that is not a step's statistics (a failed
-step's ``{"error": ...}``) is stored as it is, wrapped as ``{"~": dict}`` when
-it has a ``t`` or ``~`` of its own.
+The stored value keeps as jsonb only what SQL reads inside it (the chart, the
+flagged steps' index): ``t``, ``flags`` and ``u``; every other key of the
+packed form is under ``z``, one JSON text with its keys sorted, which takes
+half the space of the same keys as jsonb (no per-key and per-number headers).
+SQL that needs a key of it parses the text (``(stats ->> 'z')::jsonb``: the
+chart's partitions at its peaks, the step a worker resumes after), the worker's
+restore of earlier losses reads it in Python. Read back, ``z``'s objects get
+jsonb's key order, so a reader sees what it saw when every key was jsonb. Keys
+not named above (``needs``, ``refetches``, ``closed``, ``waste``,
+``folded_calls``, an operation's ``targets`` and ``inferred``, ``new_tool`` and
+``new_call`` when not null, ...) are kept as they are. A dict that is not a
+step's statistics (a failed step's ``{"error": ...}``) is stored as it is,
+wrapped as ``{"~": dict}`` when it has a ``t`` or ``~`` of its own.
+
+An operation's lost entities stored as positions are a part of its originals'
+entities, which are stored once per content (``stats.services``): a reader gets
+them back from there (``OpEntities``, ``resolve``), and so from the same
+extraction the worker measured them with.
 """
 
 from __future__ import annotations
@@ -68,7 +78,9 @@ _REQUIRED = (
     "reward_base",
 )
 _REQUIRED_KEYS = frozenset(_REQUIRED)
-_SHORT = frozenset("tpoerbcnwumg~")
+_SHORT = frozenset("tpoerbcnwumgz~")
+# What SQL reads inside the stored value stays jsonb; the rest is one JSON text.
+_AS_JSONB = ("t", "flags", "u")
 _RENAMED = {"window": "w", "unseen_tokens": "u"}
 _EMPTY_LISTS = (("missing_pinned", "m"), ("regretted_reloads", "g"), ("flags", "flags"))
 _NULL_PAIRS = (("occupancy", "o"), ("reported_error", "e"))
@@ -123,12 +135,20 @@ class OpEntities(dict):  # type: ignore[type-arg]
         self.packed = packed
 
 
-def pack(stats: dict[str, Any]) -> dict[str, Any]:
-    """The form of `stats` that ``cv_step_stats.stats`` stores."""
+def pack(stats: dict[str, Any], *, text: bool = True) -> dict[str, Any]:
+    """The form of `stats` that ``cv_step_stats.stats`` stores (`text`: False gives
+    the form of migration 0007, every key as jsonb)."""
     packed = _pack(stats)
-    if packed is not None:
+    if packed is None:
+        return {"~": stats} if "t" in stats or "~" in stats else stats
+    if not text:
         return packed
-    return {"~": stats} if "t" in stats or "~" in stats else stats
+    out = {key: packed.pop(key) for key in _AS_JSONB if key in packed}
+    if packed:
+        # Keys sorted: equal statistics are the same text, however they were built
+        # (a step computed again keeps its row when nothing changed).
+        out["z"] = orjson.dumps(packed, option=orjson.OPT_SORT_KEYS).decode()
+    return out
 
 
 def packed_json(stats: dict[str, Any]) -> str:
@@ -146,10 +166,29 @@ def unpack(stored: Any) -> Any:
     if type(stored) is not dict:
         return stored
     if "t" in stored:
-        return _unpack(stored)
+        return _unpack(from_text(stored))
     if "~" in stored:
         return stored["~"]
     return stored
+
+
+def from_text(stored: dict[str, Any]) -> dict[str, Any]:
+    """``pack``'s form with the keys kept as text (``z``) read back as jsonb gives them."""
+    text = stored.get("z")
+    if type(text) is not str:
+        return stored
+    out = {key: value for key, value in stored.items() if key != "z"}
+    out.update(_jsonb_sorted(orjson.loads(text)))
+    return out
+
+
+def _jsonb_sorted(value: Any) -> Any:
+    """`value` with its objects' keys in jsonb's order, as a jsonb value is read."""
+    if type(value) is dict:
+        return {key: _jsonb_sorted(value[key]) for key in sorted(value, key=_jsonb_order)}
+    if type(value) is list:
+        return [_jsonb_sorted(item) for item in value]
+    return value
 
 
 def _pair(value: Any) -> tuple[Any, Any] | None:

@@ -372,7 +372,8 @@ _STEPS_SQL = (
     "FROM cv_step WHERE session_id = %s AND index >= %s ORDER BY index LIMIT %s"
 )
 _PREVIOUS_SQL = (
-    "SELECT s.before_refs, t.stats ->> 'new_tool', s.after_refs, s.index, t.stats ->> 'new_call' "
+    "SELECT s.before_refs, (t.stats ->> 'z')::jsonb ->> 'new_tool', s.after_refs, s.index, "
+    "(t.stats ->> 'z')::jsonb ->> 'new_call' "
     "FROM cv_step s LEFT JOIN cv_step_stats t ON t.step_id = s.id "
     "WHERE s.session_id = %s AND s.index < %s ORDER BY s.index DESC LIMIT 1"
 )
@@ -392,16 +393,11 @@ _FOLDS_SQL = (
 )
 
 
-# What earlier steps lost and which needs they already linked (``LossTracker.restore``).
+# What earlier steps lost and which needs they already linked (``LossTracker.restore``):
+# the keys of the stored value's text (``stats_storage``), which hold all of it.
 _LOSSES_SQL = (
-    "SELECT index, stats -> 'needs', stats -> 'refetches', stats -> 'folded_calls', "
-    "jsonb_path_query_array(stats, '$.ops[*].targets'), "
-    "jsonb_path_query_array(stats, '$.ops[*].entities'), stats -> 'waste', "
-    "stats -> 'closed' FROM cv_step_stats "
-    "WHERE session_id = %s AND index < %s AND status = 'ready' AND (stats ?| "
-    "array['needs', 'refetches', 'folded_calls', 'waste', 'closed'] "
-    "OR jsonb_path_exists(stats, '$.ops[*].entities ? (exists(@.lost[0]) || exists(@.of))')) "
-    "ORDER BY index"
+    "SELECT index, stats ->> 'z' FROM cv_step_stats "
+    "WHERE session_id = %s AND index < %s AND status = 'ready' AND stats ? 'z' ORDER BY index"
 )
 _RESTATS_SQL = (
     "UPDATE cv_step_stats t SET stats = x.s::jsonb FROM unnest(%b::int[], %b::text[]) AS x(i, s) "
@@ -669,22 +665,28 @@ def _losses_before(session_pk: int, index: int) -> list[tuple[int, dict[str, Any
         rows = cursor.fetchall()
     restored: list[tuple[int, dict[str, Any]]] = []
     todo: list[stats_storage.OpEntities] = []
-    for step_index, needs, refetches, calls, targets, entities, waste, closed in rows:
-        ops = [
-            {"targets": t, "entities": stats_storage.unpack_entities(e)}
-            for t, e in zip(json_value(targets) or (), json_value(entities) or (), strict=True)
-        ]
-        todo += stats_storage.unresolved({"ops": ops})
+    for step_index, text in rows:
+        stored = orjson.loads(text)
+        ops = stored.get("ops")
+        if type(ops) is list:
+            ops = [
+                {
+                    "targets": op["targets"],
+                    "entities": stats_storage.unpack_entities(op["entities"]),
+                }
+                for op in ops
+            ]
+            todo += stats_storage.unresolved({"ops": ops})
         restored.append(
             (
                 step_index,
                 {
-                    "needs": json_value(needs),
-                    "refetches": json_value(refetches),
-                    "folded_calls": json_value(calls),
+                    "needs": stored.get("needs"),
+                    "refetches": stored.get("refetches"),
+                    "folded_calls": stored.get("folded_calls"),
                     "ops": ops,
-                    "waste": json_value(waste),
-                    "closed": json_value(closed),
+                    "waste": stored.get("waste"),
+                    "closed": stored.get("closed"),
                 },
             )
         )

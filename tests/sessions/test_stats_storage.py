@@ -19,7 +19,7 @@ from contextview.stats.services import session_stats_compute
 from tests.api_client import Api, step
 
 migration = import_module("contextview.sessions.migrations.0007_step_stats_packed")
-positions = import_module("contextview.sessions.migrations.0008_step_stats_losses_as_positions")
+positions = import_module("contextview.sessions.migrations.0008_step_stats_compact")
 
 
 def _jsonb(value: Any) -> Any:
@@ -121,9 +121,9 @@ def test_it_gives_back_exactly_the_statistics_it_packed(stats: dict[str, Any]) -
     assert json.dumps(stats_storage.unpack(stored)) == json.dumps(_stored(stats))
 
 
-@pytest.mark.django_db
-def test_it_stores_a_typical_step_in_under_half_the_space() -> None:
-    stats = {
+def _typical() -> dict[str, Any]:
+    """A step's statistics as the worker computes them (of an OTLP session)."""
+    return {
         "ops": [],
         "flags": [],
         "waste": {"new": [["a9c37b06a4c32db2", "", 350, "171cb9f7a84c305e5436", 1]]},
@@ -147,6 +147,11 @@ def test_it_stores_a_typical_step_in_under_half_the_space() -> None:
         "reported_error": {"after": None, "before": -0.8071495766698025},
         "regretted_reloads": [],
     }
+
+
+@pytest.mark.django_db
+def test_it_stores_a_typical_step_in_under_half_the_space() -> None:
+    stats = _typical()
     packed = orjson.dumps(stats_storage.pack(stats)).decode()
     with connection.cursor() as cursor:
         cursor.execute(
@@ -202,10 +207,21 @@ def test_it_converts_stored_rows_both_ways(computed_step: Step) -> None:
     assert json.dumps(Step.objects.with_stats().get(pk=computed_step.pk).stats) == json.dumps(stats)
 
 
+def test_it_stores_what_sql_does_not_read_as_text_and_reads_it_back_in_jsonb_order() -> None:
+    stats = _typical()
+    stats["waste"] = {"new": [["ab12", "grep", 10, "t1", 1]], "gone": ["cd34"]}
+    stats["needs"] = [{"text": "SO1", "lost_at": 3, "op": 0, "how": "asked"}]
+    packed = stats_storage.pack(stats)
+    assert set(packed) <= {"t", "flags", "u", "z"}
+    assert json.dumps(stats_storage.unpack(_stored(packed))) == json.dumps(_stored(stats))
+
+
 def test_it_stores_lost_entities_as_where_they_are_in_the_originals(computed_step: Step) -> None:
     stats = Step.objects.with_stats().get(pk=computed_step.pk).stats
     assert stats["ops"][0]["entities"]["lost"] == ["504", "SO20260101007"]
-    stored = _stats_row(computed_step)["ops"][0]["entities"]
+    row = _stats_row(computed_step)
+    assert row.keys() == {"t", "flags", "z"}  # what SQL reads, then the rest as text
+    stored = orjson.loads(row["z"])["ops"][0]["entities"]
     assert "lost" not in stored and len(stored["of"]) == 1 and "at" not in stored  # all of them
 
     editor = SimpleNamespace(connection=connection)
@@ -214,7 +230,7 @@ def test_it_stores_lost_entities_as_where_they_are_in_the_originals(computed_ste
     assert json.dumps(Step.objects.with_stats().get(pk=computed_step.pk).stats) == json.dumps(stats)
     positions.positions_rows(None, editor)
     positions.positions_rows(None, editor)  # a second time changes nothing
-    assert _stats_row(computed_step)["ops"][0]["entities"] == stored
+    assert _stats_row(computed_step) == row
     assert json.dumps(Step.objects.with_stats().get(pk=computed_step.pk).stats) == json.dumps(stats)
 
 

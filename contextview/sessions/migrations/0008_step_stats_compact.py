@@ -1,11 +1,13 @@
-"""Operations' lost entities are stored as positions in their originals' entities.
+"""Step statistics store operations' lost entities as positions in their originals'
+entities, and what SQL does not read inside them as one JSON text.
 
 A drop or a summary lost a part of what the originals it folded carried, and
 those entities are stored once per content already: a stored list becomes the
 originals' blob pks and where in their entities the lost ones are
-(``stats_storage.OpEntities``), as the worker now writes it. Backwards, the
-lists are written out again. Rows in the form asked for are left alone, so
-either direction can run twice.
+(``stats_storage.OpEntities``), and the keys SQL does not look into are kept
+under ``z`` as text, as the worker now writes them. Backwards, the lists are
+written out again and every key is jsonb. Rows in the form asked for are left
+alone, so either direction can run twice.
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ _ORIGINALS_SQL = (
 )
 
 
-def _rows(cursor: Any, last: int, *, packed: bool) -> list[tuple[int, Any]]:
-    # Only rows with an operation that lost something (listed, or as positions).
-    test = "exists(@.of)" if packed else "exists(@.lost[0])"
+def _rows(cursor: Any, last: int, *, text: bool) -> list[tuple[int, Any]]:
+    # Packed rows (``stats_storage.is_packed``) in the form to convert from.
+    test = "stats ? 'z'" if text else "stats ? 't' AND NOT stats ? 'z'"
     cursor.execute(
-        "SELECT step_id, stats::text FROM cv_step_stats WHERE step_id > %s AND "
-        f"jsonb_path_exists(stats, '$.ops[*].entities ? ({test})') ORDER BY step_id LIMIT %s",
+        f"SELECT step_id, stats::text FROM cv_step_stats WHERE step_id > %s AND {test} "
+        "ORDER BY step_id LIMIT %s",
         [last, _BATCH],
     )
     return cursor.fetchall()
@@ -54,7 +56,7 @@ def positions_rows(apps: Any, schema_editor: Any) -> None:
 
     with schema_editor.connection.cursor() as cursor:
         last = -1
-        while rows := _rows(cursor, last, packed=False):
+        while rows := _rows(cursor, last, text=False):
             last = rows[-1][0]
             cursor.execute(_ORIGINALS_SQL, [[pk for pk, _ in rows]])
             originals: dict[tuple[int, bool, int], list[int]] = defaultdict(list)
@@ -63,10 +65,7 @@ def positions_rows(apps: Any, schema_editor: Any) -> None:
             pools = entities_of_blobs({pk for of in originals.values() for pk in of})
             ids, values = [], []
             for pk, text in rows:
-                stored = orjson.loads(text)
-                if not stats_storage.is_packed(stored) or "~" in stored:
-                    continue
-                stats = stats_storage.unpack(stored)
+                stats = stats_storage.unpack(orjson.loads(text))
                 counts = {False: 0, True: 0}
                 for op in stats["ops"]:
                     inferred = op.get("inferred") is True
@@ -88,7 +87,7 @@ def lists_rows(apps: Any, schema_editor: Any) -> None:
 
     with schema_editor.connection.cursor() as cursor:
         last = -1
-        while rows := _rows(cursor, last, packed=True):
+        while rows := _rows(cursor, last, text=True):
             last = rows[-1][0]
             ids, values = [], []
             for pk, text in rows:
@@ -96,7 +95,7 @@ def lists_rows(apps: Any, schema_editor: Any) -> None:
                 for op in stats["ops"]:
                     op["entities"] = dict(op["entities"])  # listed, not as positions
                 ids.append(pk)
-                values.append(stats_storage.packed_json(stats))
+                values.append(orjson.dumps(stats_storage.pack(stats, text=False)).decode())
             _update(cursor, ids, values)
 
 
