@@ -52,6 +52,7 @@ extraction the worker measured them with.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 import orjson
@@ -290,16 +291,10 @@ def _pack_op(op: Any) -> dict[str, Any] | None:
         return None
     out: dict[str, Any] = {"op": op["op"], "targets": op["targets"]}
     packed_entities: dict[str, Any] = {"lost": lost}
-    if (
-        lost
-        and type(entities) is OpEntities
-        and entities.pool is not None
-        and all(type(entity) is str for entity in lost)
-    ):
-        packed_entities = {"of": entities.of}
-        at = _positions(lost, entities.pool)
-        if at is not None:
-            packed_entities["at"] = at
+    if lost and type(entities) is OpEntities and entities.pool is not None:
+        with suppress(TypeError):  # not all texts: kept as a list
+            at = _positions(lost, entities.pool)
+            packed_entities = {"of": entities.of} if at is None else {"of": entities.of, "at": at}
     if total != len(lost):
         packed_entities["total"] = total
     if kept != total - len(lost):
@@ -324,19 +319,26 @@ def _positions(lost: list[str], pool: list[str]) -> list[int | str] | None:
     A number N >= 0 is pool[N]; a negative -K after it, the K entities that follow
     N in the pool (a drop loses everything: [0, -559] is 560 entities in order); a
     string stands for itself (a pinned text, which no content's entities hold).
+    Lost ones in the pool's order (a summary's) are ["-", the positions not lost].
     """
-    first: dict[str, int] = {}
-    for i, entity in enumerate(pool):
-        first.setdefault(entity, i)
+    if lost == pool:
+        return None  # a drop: all of them, as they came
+    # The first position of each entity (the later ones overwritten in C).
+    first = dict(zip(reversed(pool), range(len(pool) - 1, -1, -1), strict=True))
+    found = list(map(first.get, lost))
+    if None not in found and found == sorted(set(found)):  # type: ignore[type-var]
+        # In the pool's order (a summary's): the positions not lost, after a "-".
+        return ["-", *sorted(set(range(len(pool))).difference(found))]
     at: list[int | str] = []
     last = -2
-    for entity in lost:
-        found = first.get(entity)
-        if found is None:
+    for entity, position in zip(lost, found, strict=True):
+        if position is None:
+            if type(entity) is not str or (not at and entity == "-"):
+                raise TypeError("only a text (not a leading '-') stands for itself")
             at.append(entity)
             last = -2
             continue
-        i = found
+        i = position
         if i == last + 1:
             end = at[-1]
             if type(end) is int and end < 0:
@@ -346,8 +348,6 @@ def _positions(lost: list[str], pool: list[str]) -> list[int | str] | None:
         else:
             at.append(i)
         last = i
-    if len(lost) == len(pool) and at == ([0, 1 - len(pool)] if len(pool) > 1 else [0]):
-        return None
     return at
 
 
@@ -355,6 +355,9 @@ def _at_positions(at: list[int | str] | None, pool: list[str]) -> list[str]:
     """The entities `at` (``_positions``) stands for."""
     if at is None:
         return list(pool)
+    if at and at[0] == "-":
+        skipped = set(at[1:])
+        return [entity for i, entity in enumerate(pool) if i not in skipped]
     out: list[str] = []
     last = 0
     for x in at:

@@ -243,6 +243,8 @@ def test_it_stores_lost_entities_as_where_they_are_in_the_originals(computed_ste
         ["b", "c"],
         ["a"],
         ["d", "c", "b", "a"],
+        ["b", "d"],
+        ["-", "a"],
     ],
 )
 def test_it_gives_back_the_lost_entities_in_their_order(lost: list[str]) -> None:
@@ -256,9 +258,12 @@ def test_it_gives_back_the_lost_entities_in_their_order(lost: list[str]) -> None
         ),
     }  # fmt: skip
     packed = stats_storage._pack_op(op)
-    assert packed is not None and "lost" not in packed["entities"]
+    assert packed is not None
+    assert ("lost" in packed["entities"]) == (lost[0] == "-")  # a leading "-" stays a list
     back = stats_storage.unpack_entities(_stored(packed["entities"]))
-    stats_storage.resolve([back], {7: pool[:3], 8: pool[3:]})  # type: ignore[list-item]
+    stats_storage.resolve(
+        stats_storage.unresolved({"ops": [{"entities": back}]}), {7: pool[:3], 8: pool[3:]}
+    )
     assert back == {"kept": 0, "lost": lost, "total": len(lost), "needed_later": []}
 
 
