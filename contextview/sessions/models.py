@@ -17,6 +17,7 @@ the way of distributing the tables by project later).
 from __future__ import annotations
 
 import hashlib
+import threading
 from typing import Any
 
 from django.conf import settings
@@ -157,7 +158,46 @@ class SessionMessage(models.Model):
         db_table = "cv_session_message"
 
 
+# The operations' entities that statistics read by a step query left to be filled in
+# (``stats_storage.unresolved``): all of a query's rows at once, see `StepQuerySet`.
+_READING = threading.local()
+
+
+def _lost_read(todo: list[stats_storage.OpEntities]) -> None:
+    """Fill in the lost entities of `todo` from their contents' entities."""
+    from contextview.stats.services import entities_of_blobs  # the app that stores them
+
+    stats_storage.resolve(todo, entities_of_blobs(stats_storage.blobs_of(todo)))
+
+
+def stats_read(stored: Any) -> Any:
+    """A stored statistics value (as ``cv_step_stats.stats`` holds it) as readers get it."""
+    stats = stats_storage.unpack(stored)
+    todo = stats_storage.unresolved(stats)
+    if todo:
+        batch = getattr(_READING, "todo", None)
+        if batch is not None:
+            batch += todo  # a step query's rows: read together once fetched
+        else:
+            _lost_read(todo)
+    return stats
+
+
 class StepQuerySet(models.QuerySet["Step"]):
+    def _fetch_all(self) -> None:
+        # Statistics name the contents their lost entities came from: what a query's
+        # rows name is read in one go once they are fetched, not row by row.
+        if self._result_cache is not None or getattr(_READING, "todo", None) is not None:
+            super()._fetch_all()
+            return
+        _READING.todo = todo = []
+        try:
+            super()._fetch_all()
+        finally:
+            _READING.todo = None
+        if todo:
+            _lost_read(todo)
+
     def with_stats(self) -> StepQuerySet:
         """Steps with ``stats_status`` (pending while no statistics are stored) and
         ``stats`` (null until then) read alongside, in the same query."""
@@ -255,7 +295,7 @@ class StatsField(models.JSONField):  # type: ignore[type-arg]
         value = super().from_db_value(value, expression, connection)
         if isinstance(expression, KeyTransform):
             return value  # a part of the stored form, asked for as such
-        return stats_storage.unpack(value)
+        return stats_read(value)
 
     def get_prep_value(self, value: Any) -> Any:
         value = super().get_prep_value(value)

@@ -24,20 +24,35 @@ The packed form, recognized by its ``t``:
   (N when equal, else [in, out]); ``q`` the ratio (absent: null, true: out / in);
   ``result_id`` absent when null; ``entities`` without ``kept`` (total minus
   the lost ones), ``total`` (absent: as many as lost) or ``needed_later``
-  (absent: [])
+  (absent: []); when the worker knew which contents the operation took in
+  (``OpEntities``), ``lost`` is stored as ``of``, those contents' blob pks, and
+  ``at``, where in their entities one after another the lost ones are (absent:
+  all of them, in order; see ``_positions``)
 
-SQL reads some keys inside the stored value (the chart, the flagged steps' index,
-what the worker resumes from), so these keep their names and form: ``flags``
-and ``ops`` (absent when empty) and each operation's ``targets`` and
-``entities.lost``, ``new_tool`` and ``new_call`` (absent when null), and
-``needs``, ``refetches``, ``closed``, ``waste``, ``folded_calls`` like any key
-not named above. A dict that is not a step's statistics (a failed
-step's ``{"error": ...}``) is stored as it is, wrapped as ``{"~": dict}`` when
-it has a ``t`` or ``~`` of its own.
+The stored value keeps as jsonb only what SQL reads inside it (the chart, the
+flagged steps' index): ``t``, ``flags`` and ``u``; every other key of the
+packed form is under ``z``, one JSON text with its keys sorted, which takes
+half the space of the same keys as jsonb (no per-key and per-number headers).
+SQL that needs a key of it parses the text (``(stats ->> 'z')::jsonb``: the
+chart's partitions at its peaks, the step a worker resumes after), the worker's
+restore of earlier losses reads it in Python. Read back, ``z``'s objects get
+jsonb's key order, so a reader sees what it saw when every key was jsonb. Keys
+not named above (``needs``, ``refetches``, ``closed``, ``waste``,
+``folded_calls``, an operation's ``targets`` and ``inferred``, ``new_tool`` and
+``new_call`` when not null, ...) are kept as they are. A dict that is not a
+step's statistics (a failed step's ``{"error": ...}``) is stored as it is,
+wrapped as ``{"~": dict}`` when it has a ``t`` or ``~`` of its own.
+
+An operation's lost entities stored as positions are a part of its originals'
+entities, which are stored once per content (``stats.services``): a reader gets
+them back from there (``OpEntities``, ``resolve``), and so from the same
+extraction the worker measured them with.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 import orjson
@@ -64,7 +79,9 @@ _REQUIRED = (
     "reward_base",
 )
 _REQUIRED_KEYS = frozenset(_REQUIRED)
-_SHORT = frozenset("tpoerbcnwumg~")
+_SHORT = frozenset("tpoerbcnwumgz~")
+# What SQL reads inside the stored value stays jsonb; the rest is one JSON text.
+_AS_JSONB = ("t", "flags", "u")
 _RENAMED = {"window": "w", "unseen_tokens": "u"}
 _EMPTY_LISTS = (("missing_pinned", "m"), ("regretted_reloads", "g"), ("flags", "flags"))
 _NULL_PAIRS = (("occupancy", "o"), ("reported_error", "e"))
@@ -93,12 +110,46 @@ _OP_SHORT = frozenset("xq")
 _ENTITY_KEYS = frozenset(("total", "kept", "lost", "needed_later"))
 
 
-def pack(stats: dict[str, Any]) -> dict[str, Any]:
-    """The form of `stats` that ``cv_step_stats.stats`` stores."""
+class OpEntities(dict):  # type: ignore[type-arg]
+    """An operation's ``entities`` whose lost ones come from contents stored apart.
+
+    ``of`` are the blob pks of what the operation took in and ``pool`` their
+    entities one after another (``extract_entities`` of each content), the lost
+    ones being among them: ``pack`` stores where, not the entities a second time.
+    Read back, ``pool`` is None until ``resolve`` has filled in ``lost``, ``kept``
+    and ``total`` from ``packed`` (the stored form).
+    """
+
+    __slots__ = ("of", "pool", "packed")
+
+    def __init__(
+        self,
+        entities: Mapping[str, Any],
+        *,
+        of: Sequence[int],
+        pool: list[str] | None,
+        packed: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(entities)
+        self.of = list(of)
+        self.pool = pool
+        self.packed = packed
+
+
+def pack(stats: dict[str, Any], *, text: bool = True) -> dict[str, Any]:
+    """The form of `stats` that ``cv_step_stats.stats`` stores (`text`: False gives
+    the form of migration 0007, every key as jsonb)."""
     packed = _pack(stats)
-    if packed is not None:
+    if packed is None:
+        return {"~": stats} if "t" in stats or "~" in stats else stats
+    if not text:
         return packed
-    return {"~": stats} if "t" in stats or "~" in stats else stats
+    out = {key: packed.pop(key) for key in _AS_JSONB if key in packed}
+    if packed:
+        # Keys sorted: equal statistics are the same text, however they were built
+        # (a step computed again keeps its row when nothing changed).
+        out["z"] = orjson.dumps(packed, option=orjson.OPT_SORT_KEYS).decode()
+    return out
 
 
 def packed_json(stats: dict[str, Any]) -> str:
@@ -116,10 +167,29 @@ def unpack(stored: Any) -> Any:
     if type(stored) is not dict:
         return stored
     if "t" in stored:
-        return _unpack(stored)
+        return _unpack(from_text(stored))
     if "~" in stored:
         return stored["~"]
     return stored
+
+
+def from_text(stored: dict[str, Any]) -> dict[str, Any]:
+    """``pack``'s form with the keys kept as text (``z``) read back as jsonb gives them."""
+    text = stored.get("z")
+    if type(text) is not str:
+        return stored
+    out = {key: value for key, value in stored.items() if key != "z"}
+    out.update(_jsonb_sorted(orjson.loads(text)))
+    return out
+
+
+def _jsonb_sorted(value: Any) -> Any:
+    """`value` with its objects' keys in jsonb's order, as a jsonb value is read."""
+    if type(value) is dict:
+        return {key: _jsonb_sorted(value[key]) for key in sorted(value, key=_jsonb_order)}
+    if type(value) is list:
+        return [_jsonb_sorted(item) for item in value]
+    return value
 
 
 def _pair(value: Any) -> tuple[Any, Any] | None:
@@ -210,7 +280,9 @@ def _pack_op(op: Any) -> dict[str, Any] | None:
         return None
     entities, ratio = op["entities"], op["ratio"]
     tokens_in, tokens_out = op["tokens_in"], op["tokens_out"]
-    if type(entities) is not dict or entities.keys() != _ENTITY_KEYS:
+    if type(entities) is OpEntities and entities.pool is None:
+        raise ValueError("statistics read back are packed again before their losses are read")
+    if type(entities) not in (dict, OpEntities) or entities.keys() != _ENTITY_KEYS:
         return None
     total, kept, lost = entities["total"], entities["kept"], entities["lost"]
     if type(total) is not int or type(kept) is not int or type(lost) is not list:
@@ -219,6 +291,10 @@ def _pack_op(op: Any) -> dict[str, Any] | None:
         return None
     out: dict[str, Any] = {"op": op["op"], "targets": op["targets"]}
     packed_entities: dict[str, Any] = {"lost": lost}
+    if lost and type(entities) is OpEntities and entities.pool is not None:
+        with suppress(TypeError):  # not all texts: kept as a list
+            at = _positions(lost, entities.pool)
+            packed_entities = {"of": entities.of} if at is None else {"of": entities.of, "at": at}
     if total != len(lost):
         packed_entities["total"] = total
     if kept != total - len(lost):
@@ -237,25 +313,132 @@ def _pack_op(op: Any) -> dict[str, Any] | None:
     return out
 
 
+def _positions(lost: list[str], pool: list[str]) -> list[int | str] | None:
+    """Where in `pool` the `lost` entities are, or None when they are all of it in order.
+
+    A number N >= 0 is pool[N]; a negative -K after it, the K entities that follow
+    N in the pool (a drop loses everything: [0, -559] is 560 entities in order); a
+    string stands for itself (a pinned text, which no content's entities hold).
+    Lost ones in the pool's order (a summary's) are ["-", the positions not lost].
+    """
+    if lost == pool:
+        return None  # a drop: all of them, as they came
+    # The first position of each entity (the later ones overwritten in C).
+    first = dict(zip(reversed(pool), range(len(pool) - 1, -1, -1), strict=True))
+    found = list(map(first.get, lost))
+    if None not in found and found == sorted(set(found)):  # type: ignore[type-var]
+        # In the pool's order (a summary's): the positions not lost, after a "-".
+        return ["-", *sorted(set(range(len(pool))).difference(found))]
+    at: list[int | str] = []
+    last = -2
+    for entity, position in zip(lost, found, strict=True):
+        if position is None:
+            if type(entity) is not str or (not at and entity == "-"):
+                raise TypeError("only a text (not a leading '-') stands for itself")
+            at.append(entity)
+            last = -2
+            continue
+        i = position
+        if i == last + 1:
+            end = at[-1]
+            if type(end) is int and end < 0:
+                at[-1] = end - 1
+            else:
+                at.append(-1)
+        else:
+            at.append(i)
+        last = i
+    return at
+
+
+def _at_positions(at: list[int | str] | None, pool: list[str]) -> list[str]:
+    """The entities `at` (``_positions``) stands for."""
+    if at is None:
+        return list(pool)
+    if at and at[0] == "-":
+        skipped = set(at[1:])
+        return [entity for i, entity in enumerate(pool) if i not in skipped]
+    out: list[str] = []
+    last = 0
+    for x in at:
+        if type(x) is str:
+            out.append(x)
+        elif x >= 0:  # type: ignore[operator]
+            out.append(pool[x])  # type: ignore[index]
+            last = x  # type: ignore[assignment]
+        else:
+            out += pool[last + 1 : last + 1 - x]  # type: ignore[operator]
+            last -= x  # type: ignore[operator]
+    return out
+
+
+def unresolved(stats: Any) -> list[OpEntities]:
+    """The operations' entities in unpacked `stats` whose lost ones are still to be
+    read (``resolve``)."""
+    if type(stats) is not dict or type(ops := stats.get("ops")) is not list:
+        return []
+    return [
+        entities
+        for op in ops
+        if type(op) is dict
+        and type(entities := op.get("entities")) is OpEntities
+        and entities.pool is None
+    ]
+
+
+def resolve(todo: Iterable[OpEntities], pools: Mapping[int, list[str]]) -> None:
+    """Fill in the lost entities of `todo` (``unresolved``), given each blob's
+    entities in `pools`."""
+    for entities in todo:
+        pool = [entity for pk in entities.of for entity in pools[pk]]
+        packed = entities.packed or {}
+        lost = _at_positions(packed.get("at"), pool)
+        total = packed.get("total", len(lost))
+        entities["kept"] = packed.get("kept", total - len(lost))
+        entities["lost"] = lost
+        entities["total"] = total
+        entities.pool = pool
+
+
+def blobs_of(todo: Iterable[OpEntities]) -> set[int]:
+    """The blob pks whose entities `resolve` needs for `todo`."""
+    return {pk for entities in todo for pk in entities.of}
+
+
+def unpack_entities(entities: dict[str, Any]) -> dict[str, Any]:
+    """An operation's ``entities`` from their packed form; those whose lost ones are
+    stored as positions (``of``) are an ``OpEntities`` for ``resolve`` to fill in."""
+    needed = entities.get("needed_later", [])
+    if "of" in entities:
+        # Filled in by ``resolve``, in this order.
+        return OpEntities(
+            {"kept": 0, "lost": [], "total": 0, "needed_later": needed},
+            of=entities["of"],
+            pool=None,
+            packed=entities,
+        )
+    lost = entities["lost"]
+    total = entities.get("total", len(lost))
+    return {
+        "kept": entities.get("kept", total - len(lost)),
+        "lost": lost,
+        "total": total,
+        "needed_later": needed,
+    }
+
+
 def _unpack_op(packed: dict[str, Any]) -> dict[str, Any]:
     x = packed["x"]
     tokens_in, tokens_out = (x[0], x[1]) if type(x) is list else (x, x)
     ratio = packed.get("q")
     if ratio is True:
         ratio = tokens_out / tokens_in
-    entities = packed["entities"]
-    lost = entities["lost"]
-    total = entities.get("total", len(lost))
+    unpacked = unpack_entities(packed["entities"])
     out = {
         "op": packed["op"],
         "ratio": ratio,
         "targets": packed["targets"],
-        "entities": {
-            "kept": entities.get("kept", total - len(lost)),
-            "lost": lost,
-            "total": total,
-            "needed_later": entities.get("needed_later", []),
-        },
+        "entities": unpacked,
     }
     extra = None
     for key, value in packed.items():

@@ -189,19 +189,45 @@ def _tokens_stored(
     return known
 
 
-def entities_for_blobs(*, blobs: dict[int, str]) -> dict[int, tuple[list[str], list[str]]]:
-    """Key entities per blob pk, with their keys (``entity_key``).
+def entities_for_blobs(
+    *, blobs: dict[int, str], pks: Iterable[int] | None = None
+) -> dict[int, tuple[list[str], list[str]]]:
+    """Key entities per blob pk (of `pks`, or of every blob in `blobs`, which gives
+    their texts), with their keys (``entity_key``).
 
     Reads the extracted ones, extracts and stores the rest.
     """
-    if not blobs:
-        return {}
-    known, pks = _cached("entities", blobs)
-    if pks:
-        for pk, (keyed, size) in _entities_stored(blobs, sorted(pks)).items():
+    known, missing = _cached("entities", blobs if pks is None else pks)
+    if missing:
+        for pk, (keyed, size) in _entities_stored(blobs, sorted(missing)).items():
             _CACHE.put(("entities", pk), keyed, size)
             known[pk] = keyed
     return known
+
+
+class _BlobTexts(dict[int, str]):
+    """The texts of blobs, read one by one when first asked for: what
+    `entities_of_blobs` hands `entities_for_blobs`, which reads a text only to
+    extract entities that were not stored (hardly ever: the worker stores the
+    entities of every content an operation took in)."""
+
+    def __missing__(self, pk: int) -> str:
+        with binary_cursor() as cursor:
+            cursor.execute(
+                f"SELECT {MESSAGE_COLUMNS} FROM cv_message m JOIN cv_blob b ON b.id = m.blob_id "
+                "WHERE m.blob_id = %b LIMIT 1",
+                [pk],
+            )
+            text = self[pk] = message_from_row(cursor.fetchone()).text
+        return text
+
+
+def entities_of_blobs(pks: Iterable[int]) -> dict[int, list[str]]:
+    """The key entities of each blob pk (``extract_entities`` of its content), as the
+    worker measured operations with them: what stored statistics' losses point into
+    (``stats_storage.OpEntities``)."""
+    texts = _BlobTexts()
+    return {pk: found for pk, (found, _) in entities_for_blobs(blobs=texts, pks=pks).items()}
 
 
 def entity_keys_for_blobs(*, blobs: dict[int, str]) -> dict[int, list[str]]:
@@ -347,8 +373,8 @@ _STEPS_SQL = (
     "FROM cv_step WHERE session_id = %s AND index >= %s ORDER BY index LIMIT %s"
 )
 _PREVIOUS_SQL = (
-    "SELECT s.before_refs, t.stats ->> 'new_tool', coalesce(s.after_refs, s.before_refs), "
-    "s.index, t.stats ->> 'new_call' "
+    "SELECT s.before_refs, (t.stats ->> 'z')::jsonb ->> 'new_tool', "
+    "coalesce(s.after_refs, s.before_refs), s.index, (t.stats ->> 'z')::jsonb ->> 'new_call' "
     "FROM cv_step s LEFT JOIN cv_step_stats t ON t.step_id = s.id "
     "WHERE s.session_id = %s AND s.index < %s ORDER BY s.index DESC LIMIT 1"
 )
@@ -372,15 +398,11 @@ _FOLDS_SQL = (
 )
 
 
-# What earlier steps lost and which needs they already linked (``LossTracker.restore``).
+# What earlier steps lost and which needs they already linked (``LossTracker.restore``):
+# the keys of the stored value's text (``stats_storage``), which hold all of it.
 _LOSSES_SQL = (
-    "SELECT index, stats -> 'needs', stats -> 'refetches', stats -> 'folded_calls', "
-    "jsonb_path_query_array(stats, '$.ops[*].targets'), "
-    "jsonb_path_query_array(stats, '$.ops[*].entities.lost'), stats -> 'waste', "
-    "stats -> 'closed' FROM cv_step_stats "
-    "WHERE session_id = %s AND index < %s AND status = 'ready' AND (stats ?| "
-    "array['needs', 'refetches', 'folded_calls', 'waste', 'closed'] "
-    "OR jsonb_path_exists(stats, '$.ops[*].entities.lost[0]')) ORDER BY index"
+    "SELECT index, stats ->> 'z' FROM cv_step_stats "
+    "WHERE session_id = %s AND index < %s AND status = 'ready' AND stats ? 'z' ORDER BY index"
 )
 _RESTATS_SQL = (
     "UPDATE cv_step_stats t SET stats = x.s::jsonb FROM unnest(%b::int[], %b::text[]) AS x(i, s) "
@@ -496,6 +518,8 @@ class _Chunk:
     texts: TextCache
     # the stored pk of each message object of the chunk, by id()
     pk_of: dict[int, int]
+    # the pk of its content (blob), by id() of the message object
+    blob_of: dict[int, int]
     # tokens of the tool definitions sent with the chunk's calls, by blob pk
     tools_tokens: dict[int, int]
     # tokens counted by rule (images, files) by id() of the message, where any
@@ -546,7 +570,8 @@ def _compute_steps(
     computed: dict[int, dict[str, Any]] = {}
     written: list[int] = []
     indexes: list[int] = []
-    results: list[str] = []
+    results: list[dict[str, Any]] = []
+    losses: list[tuple[dict[str, Any], list[int], dict[int, str]]] = []
     # Pipelined: the database stores one batch of results while the next is computed.
     with binary_cursor() as cursor, cursor.connection.pipeline():
         for row in steps:
@@ -578,37 +603,101 @@ def _compute_steps(
             computed[index] = stats
             written.append(pk)
             indexes.append(index)
-            results.append(stats_storage.packed_json(stats))
+            results.append(stats)
+            _losses_found(losses, stats, chunk.folds.get(pk, no_folds), inferred, chunk.blob_of)
             if len(written) == WRITE_BATCH:
-                cursor.execute(_WRITE_SQL, [session.pk, written, indexes, results])
+                _losses_pointed(losses)
+                results_json = list(map(stats_storage.packed_json, results))
+                cursor.execute(_WRITE_SQL, [session.pk, written, indexes, results_json])
                 written, indexes, results = [], [], []
         if written:
-            cursor.execute(_WRITE_SQL, [session.pk, written, indexes, results])
+            _losses_pointed(losses)
+            results_json = list(map(stats_storage.packed_json, results))
+            cursor.execute(_WRITE_SQL, [session.pk, written, indexes, results_json])
         _write_inferred_folds(cursor, session, steps, unsaid, chunk.pk_of)
     return computed
 
 
-def _losses_before(session_pk: int, index: int) -> Iterator[tuple[int, dict[str, Any]]]:
+def _losses_found(
+    losses: list[tuple[dict[str, Any], list[int], dict[int, str]]],
+    stats: dict[str, Any],
+    folds: Sequence[CoreFold],
+    inferred: Inferred,
+    blob_of: dict[int, int],
+) -> None:
+    """Note the operations of `stats` that lost entities of the originals they folded:
+    (the operation's stats, the originals' blob pks, their texts by blob pk)."""
+    ops = stats["ops"]
+    if not any(op["entities"]["lost"] for op in ops):
+        return
+    own = {f.op_index: f for f in folds}
+    unsaid = {f.op_index: f for f in inferred.folds}
+    k = j = 0
+    for op in ops:
+        if op.get("inferred"):
+            fold, j = unsaid.get(j), j + 1
+        else:
+            fold, k = own.get(k), k + 1
+        if fold is None or not op["entities"]["lost"]:
+            continue
+        originals = [(blob_of.get(id(m)), m.text) for m in fold.originals]
+        if all(pk is not None for pk, _ in originals):
+            texts = {pk: text for pk, text in originals if pk is not None}
+            losses.append((op, [pk for pk, _ in originals if pk is not None], texts))
+
+
+def _losses_pointed(losses: list[tuple[dict[str, Any], list[int], dict[int, str]]]) -> None:
+    """Let the operations noted by `_losses_found` be stored with their lost entities
+    as positions in their originals' entities (``stats_storage.OpEntities``): a drop
+    of ten tool results lost some 500 entities, 9 KB a step stored a second time."""
+    if not losses:
+        return
+    texts: dict[int, str] = {}
+    for _, _, found in losses:
+        texts.update(found)
+    # The originals' entities as stored (what a reader gets back), stored now if not.
+    pools = entities_for_blobs(blobs=texts)
+    for op, of, _ in losses:
+        pool = [entity for pk in of for entity in pools[pk][0]]
+        op["entities"] = stats_storage.OpEntities(op["entities"], of=of, pool=pool)
+    losses.clear()
+
+
+def _losses_before(session_pk: int, index: int) -> list[tuple[int, dict[str, Any]]]:
     """What ``LossTracker.restore`` reads: the loss records of the steps before `index`."""
     with connection.cursor() as cursor:
         cursor.execute(_LOSSES_SQL, [session_pk, index])
         rows = cursor.fetchall()
-    for step_index, needs, refetches, calls, targets, lost, waste, closed in rows:
-        ops = [
-            {"targets": t, "entities": {"lost": e}}
-            for t, e in zip(json_value(targets) or (), json_value(lost) or (), strict=True)
-        ]
-        yield (
-            step_index,
-            {
-                "needs": json_value(needs),
-                "refetches": json_value(refetches),
-                "folded_calls": json_value(calls),
-                "ops": ops,
-                "waste": json_value(waste),
-                "closed": json_value(closed),
-            },
+    restored: list[tuple[int, dict[str, Any]]] = []
+    todo: list[stats_storage.OpEntities] = []
+    for step_index, text in rows:
+        stored = orjson.loads(text)
+        ops = stored.get("ops")
+        if type(ops) is list:
+            ops = [
+                {
+                    "targets": op["targets"],
+                    "entities": stats_storage.unpack_entities(op["entities"]),
+                }
+                for op in ops
+            ]
+            todo += stats_storage.unresolved({"ops": ops})
+        restored.append(
+            (
+                step_index,
+                {
+                    "needs": stored.get("needs"),
+                    "refetches": stored.get("refetches"),
+                    "folded_calls": stored.get("folded_calls"),
+                    "ops": ops,
+                    "waste": stored.get("waste"),
+                    "closed": stored.get("closed"),
+                },
+            )
         )
+    if todo:
+        stats_storage.resolve(todo, entities_of_blobs(stats_storage.blobs_of(todo)))
+    return restored
 
 
 def _write_inferred_folds(
@@ -778,6 +867,7 @@ def _chunk_read(
         folded_before={f[7] for f in fold_rows if f[0] < first_index},
         texts=texts,
         pk_of={id(s.message): pk for pk, s in stored.items()},
+        blob_of={id(s.message): s.blob_pk for s in stored.values()},
         tools_tokens=_tools_tokens({row[8] for row in steps if row[8]}, encoding),
         estimated=estimated,
         said_keys=said_keys,

@@ -408,8 +408,8 @@ CHART_POINTS = 2000
 # Built as JSON text inside PostgreSQL, reading each step's statistics once
 # (jsonb_to_record), so a 10,000-step session costs one query and no Python per step.
 # Statistics are stored packed (``sessions.stats_storage``): tokens under `t` and
-# partitions under `p`, each a number (before = after) or [before, after];
-# unseen_tokens under `u`.
+# partitions under `p` (in the JSON text `z`), each a number (before = after) or
+# [before, after]; unseen_tokens under `u`.
 _CHART_SQL = """
 WITH s AS MATERIALIZED (
   SELECT s.id, s.index, s.mode, s.reported_before, s.reported_after,
@@ -437,8 +437,8 @@ SELECT coalesce(json_agg(json_build_array(
          p.index, p.mode, p.before, p.after,
          (SELECT jsonb_object_agg(
                    e.key, CASE jsonb_typeof(e.value) WHEN 'array' THEN e.value->1 ELSE e.value END)
-            FROM jsonb_each(CASE WHEN jsonb_typeof(st.stats->'p') = 'object'
-                                 THEN st.stats->'p' END) AS e),
+            FROM jsonb_each(CASE WHEN jsonb_typeof((st.stats->>'z')::jsonb->'p') = 'object'
+                                 THEN (st.stats->>'z')::jsonb->'p' END) AS e),
          span.flags, p.reported_before, p.reported_after, ops.ops, span.lo, span.hi,
          st.stats->'u'
        ) ORDER BY p.bucket), '[]')::text,

@@ -14,11 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextview.sessions import stats_storage
-from contextview.sessions.models import Session, Step, StepStats
+from contextview.sessions.models import Session, Step, StepStats, stats_read
 from contextview.stats.services import session_stats_compute
 from tests.api_client import Api, step
 
 migration = import_module("contextview.sessions.migrations.0007_step_stats_packed")
+positions = import_module("contextview.sessions.migrations.0013_step_stats_compact")
 
 
 def _jsonb(value: Any) -> Any:
@@ -120,9 +121,9 @@ def test_it_gives_back_exactly_the_statistics_it_packed(stats: dict[str, Any]) -
     assert json.dumps(stats_storage.unpack(stored)) == json.dumps(_stored(stats))
 
 
-@pytest.mark.django_db
-def test_it_stores_a_typical_step_in_under_half_the_space() -> None:
-    stats = {
+def _typical() -> dict[str, Any]:
+    """A step's statistics as the worker computes them (of an OTLP session)."""
+    return {
         "ops": [],
         "flags": [],
         "waste": {"new": [["a9c37b06a4c32db2", "", 350, "171cb9f7a84c305e5436", 1]]},
@@ -146,6 +147,11 @@ def test_it_stores_a_typical_step_in_under_half_the_space() -> None:
         "reported_error": {"after": None, "before": -0.8071495766698025},
         "regretted_reloads": [],
     }
+
+
+@pytest.mark.django_db
+def test_it_stores_a_typical_step_in_under_half_the_space() -> None:
+    stats = _typical()
     packed = orjson.dumps(stats_storage.pack(stats)).decode()
     with connection.cursor() as cursor:
         cursor.execute(
@@ -182,13 +188,14 @@ def test_it_reads_through_the_orm_what_was_computed(computed_step: Step) -> None
     stored = _stats_row(computed_step)
     stats = Step.objects.with_stats().get(pk=computed_step.pk).stats
     assert "t" in stored and "tokens" not in stored
-    assert json.dumps(stats) == json.dumps(_stored(stats_storage.unpack(stored)))
+    assert json.dumps(stats) == json.dumps(_stored(stats_read(stored)))
     assert stats["tokens"]["after"] > 0 and stats["encoding"]
 
 
 def test_it_converts_stored_rows_both_ways(computed_step: Step) -> None:
     stats = Step.objects.with_stats().get(pk=computed_step.pk).stats
     editor = SimpleNamespace(connection=connection)
+    positions.lists_rows(None, editor)
     migration.unpack_rows(None, editor)
     assert json.dumps(_stats_row(computed_step)) == json.dumps(stats)
     migration.pack_rows(None, editor)
@@ -196,7 +203,68 @@ def test_it_converts_stored_rows_both_ways(computed_step: Step) -> None:
     assert "t" in packed
     migration.pack_rows(None, editor)  # a second time changes nothing
     assert _stats_row(computed_step) == packed
+    positions.positions_rows(None, editor)
     assert json.dumps(Step.objects.with_stats().get(pk=computed_step.pk).stats) == json.dumps(stats)
+
+
+def test_it_stores_what_sql_does_not_read_as_text_and_reads_it_back_in_jsonb_order() -> None:
+    stats = _typical()
+    stats["waste"] = {"new": [["ab12", "grep", 10, "t1", 1]], "gone": ["cd34"]}
+    stats["needs"] = [{"text": "SO1", "lost_at": 3, "op": 0, "how": "asked"}]
+    packed = stats_storage.pack(stats)
+    assert set(packed) <= {"t", "flags", "u", "z"}
+    assert json.dumps(stats_storage.unpack(_stored(packed))) == json.dumps(_stored(stats))
+
+
+def test_it_stores_lost_entities_as_where_they_are_in_the_originals(computed_step: Step) -> None:
+    stats = Step.objects.with_stats().get(pk=computed_step.pk).stats
+    assert stats["ops"][0]["entities"]["lost"] == ["504", "SO20260101007"]
+    row = _stats_row(computed_step)
+    assert row.keys() == {"t", "flags", "z"}  # what SQL reads, then the rest as text
+    stored = orjson.loads(row["z"])["ops"][0]["entities"]
+    assert "lost" not in stored and len(stored["of"]) == 1 and "at" not in stored  # all of them
+
+    editor = SimpleNamespace(connection=connection)
+    positions.lists_rows(None, editor)
+    assert _stats_row(computed_step)["ops"][0]["entities"]["lost"] == ["504", "SO20260101007"]
+    assert json.dumps(Step.objects.with_stats().get(pk=computed_step.pk).stats) == json.dumps(stats)
+    positions.positions_rows(None, editor)
+    positions.positions_rows(None, editor)  # a second time changes nothing
+    assert _stats_row(computed_step) == row
+    assert json.dumps(Step.objects.with_stats().get(pk=computed_step.pk).stats) == json.dumps(stats)
+
+
+@pytest.mark.parametrize(
+    "lost",
+    [
+        ["a", "b", "c", "d"],
+        ["d", "a", "b", "c"],
+        ["c", "pinned text", "a"],
+        ["b", "c"],
+        ["a"],
+        ["d", "c", "b", "a"],
+        ["b", "d"],
+        ["-", "a"],
+    ],
+)
+def test_it_gives_back_the_lost_entities_in_their_order(lost: list[str]) -> None:
+    pool = ["a", "b", "c", "a", "d"]
+    op = {
+        "op": "drop", "targets": ["m1", "m2"], "result_id": None, "tokens_in": 9,
+        "tokens_out": 0, "ratio": None,
+        "entities": stats_storage.OpEntities(
+            {"kept": 0, "lost": lost, "total": len(lost), "needed_later": []},
+            of=[7, 8], pool=pool,
+        ),
+    }  # fmt: skip
+    packed = stats_storage._pack_op(op)
+    assert packed is not None
+    assert ("lost" in packed["entities"]) == (lost[0] == "-")  # a leading "-" stays a list
+    back = stats_storage.unpack_entities(_stored(packed["entities"]))
+    stats_storage.resolve(
+        stats_storage.unresolved({"ops": [{"entities": back}]}), {7: pool[:3], 8: pool[3:]}
+    )
+    assert back == {"kept": 0, "lost": lost, "total": len(lost), "needed_later": []}
 
 
 def test_it_keeps_a_failed_steps_error_as_it_is(computed_step: Step) -> None:

@@ -16,8 +16,7 @@ import pytest
 from django.db import connection
 
 from contextview.core.tokens import load_encoding
-from contextview.sessions import stats_storage
-from contextview.sessions.models import Session, Step
+from contextview.sessions.models import Session, Step, stats_read
 from contextview.stats.tasks import sweep_pending_stats
 from tests.api_client import Api, step
 from tests.conftest import ROOT, _process_env, _stop, database_url
@@ -206,7 +205,7 @@ def _ready_rows(session: Session) -> dict[int, tuple[str, Any]]:
 
 def _unpacked(stats: Any) -> dict[str, Any]:
     """A stored stats value (packed, ``stats_storage``) as the readers get it."""
-    return stats_storage.unpack(json.loads(stats))
+    return stats_read(json.loads(stats))
 
 
 def _needed_later(stats: Any) -> bool:
