@@ -47,8 +47,7 @@ TABLES = (
 )
 # Statistics tables without a project column: the parent row that carries it.
 PARENT_OF = {
-    "cv_token_count": "JOIN cv_blob p ON p.id = t.blob_id",
-    "cv_blob_entities": "JOIN cv_blob p ON p.id = t.blob_id",
+    "cv_blob_info": "JOIN cv_blob p ON p.id = t.blob_id",
     "cv_step_stats": "JOIN cv_session p ON p.id = t.session_id",
 }
 WORDS = (
