@@ -29,6 +29,7 @@ import re
 import struct
 import sys
 from array import array
+from collections.abc import Iterator
 from itertools import accumulate
 
 import orjson
@@ -115,6 +116,36 @@ def entities_pack(entities: list[str], keys: list[str], text: str) -> bytes:
 
 def entities_unpack(data: bytes, text: str) -> tuple[list[str], list[str]]:
     """(entities, keys) from what `entities_pack` gave for `text`."""
+    if data[0] == 1:  # one byte a number and no tail: nearly always
+        entities = _cut(text, data)
+        return entities, list(map(str.lower, entities))
+    starts, lengths, literals, own_keys = _spans(data)
+    entities = [text[at : at + n] for at, n in zip(starts, lengths, strict=True)]
+    if literals:
+        held = iter(literals)
+        entities = [entity or next(held) for entity in entities]
+    keys = list(map(str.lower, entities))
+    for n, key in own_keys.items():
+        keys[int(n)] = key
+    return entities, keys
+
+
+def entity_keys_unpack(data: bytes, text: str) -> list[str]:
+    """The keys alone of `entities_unpack` (what most readers want): for an ASCII
+    text, cut from the text lowercased, without the entities."""
+    if data[0] == 1 and text.isascii():
+        return _cut(text.lower(), data)
+    return entities_unpack(data, text)[1]
+
+
+def _cut(source: str, data: bytes) -> list[str]:
+    """The spans of a form with one byte a number and no tail, cut from `source`."""
+    starts = accumulate(data[1::2])
+    return [source[at : at + n] for at, n in zip(starts, data[2::2], strict=True)]
+
+
+def _spans(data: bytes) -> tuple[Iterator[int], array[int], list[str], dict[str, str]]:
+    """Where the entities start, their lengths, the literal entities and the own keys."""
     head = data[0]
     width = head & 7
     literals: list[str] = []
@@ -128,14 +159,4 @@ def entities_unpack(data: bytes, text: str) -> tuple[list[str], list[str]]:
     numbers = array(_TYPECODES[width], data[start:end])
     if _SWAP:
         numbers.byteswap()
-    lengths = numbers[1::2]
-    entities = [
-        text[at : at + length] for at, length in zip(accumulate(numbers[::2]), lengths, strict=True)
-    ]
-    if literals:
-        held = iter(literals)
-        entities = [entity or next(held) for entity in entities]
-    keys = list(map(str.lower, entities))
-    for n, key in own_keys.items():
-        keys[int(n)] = key
-    return entities, keys
+    return accumulate(numbers[::2]), numbers[1::2], literals, own_keys

@@ -48,6 +48,7 @@ from contextview.sessions.selectors import (
 from contextview.stats.blob_info import (
     entities_pack,
     entities_unpack,
+    entity_keys_unpack,
     tokens_sql,
     tokens_write_sql,
 )
@@ -101,9 +102,9 @@ def _cached(kind: str, keys: Iterable[Any]) -> tuple[dict[Any, Any], list[Any]]:
 def messages_cached(pks: Iterable[int], *, encoding: str) -> dict[int, StoredMessage]:
     """Stored messages by pk, from this process's cache or the database.
 
-    The token counts in `encoding` and the entities with their keys (what
-    `tokens_for_blobs` and `entities_for_blobs` look for next) of the messages read
-    come with them, in the same query, and wait in the cache.
+    The token counts in `encoding` and the entities' keys (what `tokens_for_blobs`
+    and `entity_keys_for_blobs` look for next) of the messages read come with them,
+    in the same query, and wait in the cache, as do the entities, still packed.
     """
     found, missing = _cached("message", pks)
     if not missing:
@@ -121,8 +122,10 @@ def messages_cached(pks: Iterable[int], *, encoding: str) -> dict[int, StoredMes
         if tokens is not None:
             cached.append(((tokens_kind, blob_pk), tokens, 100))
         if entities is not None:
-            keyed = entities_unpack(entities, stored.message.text)
-            cached.append((("entities", blob_pk), keyed, _entities_size(keyed)))
+            # Most are asked for their keys alone, all of them, right after this.
+            keys = entity_keys_unpack(entities, stored.message.text)
+            cached.append((("entity keys", blob_pk), keys, _keys_size(keys)))
+            cached.append((("packed entities", blob_pk), entities, 100 + len(entities)))
     _CACHE.put_many(cached)
     return found
 
@@ -130,6 +133,11 @@ def messages_cached(pks: Iterable[int], *, encoding: str) -> dict[int, StoredMes
 def _entities_size(keyed: tuple[list[str], list[str]]) -> int:
     """What a blob's entities and keys take in the cache, roughly."""
     return 200 + 150 * len(keyed[0])
+
+
+def _keys_size(keys: list[str]) -> int:
+    """What a blob's entity keys take in the cache, roughly."""
+    return 100 + 80 * len(keys)
 
 
 @lru_cache(maxsize=8)
@@ -229,16 +237,27 @@ def entities_for_blobs(*, blobs: dict[int, str]) -> dict[int, tuple[list[str], l
         return {}
     known, pks = _cached("entities", blobs)
     if pks:
-        for pk, keyed in _entities_stored(blobs, sorted(pks)).items():
+        packed, pks = _cached("packed entities", pks)
+        found = {pk: entities_unpack(data, blobs[pk]) for pk, data in packed.items()}
+        if pks:
+            found.update(_entities_stored(blobs, sorted(pks)))
+        for pk, keyed in found.items():
             _CACHE.put(("entities", pk), keyed, _entities_size(keyed))
-            known[pk] = keyed
+        known.update(found)
     return known
 
 
 def entity_keys_for_blobs(*, blobs: dict[int, str]) -> dict[int, list[str]]:
-    """The keys (``entity_key``) of each blob's key entities: what waste tracking
-    matches tool results by."""
-    return {pk: keys for pk, (_, keys) in entities_for_blobs(blobs=blobs).items()}
+    """The keys (``entity_key``) of each blob's key entities, without the entities:
+    what waste tracking matches tool results by."""
+    if not blobs:
+        return {}
+    known, pks = _cached("entity keys", blobs)
+    if pks:
+        for pk, (_, keys) in entities_for_blobs(blobs={pk: blobs[pk] for pk in pks}).items():
+            known[pk] = keys
+            _CACHE.put(("entity keys", pk), keys, _keys_size(keys))
+    return known
 
 
 def _entities_stored(
