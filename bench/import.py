@@ -46,8 +46,7 @@ TABLES = (
 )
 # Statistics and bookkeeping tables without a project column: the parent row that carries it.
 PARENT_OF = {
-    "cv_token_count": "JOIN cv_blob p ON p.id = t.blob_id",
-    "cv_blob_entities": "JOIN cv_blob p ON p.id = t.blob_id",
+    "cv_blob_info": "JOIN cv_blob p ON p.id = t.blob_id",
     "cv_step_stats": "JOIN cv_session p ON p.id = t.session_id",
     "cv_fold": "JOIN cv_session p ON p.id = t.session_id",
 }

@@ -12,6 +12,7 @@ from contextview.core.monitors import ToolResult
 from contextview.monitors.models import Alert, Monitor, WebhookDelivery
 from contextview.projects.models import Project
 from contextview.sessions.models import Session, Step
+from contextview.stats.blob_info import tokens_by_name_sql
 
 
 def monitor_list(*, project: Project) -> QuerySet[Monitor]:
@@ -114,14 +115,15 @@ def window_tool_results(*, monitor: Monitor, now: datetime) -> list[ToolResult]:
         where.append("s.mode = %s")
         params.append(monitor.mode)
     params.append(window_start(monitor, now))
+    tokens = tokens_by_name_sql("s.aggregates->>'encoding'")
     sql = f"""
-        SELECT s.external_id, m.tool, t.tokens
+        SELECT s.external_id, m.tool, {tokens}
         FROM cv_session s
         JOIN cv_session_message sm ON sm.session_id = s.id
         JOIN cv_message m ON m.id = sm.message_id AND m.tool IS NOT NULL
              AND m.role IS DISTINCT FROM 'assistant'
-        JOIN cv_token_count t ON t.blob_id = m.blob_id AND t.encoding = s.aggregates->>'encoding'
-        WHERE {" AND ".join(where)}
+        JOIN cv_blob_info i ON i.blob_id = m.blob_id
+        WHERE {" AND ".join(where)} AND {tokens} IS NOT NULL
           AND EXISTS (SELECT 1 FROM cv_step st WHERE st.session_id = s.id AND st.timestamp >= %s)
         ORDER BY sm.created_at, sm.seq, sm.session_id
     """

@@ -28,6 +28,7 @@ from contextview.db import binary_cursor, each_key_sql
 from contextview.projects.models import Project
 from contextview.sessions import step_storage
 from contextview.sessions.models import AFTER_REFS, Blob, Operation, Session, Step, fold_key
+from contextview.stats.blob_info import tokens_sql
 
 # The columns a core message is made from (cv_message m joined with cv_blob b),
 # in the order message_from_row reads them.
@@ -420,11 +421,12 @@ def token_counts(*, blob_pks: Iterable[int], encoding: str) -> dict[int, int]:
     wanted = sorted(set(blob_pks))
     if not wanted or not encoding:
         return {}
+    tokens = tokens_sql(encoding)
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT blob_id, tokens FROM cv_token_count "
-            "WHERE encoding = %s AND blob_id = ANY(%s::bigint[])",
-            [encoding, wanted],
+            f"SELECT i.blob_id, {tokens} FROM cv_blob_info i "
+            f"WHERE i.blob_id = ANY(%s::bigint[]) AND {tokens} IS NOT NULL",
+            [wanted],
         )
         return dict(cursor.fetchall())
 

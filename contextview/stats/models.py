@@ -5,35 +5,25 @@ from django.db import models
 from contextview.sessions.models import Blob
 
 
-class TokenCount(models.Model):
-    """Measured tokens of one distinct content in one encoding: counted once, reused.
+class BlobInfo(models.Model):
+    """What the workers work out once per distinct content and reuse: its measured
+    tokens per encoding and its key entities (no pinned texts).
 
-    Identified by (blob, encoding), its primary key: a surrogate id would add a
-    column and a second index to a row that is otherwise three values.
+    One row a blob: written whole when the content is first seen (see
+    ``contextview.stats.blob_info`` for the stored forms).
     """
-
-    pk = models.CompositePrimaryKey("blob", "encoding")
-    blob = models.ForeignKey(Blob, on_delete=models.CASCADE, db_index=False, db_constraint=False)
-    encoding = models.CharField(max_length=64)
-    tokens = models.IntegerField()
-
-    class Meta:
-        db_table = "cv_token_count"
-
-
-class BlobEntities(models.Model):
-    """Key entities of one distinct content (no pinned texts): extracted once, reused."""
 
     blob = models.OneToOneField(
         Blob, on_delete=models.CASCADE, primary_key=True, db_constraint=False
     )
-    # JSON arrays kept as text: workers read them whole, never query inside, and
-    # text comes back without the jsonb-to-text conversion (half the read time).
-    entities = models.TextField(default="[]")
-    # Each entity's normalized key (``entity_key``), so that no worker normalizes
-    # them again; null on rows written before keys were kept, "" when they are
-    # the entities' JSON lowercased (read through ``stats.services._KEYS_SQL``).
-    keys = models.TextField(null=True, blank=True)
+    # Tokens in the encodings of ``blob_info.TOKEN_COLUMNS``; null until counted.
+    tokens_cl100k = models.IntegerField(null=True)
+    tokens_o200k = models.IntegerField(null=True)
+    # Tokens in any other encoding, by its name.
+    tokens_other = models.JSONField(null=True)
+    # Where the entities are in the blob's text, and their keys (``entity_key``)
+    # unless they are the entities lowercased; null until extracted.
+    entities = models.BinaryField(null=True)
 
     class Meta:
-        db_table = "cv_blob_entities"
+        db_table = "cv_blob_info"

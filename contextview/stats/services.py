@@ -3,7 +3,7 @@
 The core decides what the numbers are (``contextview.core.stats``); this module
 loads a session's pending steps in index order, counts the tokens of contents no
 worker has counted yet (once per distinct content and encoding, kept in
-``cv_token_count``), and writes the results in bulk.
+``cv_blob_info``, with their entities), and writes the results in bulk.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import lru_cache
@@ -22,12 +22,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
 from contextview.core.calls import is_tool_result, said_text
-from contextview.core.entities import (
-    entity_forms,
-    entity_key,
-    extract_entities_keyed,
-    forms_of_key,
-)
+from contextview.core.entities import entity_forms, extract_entities_keyed, forms_of_key
 from contextview.core.infer import COMPACTED, Inferred
 from contextview.core.lru import SizedLRU
 from contextview.core.model import Fold as CoreFold
@@ -49,6 +44,13 @@ from contextview.sessions.selectors import (
     json_value,
     message_from_row,
     messages_of_pks_sql,
+)
+from contextview.stats.blob_info import (
+    entities_pack,
+    entities_unpack,
+    entity_keys_unpack,
+    tokens_sql,
+    tokens_write_sql,
 )
 
 # Namespace of the advisory locks that keep one worker per session.
@@ -100,97 +102,134 @@ def _cached(kind: str, keys: Iterable[Any]) -> tuple[dict[Any, Any], list[Any]]:
 def messages_cached(pks: Iterable[int], *, encoding: str) -> dict[int, StoredMessage]:
     """Stored messages by pk, from this process's cache or the database.
 
-    The token counts in `encoding` and the keys of the entities (what
-    `tokens_for_blobs` and `entity_keys_for_blobs` look for next) of the messages read
-    come with them, in the same query, and wait in the cache.
+    The token counts in `encoding` and the entities' keys (what `tokens_for_blobs`
+    and `entity_keys_for_blobs` look for next) of the messages read come with them,
+    in the same query, and wait in the cache, as do the entities, still packed.
     """
     found, missing = _cached("message", pks)
     if not missing:
         return found
     with binary_cursor() as cursor:
-        cursor.execute(_MESSAGES_COUNTED_SQL, [sorted(missing), encoding])
+        cursor.execute(_messages_counted_sql(encoding), [sorted(missing)])
         rows = cursor.fetchall()
     tokens_kind = f"tokens:{encoding}"
     cached: list[tuple[tuple[str, int], Any, int]] = []
     for row in rows:
-        pk, blob_pk, tokens, keys_json = row[0], row[1], row[-2], row[-1]
+        pk, blob_pk, tokens, entities = row[0], row[1], row[-2], row[-1]
         stored = StoredMessage(pk=pk, blob_pk=blob_pk, message=message_from_row(row[2:-2]))
         found[pk] = stored
         cached.append((("message", pk), stored, 300 + len(stored.message.text)))
         if tokens is not None:
             cached.append(((tokens_kind, blob_pk), tokens, 100))
-        if keys_json is not None:
-            keys = orjson.loads(keys_json)
-            cached.append((("entity keys", blob_pk), keys, _keys_size(keys_json)))
+        if entities is not None:
+            # Most are asked for their keys alone, all of them, right after this.
+            keys = entity_keys_unpack(entities, stored.message.text)
+            cached.append((("entity keys", blob_pk), keys, _keys_size(keys)))
+            cached.append((("packed entities", blob_pk), entities, 100 + len(entities)))
     _CACHE.put_many(cached)
     return found
 
 
-def _keys_size(keys_json: str | bytes) -> int:
-    """What a blob's entity keys take in the cache, roughly, from their JSON."""
-    return 100 + 6 * len(keys_json)
+def _entities_size(keyed: tuple[list[str], list[str]]) -> int:
+    """What a blob's entities and keys take in the cache, roughly."""
+    return 200 + 150 * len(keyed[0])
 
 
-# Entity keys are stored as '' when they are the entities' JSON lowercased (ASCII
-# only, as ``lower`` does it in the C collation): nearly always, and then they
-# took half of cv_blob_entities. Reads of the keys go through this expression.
-_KEYS_SQL = "CASE WHEN e.keys = '' THEN lower(e.entities COLLATE \"C\") ELSE e.keys END"
+def _keys_size(keys: list[str]) -> int:
+    """What a blob's entity keys take in the cache, roughly."""
+    return 100 + 80 * len(keys)
 
 
-def _keys_stored(entities_json: str, keys_json: str) -> str:
-    """What cv_blob_entities.keys holds for these keys (see ``_KEYS_SQL``)."""
-    return "" if entities_json.isascii() and keys_json == entities_json.lower() else keys_json
+@lru_cache(maxsize=8)
+def _messages_counted_sql(encoding: str) -> str:
+    return messages_of_pks_sql(
+        f"m.id, b.id, {MESSAGE_COLUMNS}, {tokens_sql(encoding)}, i.entities",
+        "LEFT JOIN cv_blob_info i ON i.blob_id = b.id",
+    )
 
 
-_MESSAGES_COUNTED_SQL = messages_of_pks_sql(
-    f"m.id, b.id, {MESSAGE_COLUMNS}, t.tokens, {_KEYS_SQL}",
-    "LEFT JOIN cv_token_count t ON t.blob_id = b.id AND t.encoding = %b "
-    "LEFT JOIN cv_blob_entities e ON e.blob_id = b.id",
-)
-
-
-def tokens_for_blobs(*, blobs: dict[int, Reading | str], encoding: str) -> dict[int, int]:
+def tokens_for_blobs(
+    *, blobs: dict[int, Reading | str], encoding: str, entities: bool = True
+) -> dict[int, int]:
     """Tokens per blob pk: read the counted ones, count and store the rest.
 
     A blob is given as its text, or as a `Reading` when it has parts counted by rule.
+    The entities of a blob first seen are extracted with its tokens, and stored in
+    the same row (unless `entities` is false: tool definitions have none to read).
     """
     if not blobs:
         return {}
     known, pks = _cached(f"tokens:{encoding}", blobs)
     if pks:
-        known.update(_tokens_stored(blobs, sorted(pks), encoding))
+        known.update(_tokens_stored(blobs, sorted(pks), encoding, entities))
     return known
 
 
 def _tokens_stored(
-    blobs: dict[int, Reading | str], pks: list[int], encoding: str
+    blobs: dict[int, Reading | str], pks: list[int], encoding: str, entities: bool
 ) -> dict[int, int]:
     with binary_cursor() as cursor:
         cursor.execute(
             each_key_sql(
                 "%b::bigint[]",
-                "SELECT blob_id, tokens FROM cv_token_count WHERE blob_id = x.k AND encoding = %s",
+                f"SELECT i.blob_id, {tokens_sql(encoding)}, i.entities IS NOT NULL "
+                "FROM cv_blob_info i WHERE i.blob_id = x.k",
             ),
-            [pks, encoding],
+            [pks],
         )
-        known: dict[int, int] = dict(cursor.fetchall())
+        rows = cursor.fetchall()
+        known: dict[int, int] = {pk: tokens for pk, tokens, _ in rows if tokens is not None}
+        extracted = {pk for pk, _, has in rows if has}
         missing = [pk for pk in pks if pk not in known]
         if missing:
             counts = token_counter(encoding).count_readings([blobs[pk] for pk in missing])
-            cursor.execute(
-                "INSERT INTO cv_token_count (blob_id, encoding, tokens) "
-                "SELECT b, %s, t FROM unnest(%b::bigint[], %b::int[]) AS x(b, t) "
-                "ON CONFLICT (blob_id, encoding) DO NOTHING",
-                [encoding, missing, counts],
-            )
+            packed: list[bytes | None] = []
+            for pk in missing:
+                if not entities or pk in extracted:
+                    packed.append(None)
+                    continue
+                text = _text_of(blobs[pk])
+                keyed = extract_entities_keyed(text)
+                _CACHE.put(("entities", pk), keyed, _entities_size(keyed))
+                packed.append(entities_pack(*keyed, text))
+            _info_write(cursor, missing, packed, (encoding, counts))
             known.update(zip(missing, counts, strict=True))
     for pk, tokens in known.items():
         _CACHE.put((f"tokens:{encoding}", pk), tokens, 100)
     return known
 
 
+def _text_of(blob: Reading | str) -> str:
+    return blob if type(blob) is str else blob.text
+
+
+def _info_write(
+    cursor: Any,
+    pks: list[int],
+    packed: Sequence[bytes | None],
+    tokens: tuple[str, Sequence[int]] | None = None,
+) -> None:
+    """Store the packed entities (None: not extracted) of blobs and, when given,
+    their tokens in an encoding: (encoding, counts). What a blob's row already
+    holds is kept: another worker may have written it."""
+    columns, values = "blob_id, entities", "x.b, x.e"
+    assign = "entities = coalesce(cv_blob_info.entities, EXCLUDED.entities)"
+    arrays = "unnest(%b::bigint[], %b::bytea[]) AS x(b, e)"
+    params: list[Any] = [pks, list(packed)]
+    if tokens is not None:
+        column, value, kept = tokens_write_sql(tokens[0], "x.t")
+        columns, values, assign = f"{columns}, {column}", f"{values}, {value}", f"{assign}, {kept}"
+        arrays = "unnest(%b::bigint[], %b::bytea[], %b::int[]) AS x(b, e, t)"
+        params.append(list(tokens[1]))
+    cursor.execute(
+        f"INSERT INTO cv_blob_info ({columns}) SELECT {values} FROM {arrays} "
+        f"ON CONFLICT (blob_id) DO UPDATE SET {assign}",
+        params,
+    )
+
+
 def entities_for_blobs(
-    *, blobs: dict[int, str], pks: Iterable[int] | None = None
+    *, blobs: Mapping[int, str], pks: Iterable[int] | None = None
 ) -> dict[int, tuple[list[str], list[str]]]:
     """Key entities per blob pk (of `pks`, or of every blob in `blobs`, which gives
     their texts), with their keys (``entity_key``).
@@ -199,102 +238,75 @@ def entities_for_blobs(
     """
     known, missing = _cached("entities", blobs if pks is None else pks)
     if missing:
-        for pk, (keyed, size) in _entities_stored(blobs, sorted(missing)).items():
-            _CACHE.put(("entities", pk), keyed, size)
-            known[pk] = keyed
+        packed, missing = _cached("packed entities", missing)
+        found = {pk: entities_unpack(data, blobs[pk]) for pk, data in packed.items()}
+        if missing:
+            found.update(_entities_stored(blobs, sorted(missing)))
+        for pk, keyed in found.items():
+            _CACHE.put(("entities", pk), keyed, _entities_size(keyed))
+        known.update(found)
     return known
 
 
-class _BlobTexts(dict[int, str]):
-    """The texts of blobs, read one by one when first asked for: what
-    `entities_of_blobs` hands `entities_for_blobs`, which reads a text only to
-    extract entities that were not stored (hardly ever: the worker stores the
-    entities of every content an operation took in)."""
-
-    def __missing__(self, pk: int) -> str:
-        with binary_cursor() as cursor:
-            cursor.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM cv_message m JOIN cv_blob b ON b.id = m.blob_id "
-                "WHERE m.blob_id = %b LIMIT 1",
-                [pk],
-            )
-            text = self[pk] = message_from_row(cursor.fetchone()).text
-        return text
+# The text the core reads of a content (``Message.text``) depends on the content
+# alone: what a blob's text and parts give back (``message_from_row``).
+_BLOB_TEXT_SQL = each_key_sql(
+    "%b::bigint[]", "SELECT b.id, b.text, b.parts FROM cv_blob b WHERE b.id = x.k"
+)
 
 
 def entities_of_blobs(pks: Iterable[int]) -> dict[int, list[str]]:
     """The key entities of each blob pk (``extract_entities`` of its content), as the
     worker measured operations with them: what stored statistics' losses point into
-    (``stats_storage.OpEntities``)."""
-    texts = _BlobTexts()
-    return {pk: found for pk, (found, _) in entities_for_blobs(blobs=texts, pks=pks).items()}
+    (``stats_storage.OpEntities``). Entities are stored as places in their text, so
+    the texts of those not in the cache are read, in one query."""
+    wanted = set(pks)
+    _, uncached = _cached("entities", wanted)
+    texts: dict[int, str] = {}
+    if uncached:
+        with binary_cursor() as cursor:
+            cursor.execute(_BLOB_TEXT_SQL, [sorted(uncached)])
+            for pk, text, parts in cursor.fetchall():
+                row = (None, None, "", None, False, False, None, text, parts)
+                texts[pk] = message_from_row(row).text
+    found = entities_for_blobs(blobs=texts, pks=wanted)
+    return {pk: entities for pk, (entities, _) in found.items()}
 
 
 def entity_keys_for_blobs(*, blobs: dict[int, str]) -> dict[int, list[str]]:
-    """The keys (``entity_key``) of each blob's key entities, without the entities.
-
-    What waste tracking matches tool results by: half the bytes of the entities.
-    """
+    """The keys (``entity_key``) of each blob's key entities, without the entities:
+    what waste tracking matches tool results by."""
     if not blobs:
         return {}
     known, pks = _cached("entity keys", blobs)
     if pks:
-        with binary_cursor() as cursor:
-            cursor.execute(
-                f"SELECT e.blob_id, {_KEYS_SQL} FROM cv_blob_entities e "
-                "WHERE e.blob_id = ANY(%b) AND e.keys IS NOT NULL",
-                [sorted(pks)],
-            )
-            for pk, keys_json in cursor.fetchall():
-                keys = known[pk] = orjson.loads(keys_json)
-                _CACHE.put(("entity keys", pk), keys, _keys_size(keys_json))
-        missing = {pk: blobs[pk] for pk in pks if pk not in known}
-        for pk, (_, keys) in entities_for_blobs(blobs=missing).items():
+        for pk, (_, keys) in entities_for_blobs(blobs={pk: blobs[pk] for pk in pks}).items():
             known[pk] = keys
+            _CACHE.put(("entity keys", pk), keys, _keys_size(keys))
     return known
 
 
 def _entities_stored(
     blobs: dict[int, str], pks: list[int]
-) -> dict[int, tuple[tuple[list[str], list[str]], int]]:
-    """((entities, keys), their size in memory, roughly) per blob pk."""
-    known: dict[int, tuple[tuple[list[str], list[str]], int]] = {}
-    # The keys usually came with the blobs' messages (`messages_cached`): they are
-    # not read and decoded a second time (a megabyte of JSON for a 1,000-step chunk).
-    cached_keys, unkeyed = _cached("entity keys", pks)
-    keys_column = _KEYS_SQL if unkeyed else "NULL"
+) -> dict[int, tuple[list[str], list[str]]]:
     with binary_cursor() as cursor:
         cursor.execute(
-            f"SELECT e.blob_id, e.entities, {keys_column} FROM cv_blob_entities e "
-            "WHERE e.blob_id = ANY(%b)",
+            each_key_sql(
+                "%b::bigint[]",
+                "SELECT i.blob_id, i.entities FROM cv_blob_info i "
+                "WHERE i.blob_id = x.k AND i.entities IS NOT NULL",
+            ),
             [pks],
         )
-        for pk, entities_json, keys_json in cursor.fetchall():
-            entities = orjson.loads(entities_json)
-            keys = cached_keys.get(pk)
-            if keys is None:
-                # Rows from before keys were kept get them worked out here.
-                keys = orjson.loads(keys_json) if keys_json else list(map(entity_key, entities))
-            known[pk] = ((entities, keys), 200 + 6 * len(entities_json))
+        known = {pk: entities_unpack(data, blobs[pk]) for pk, data in cursor.fetchall()}
         missing = [pk for pk in pks if pk not in known]
         if missing:
             found = [extract_entities_keyed(blobs[pk]) for pk in missing]
-            entities_json = [orjson.dumps(e).decode() for e, _ in found]
-            cursor.execute(
-                "INSERT INTO cv_blob_entities (blob_id, entities, keys) "
-                "SELECT b, e, k FROM unnest(%b::bigint[], %b::text[], %b::text[]) AS x(b, e, k) "
-                "ON CONFLICT (blob_id) DO NOTHING",
-                [
-                    missing,
-                    entities_json,
-                    [
-                        _keys_stored(e, orjson.dumps(k).decode())
-                        for e, (_, k) in zip(entities_json, found, strict=True)
-                    ],
-                ],
-            )
-            for pk, keyed, text in zip(missing, found, entities_json, strict=True):
-                known[pk] = (keyed, 200 + 6 * len(text))
+            packed = [
+                entities_pack(*keyed, blobs[pk]) for pk, keyed in zip(missing, found, strict=True)
+            ]
+            _info_write(cursor, missing, packed)
+            known.update(zip(missing, found, strict=True))
     return known
 
 
@@ -883,7 +895,7 @@ def _tools_tokens(pks: set[int], encoding: str) -> dict[int, int]:
         with binary_cursor() as cursor:
             cursor.execute("SELECT id, text FROM cv_blob WHERE id = ANY(%b)", [sorted(missing)])
             texts: dict[int, Reading | str] = dict(cursor.fetchall())
-        known.update(tokens_for_blobs(blobs=texts, encoding=encoding))
+        known.update(tokens_for_blobs(blobs=texts, encoding=encoding, entities=False))
     return known
 
 

@@ -1,6 +1,9 @@
-"""Key entities of distinct contents, stored once per blob (``cv_blob_entities``)."""
+"""Token counts and key entities of distinct contents, stored once per blob
+(``cv_blob_info``)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -8,42 +11,95 @@ from django.db import connection
 from contextview.core.entities import extract_entities_keyed
 from contextview.projects.models import Project
 from contextview.sessions.models import Blob
+from contextview.sessions.selectors import token_counts
 from contextview.stats import services
 
 TEXTS = {
     "codes": "order SO20260101007 failed with E1234 at /var/Log/X.txt",
     "units": "the call took 3 s and returned 512MB",  # "3 s" has the key "3s"
-    "accents": 'the bank said "Überweisung Fehlt" for A12345',  # not ASCII: kept as is
+    "accents": 'the bank said "Überweisung Fehlt" for A12345',  # not ASCII
+    "inner": "GET https://shop.example/api/orders/SO20260101042 returned 504",
     "none": "nothing to keep here",
 }
 
 
-def _stored_keys() -> dict[str, str | None]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT b.text, e.keys FROM cv_blob_entities e JOIN cv_blob b ON b.id = e.blob_id"
-        )
-        return dict(cursor.fetchall())
-
-
-@pytest.mark.django_db
-def test_it_reads_back_the_keys_it_stored_as_lowercased_entities() -> None:
+@pytest.fixture
+def blobs() -> dict[int, str]:
     project = Project.objects.create(name="p")
-    blobs = {
+    return {
         Blob.objects.create(project=project, hash=name.encode(), text=text).pk: text
         for name, text in TEXTS.items()
     }
-    extracted = services.entities_for_blobs(blobs=blobs)
-    assert extracted == {pk: extract_entities_keyed(text) for pk, text in blobs.items()}
-    stored = _stored_keys()
-    # Lowercasing the entities gives the keys: stored as "". Not for the others.
-    assert stored[TEXTS["codes"]] == stored[TEXTS["none"]] == ""
-    assert stored[TEXTS["units"]] and stored[TEXTS["accents"]]
+
+
+def _table_writes() -> tuple[int, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_stat_get_xact_tuples_inserted('cv_blob_info'::regclass), "
+            "pg_stat_get_xact_tuples_updated('cv_blob_info'::regclass)"
+        )
+        inserted, updated = cursor.fetchone()
+    return inserted, updated
+
+
+@pytest.mark.django_db
+def test_it_reads_back_the_entities_and_tokens_it_stored(blobs: dict[int, str]) -> None:
+    # The counters are this connection's: earlier tests' may not be flushed yet.
+    inserted, updated = _table_writes()
+    counts = services.tokens_for_blobs(blobs=dict(blobs), encoding="cl100k_base")
+    expected = {pk: extract_entities_keyed(text) for pk, text in blobs.items()}
+    assert services.entities_for_blobs(blobs=blobs) == expected
+    # Counted and extracted together: one row a blob, written once.
+    assert _table_writes() == (inserted + len(blobs), updated)
 
     # As a fresh worker reads them: the keys alone, and with the entities.
-    for read in (services.entity_keys_for_blobs, services.entities_for_blobs):
-        services.caches_clear()
-        found = read(blobs=blobs)
-        assert {pk: (v[1] if isinstance(v, tuple) else v) for pk, v in found.items()} == {
-            pk: extract_entities_keyed(text)[1] for pk, text in blobs.items()
-        }
+    services.caches_clear()
+    assert services.entity_keys_for_blobs(blobs=blobs) == {
+        pk: keys for pk, (_, keys) in expected.items()
+    }
+    services.caches_clear()
+    assert services.entities_for_blobs(blobs=blobs) == expected
+    # The read API's counts are the worker's.
+    assert token_counts(blob_pks=blobs, encoding="cl100k_base") == counts
+    assert token_counts(blob_pks=blobs, encoding="o200k_base") == {}
+
+
+class _Counter:
+    def __init__(self, per_char: int) -> None:
+        self.per_char = per_char
+
+    def count_readings(self, readings: list[Any]) -> list[int]:
+        return [self.per_char * len(r if isinstance(r, str) else r.text) for r in readings]
+
+
+@pytest.mark.django_db
+def test_it_keeps_the_counts_of_each_encoding_apart(
+    blobs: dict[int, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # o200k_base has a column, p50k_base goes to tokens_other; neither is on this
+    # machine, so each counts by a rule of its own.
+    rules = {"cl100k_base": 1, "o200k_base": 2, "p50k_base": 3}
+    monkeypatch.setattr(services, "token_counter", lambda name: _Counter(rules[name]))
+    for encoding in rules:
+        services.tokens_for_blobs(blobs=dict(blobs), encoding=encoding)
+    services.caches_clear()
+    for encoding, per_char in rules.items():
+        expected = {pk: per_char * len(text) for pk, text in blobs.items()}
+        assert services.tokens_for_blobs(blobs=dict(blobs), encoding=encoding) == expected
+        assert token_counts(blob_pks=blobs, encoding=encoding) == expected
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*), count(entities) FROM cv_blob_info")
+        assert cursor.fetchone() == (len(blobs), len(blobs))
+
+
+@pytest.mark.django_db
+def test_it_extracts_no_entities_of_tool_definitions(blobs: dict[int, str]) -> None:
+    services.tokens_for_blobs(blobs=dict(blobs), encoding="cl100k_base", entities=False)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*), count(entities) FROM cv_blob_info")
+        assert cursor.fetchone() == (len(blobs), 0)
+    # Content sent as a message after all gets them when they are asked for.
+    services.caches_clear()
+    assert services.entities_for_blobs(blobs=blobs) == {
+        pk: extract_entities_keyed(text) for pk, text in blobs.items()
+    }

@@ -101,6 +101,10 @@ def lists_rows(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-    dependencies = [("agent_sessions", "0012_step_compact_columns")]
+    # Its conversion reads the entities as the code reads them now, from cv_blob_info.
+    dependencies = [
+        ("agent_sessions", "0012_step_compact_columns"),
+        ("stats", "0007_blob_info"),
+    ]
 
     operations = [migrations.RunPython(positions_rows, lists_rows, elidable=True)]
