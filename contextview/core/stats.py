@@ -430,6 +430,22 @@ def _new_call(
     return None
 
 
+def folds_of_ops(
+    ops: Sequence[Mapping[str, Any]], folds: Sequence[Fold], inferred_folds: Sequence[Fold]
+) -> list[Fold | None]:
+    """The fold of each entry of a step's ``stats["ops"]``, which `step_stats` lists
+    as the step's own operations in order, then the inferred ones (``inferred``)."""
+    own = {f.op_index: f for f in folds}
+    unsaid = {f.op_index: f for f in inferred_folds}
+    out: list[Fold | None] = []
+    counts = [0, 0]
+    for op in ops:
+        inferred = bool(op.get("inferred"))
+        out.append((unsaid if inferred else own).get(counts[inferred]))
+        counts[inferred] += 1
+    return out
+
+
 def op_reward(entry: Mapping[str, Any], *, needed: bool) -> float:
     """The reward of one operation's stats; `needed`: it lost what a later step needed."""
     if entry["op"] not in REPLACING_OPS:

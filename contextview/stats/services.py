@@ -32,7 +32,7 @@ from contextview.core.needs import LossTracker, link_needs
 from contextview.core.parts import Reading
 from contextview.core.refs import decode_many
 from contextview.core.session import SessionWalk, WalkedStep
-from contextview.core.stats import ContextMeter, TextCache, session_aggregates
+from contextview.core.stats import ContextMeter, TextCache, folds_of_ops, session_aggregates
 from contextview.core.tokens import EncodingChoice, TokenCounter
 from contextview.core.waste import waste_summary
 from contextview.db import binary_cursor, each_key_sql
@@ -642,14 +642,7 @@ def _losses_found(
     ops = stats["ops"]
     if not any(op["entities"]["lost"] for op in ops):
         return
-    own = {f.op_index: f for f in folds}
-    unsaid = {f.op_index: f for f in inferred.folds}
-    k = j = 0
-    for op in ops:
-        if op.get("inferred"):
-            fold, j = unsaid.get(j), j + 1
-        else:
-            fold, k = own.get(k), k + 1
+    for op, fold in zip(ops, folds_of_ops(ops, folds, inferred.folds), strict=True):
         if fold is None or not op["entities"]["lost"]:
             continue
         originals = [(blob_of.get(id(m)), m.text) for m in fold.originals]
