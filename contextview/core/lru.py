@@ -46,6 +46,15 @@ class SizedLRU(Generic[K, V]):
                     found[key] = entry[0]
         return found, missing
 
+    def pop(self, key: K) -> V | None:
+        """Take the value of `key` out (None when there is none)."""
+        with self._lock:
+            entry = self._data.pop(key, None)
+            if entry is None:
+                return None
+            self._size -= entry[1]
+            return entry[0]
+
     def put(self, key: K, value: V, size: int) -> None:
         self.put_many(((key, value, size),))
 

@@ -76,6 +76,10 @@ class Session(models.Model):
     # Steps whose statistics are computed, as of the workers' last commit: how far
     # a long computation has got (of step_count).
     stats_steps_done = models.IntegerField(default=0, db_default=0)
+    # Bumped by every statistics run, in the transaction of each chunk it commits: a
+    # worker process that finds it as its own last run left it knows that no other
+    # run changed the session's statistics since (``stats.services._carried``).
+    stats_epoch = models.BigIntegerField(default=0, db_default=0)
 
     class Meta:
         db_table = "cv_session"
@@ -258,7 +262,7 @@ class Step(models.Model):
     after_given = models.BooleanField(default=False)
     after_mismatch = models.BooleanField(default=False)
     # Tells a body sent again at this index from another: 16 bytes of its sha256.
-    body_hash = models.BinaryField(max_length=32)
+    body_hash = models.BinaryField(max_length=16)
 
     objects = StepQuerySet.as_manager()
 

@@ -13,13 +13,14 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 import orjson
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
+from django.db.models import F
 
 from contextview.core.calls import is_tool_result, said_text
 from contextview.core.entities import entity_forms, extract_entities_keyed, forms_of_key
@@ -65,6 +66,9 @@ _LOCK_NAMESPACE = 7301
 FIRST_CHUNK_REFS = 400_000
 CHUNK_MIN = 50
 CHUNK = 2000
+# A run keeps the statistics of at most this many steps for the session's sums (and
+# its next run); past that, they are read back from the database.
+CARRIED_STEPS = 10_000
 WRITE_BATCH = 100
 
 
@@ -324,24 +328,45 @@ def session_stats_compute(*, session_id: int) -> int:
         return _compute_chunks(session_id)
 
 
+@dataclass(slots=True)
+class _Run:
+    """What a statistics run carries from chunk to chunk: every step it stored, by
+    index (the session's sums need not read them back), and what the session lost
+    so far. When the run ends, this process keeps it for the session's next run (a
+    live agent's next step): that run starts from it, and not from every earlier
+    step's stored statistics, when no other run changed the session in between
+    (``epoch``, the session's ``stats_epoch`` as this run's last chunk left it)."""
+
+    computed: dict[int, dict[str, Any]] = field(default_factory=dict)
+    tracker: LossTracker = field(default_factory=LossTracker)
+    epoch: int | None = None
+
+
 def _compute_chunks(session_id: int) -> int:
     total = 0
-    # Every step this run stored, by index: the session's sums need not read them back.
-    computed: dict[int, dict[str, Any]] = {}
-    # What the session lost so far, carried from chunk to chunk of this run.
-    tracker = LossTracker()
+    run = _CACHE.pop(("run", session_id)) or _Run()
     size = CHUNK
     refs: int | None = FIRST_CHUNK_REFS * settings.STATS_CHUNK_MS // 1000
     while True:
         started = time.perf_counter()
-        done, more = _compute_chunk(session_id, size, computed, tracker, refs=refs)
+        done, more = _compute_chunk(session_id, size, run, refs=refs)
         refs = None
         total += done
         if not more:
+            if run.epoch is not None:
+                _CACHE.put(("run", session_id), run, _run_size(run))
             return total
         size = _chunk_size(done, time.perf_counter() - started)
-        if len(computed) > CHUNK:
-            computed.clear()  # a long session's sums read its stats back instead
+        if len(run.computed) > CARRIED_STEPS:
+            # A long session's sums read its stats back instead.
+            run.computed.clear()
+            run.epoch = None
+
+
+def _run_size(run: _Run) -> int:
+    """What a run's statistics and losses take in the cache, roughly."""
+    tracker = run.tracker
+    return 2000 * len(run.computed) + 200 * (len(tracker.open) + len(tracker.linked))
 
 
 def _steps_within(steps: Sequence[tuple[Any, ...]], refs: int) -> int:
@@ -436,8 +461,8 @@ _PENDING = "NOT EXISTS (SELECT 1 FROM cv_step_stats t WHERE t.step_id = s.id)"
 _FIRST_PENDING_SQL = f"SELECT min(s.index) FROM cv_step s WHERE s.session_id = %s AND {_PENDING}"
 _STALE_SQL = "DELETE FROM cv_step_stats WHERE session_id = %s AND index > %s AND status = 'ready'"
 _PROGRESS_SQL = (
-    "UPDATE cv_session SET stats_steps_done = (SELECT count(*) FROM cv_step_stats "
-    "WHERE session_id = %s AND status = 'ready') WHERE id = %s"
+    "UPDATE cv_session SET stats_epoch = stats_epoch + 1, stats_steps_done = (SELECT count(*) "
+    "FROM cv_step_stats WHERE session_id = %s AND status = 'ready') WHERE id = %s"
 )
 _FAILED_SQL = (
     "INSERT INTO cv_step_stats (step_id, session_id, index, status, stats) "
@@ -450,14 +475,15 @@ _FAILED_SQL = (
 def _compute_chunk(
     session_id: int,
     size: int,
-    computed: dict[int, dict[str, Any]],
-    tracker: LossTracker | None = None,
+    run: _Run,
     *,
     refs: int | None = None,
 ) -> tuple[int, bool]:
     """Compute and commit up to `size` steps from the first pending one; (how many, more?).
 
     With `refs`, fewer when their contexts hold more message references than that.
+    Every chunk that stores statistics counts one more in the session's
+    ``stats_epoch``, committed with them.
     """
     with connection.cursor() as cursor:
         # Statistics are derived: a commit lost to a crash leaves its steps pending,
@@ -466,12 +492,20 @@ def _compute_chunk(
     session = Session.objects.filter(pk=session_id).first()
     if session is None:
         return 0, False
+    if run.epoch != session.stats_epoch:
+        # Another run changed the session's statistics since this one's were taken
+        # (or there are none): what is stored says what the session lost.
+        run.computed.clear()
+        run.tracker.clear()
+    computed = run.computed
     with connection.cursor() as cursor:
         cursor.execute(_FIRST_PENDING_SQL, [session_id])
         (first,) = cursor.fetchone()
     if first is None:
         if session.stats_status != "ready":
             _aggregate(session, computed or None)
+            session.stats_epoch += 1
+        run.epoch = session.stats_epoch
         return 0, False
     # A late step changes what later steps' statistics say (reload regret, repeated
     # tool calls), so everything after the first pending step is computed again.
@@ -488,12 +522,13 @@ def _compute_chunk(
             # Steps after this chunk wait for a later one: pending, they are where
             # the next run starts if this one is killed.
             cursor.execute(_STALE_SQL, [session_id, steps[-1][1]])
-    computed.update(_compute_steps(session, steps, previous, tracker or LossTracker()))
+    computed.update(_compute_steps(session, steps, previous, run.tracker))
     if more:
         with connection.cursor() as cursor:
             cursor.execute(_PROGRESS_SQL, [session_id, session_id])
     else:
         _aggregate(session, computed)
+    run.epoch = session.stats_epoch + 1
     return len(steps), more
 
 
@@ -948,6 +983,7 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
         aggregates=aggregates,
         stats_status="pending" if pending else "ready",
         stats_steps_done=len(stats),
+        stats_epoch=F("stats_epoch") + 1,
     )
 
 
@@ -962,4 +998,6 @@ def stats_mark_failed(*, session_id: int, error: str) -> None:
     """Give up on a session's pending steps, saying why; a recompute starts them again."""
     with connection.cursor() as cursor:
         cursor.execute(_FAILED_SQL, [orjson.dumps({"error": error[:2000]}).decode(), session_id])
-    Session.objects.filter(pk=session_id).update(stats_status="failed")
+    Session.objects.filter(pk=session_id).update(
+        stats_status="failed", stats_epoch=F("stats_epoch") + 1
+    )

@@ -37,3 +37,11 @@ def test_putting_a_key_again_replaces_its_size() -> None:
     assert cache.size == 30 and len(cache) == 1
     cache.clear()
     assert cache.size == 0 and cache.get_many(["k"]) == ({}, ["k"])
+
+
+def test_a_value_taken_out_is_gone_and_frees_its_size() -> None:
+    cache: SizedLRU[str, str] = SizedLRU(100)
+    cache.put("k", "a", 60)
+    assert cache.pop("k") == "a"
+    assert cache.pop("k") is None
+    assert cache.size == 0 and len(cache) == 0

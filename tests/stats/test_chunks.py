@@ -115,7 +115,7 @@ def test_giving_up_marks_the_pending_steps_failed_and_keeps_the_computed_ones(
     api: Api, session: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        services, "_compute_chunks", lambda sid: services._compute_chunk(sid, 5, {})[0]
+        services, "_compute_chunks", lambda sid: services._compute_chunk(sid, 5, services._Run())[0]
     )
     assert services.session_stats_compute(session_id=session.pk) == 5  # one chunk, then lost
     services.stats_mark_failed(session_id=session.pk, error="worker lost " * 300)

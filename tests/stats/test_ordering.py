@@ -96,3 +96,74 @@ def test_it_recomputes_every_later_chunk_when_an_early_step_arrives_late(
     session.refresh_from_db()
     assert session.aggregates["flag_counts"].get("repeated_tool_call", 0) == 0
     assert session.stats_status == "ready" and session.stats_steps_done == 5
+
+
+def _stats_and_aggregates(session: Session) -> tuple[list[object], dict[str, object]]:
+    session.refresh_from_db()
+    steps = Step.objects.with_stats().filter(session=session).order_by("index")
+    return list(steps.values_list("index", "stats")), session.aggregates
+
+
+def _computed_whole(session: Session) -> tuple[list[object], dict[str, object]]:
+    from contextview.stats import services
+
+    services.caches_clear()  # a new worker process, from what is stored alone
+    services.stats_recompute(session_ids=[session.pk])
+    return _stats_and_aggregates(session)
+
+
+@pytest.mark.django_db
+def test_a_session_computed_step_by_step_as_it_arrives_has_the_statistics_of_it_whole(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextview.stats import services
+    from tests.stats.test_loss import amnesia_session
+
+    events = amnesia_session("live")
+    assert api.ingest({"batch": events[:2]}).status_code == 207
+    session = Session.objects.get(external_id="live")
+    services.session_stats_compute(session_id=session.pk)
+    # Every later step's run starts from what this process's last run left: what the
+    # session lost so far is not rebuilt from the stored statistics of every step.
+    read_back: list[int] = []
+    losses_before = services._losses_before
+    monkeypatch.setattr(
+        services,
+        "_losses_before",
+        lambda pk, index: read_back.append(index) or losses_before(pk, index),
+    )
+    for event in events[2:]:
+        assert api.ingest({"batch": [event]}).status_code == 207
+        assert services.session_stats_compute(session_id=session.pk) == 1
+    assert read_back == []
+    live = _stats_and_aggregates(session)
+    assert live[1]["steps"] == len(events) - 1 and live[1]["amnesia"]
+    assert live == _computed_whole(session)
+
+
+@pytest.mark.django_db
+def test_a_run_carried_past_another_workers_run_is_not_used(api: Api) -> None:
+    from contextview.stats import services
+    from tests.stats.test_loss import amnesia_session
+
+    start, *steps = amnesia_session("carried")
+    # Steps 0, 1, 3 and 4 first; this process computes them and keeps its run.
+    assert api.ingest({"batch": [start, *steps[:2], *steps[3:5]]}).status_code == 207
+    session = Session.objects.get(external_id="carried")
+    services.session_stats_compute(session_id=session.pk)
+    kept = services._CACHE.pop(("run", session.pk))
+    assert kept is not None
+    # Another worker computes the late step 2 (the summary that loses SO20260101007),
+    # and with it steps 3 and 4 again.
+    assert api.ingest({"batch": [steps[2]]}).status_code == 207
+    services.caches_clear()
+    assert services.session_stats_compute(session_id=session.pk) == 3
+    # This process's run, from before that, is still at hand when step 5 comes.
+    services._CACHE.put(("run", session.pk), kept, 1)
+    assert api.ingest({"batch": steps[5:]}).status_code == 207
+    assert services.session_stats_compute(session_id=session.pk) == 2
+    carried = _stats_and_aggregates(session)
+    assert {"text": "SO20260101007", "lost_at": 2, "needed_at": 5, "how": "asked"} in carried[1][
+        "amnesia"
+    ]
+    assert carried == _computed_whole(session)
