@@ -17,6 +17,11 @@ Parts (each printed as a table row, then all as one JSON line):
   stored, the process's caches empty, as a new worker process starts) and hot
   (the same process again, its caches holding the session's messages, counts
   and entities, as when it computes the next chunk of a session).
+* ``worker-live`` (with ``--database-url``): the same session less its last
+  --trials steps computed, then those steps ingested one at a time, each computed
+  by the worker's service as it arrives (as a live agent's steps are): the time
+  each one takes, at the end of a long session. It grows with what the step
+  brings, not with the steps before it.
 * ``latency`` (with ``--url`` and ``--key`` of a running server whose worker is
   idle): one step posted at a time, the time until the read API says ``ready``.
 """
@@ -185,6 +190,37 @@ def bench_worker(
     return rows
 
 
+def bench_live(steps: int, max_context: int, trials: int) -> dict[str, Any]:
+    """``worker-live`` (see the module); Django is set up by `bench_worker`."""
+    from contextview.ingest.services import batch_ingest
+    from contextview.projects.services import project_get_or_create
+    from contextview.sessions.models import Session
+    from contextview.stats.services import session_stats_compute
+
+    project, _ = project_get_or_create(slug="bench-stats")
+    sid = f"bench-live-{uuid.uuid4().hex[:8]}"
+    events = [session_event(sid), *long_session(sid, steps, max_context, seed=0, by_id=True)]
+    head, tail = events[:-trials], events[-trials:]
+    for i in range(0, len(head), 100):
+        batch_ingest(project=project, batch=head[i : i + 100])
+    session = Session.objects.get(project=project, external_id=sid)
+    session_stats_compute(session_id=session.pk)
+    took: list[float] = []
+    for event in tail:
+        batch_ingest(project=project, batch=[event])
+        started = time.perf_counter()
+        done = session_stats_compute(session_id=session.pk)
+        took.append(time.perf_counter() - started)
+        assert done == 1, done
+    return {
+        "part": "worker-live",
+        "from_step": len(head) - 1,
+        "steps": trials,
+        "p50_ms": round(statistics.median(took) * 1000, 1),
+        "max_ms": round(max(took) * 1000, 1),
+    }
+
+
 def bench_latency(url: str, key: str, trials: int) -> dict[str, Any]:
     import httpx
 
@@ -240,7 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--database-url", help="run the worker part against this database")
     parser.add_argument("--url", help="a running server (loopback), for the latency part")
     parser.add_argument("--key", help="an API key of that server")
-    parser.add_argument("--trials", type=int, default=20, help="latency trials (default 20)")
+    parser.add_argument(
+        "--trials", type=int, default=20, help="live steps and latency trials (default 20)"
+    )
     parser.add_argument(
         "--repeat", type=int, default=5, help="worker runs, warm and hot, best kept (default 5)"
     )
@@ -250,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [bench_core(args.steps, args.max_context), bench_tokenize(args.steps, args.max_context)]
     if args.database_url:
         rows += bench_worker(args.steps, args.max_context, args.database_url, args.repeat)
+        rows.append(bench_live(args.steps, args.max_context, args.trials))
     if args.url:
         host = args.url.split("//", 1)[-1].split(":", 1)[0].split("/", 1)[0]
         if host not in ("127.0.0.1", "localhost", "[::1]"):
