@@ -263,22 +263,21 @@ def new_positions(before: Sequence[Message], known: set[str] | None) -> list[int
     return out
 
 
-def link_needs(
-    stats_by_index: Mapping[int, dict[str, Any]],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[int]]:
-    """(aggregates.amnesia, aggregates.refetches, indexes of steps whose stats changed).
+class NeedLinks:
+    """Every need of a session's steps, linked to the operation that lost what was
+    needed, kept as the steps' stats are added in index order (`add`); `settle`
+    writes them onto the losing steps' stats."""
 
-    Fills ``needed_later`` on the operations that lost what later steps
-    needed, lists those entities first in ``lost``, and settles the reward of
-    their steps; stats are changed in place.
-    """
-    amnesia: list[dict[str, Any]] = []
-    refetches: list[dict[str, Any]] = []
-    later: dict[tuple[int, int], list[dict[str, Any]]] = {}
-    for index in sorted(stats_by_index):
-        stats = stats_by_index[index]
+    def __init__(self) -> None:
+        self.amnesia: list[dict[str, Any]] = []  # aggregates.amnesia
+        self.refetches: list[dict[str, Any]] = []  # aggregates.refetches
+        self.later: dict[Op, list[dict[str, Any]]] = {}
+        # operations whose needs grew since the last `settle`
+        self.touched: set[Op] = set()
+
+    def add(self, index: int, stats: Mapping[str, Any]) -> None:
         for need in stats.get("needs") or ():
-            amnesia.append(
+            self.amnesia.append(
                 {
                     "text": need["text"],
                     "lost_at": need["lost_at"],
@@ -286,34 +285,79 @@ def link_needs(
                     "how": need["how"],
                 }
             )
-            later.setdefault((need["lost_at"], need["op"]), []).append(
+            op = (need["lost_at"], need["op"])
+            self.later.setdefault(op, []).append(
                 {"text": need["text"], "step": index, "how": need["how"]}
             )
+            self.touched.add(op)
         for refetch in stats.get("refetches") or ():
-            refetches.append({k: refetch[k] for k in ("tool", "lost_at", "refetched_at", "tokens")})
-    changed: list[int] = []
-    for index, stats in stats_by_index.items():
-        ops = stats.get("ops") or ()
-        if not any(
-            (index, k) in later or op["entities"].get("needed_later") for k, op in enumerate(ops)
-        ):
-            continue
-        reward = stats.get("reward_base", stats["reward"])
-        for k, op in enumerate(ops):
-            needed = later.get((index, k), [])
-            entities = op["entities"]
-            entities["needed_later"] = needed
-            if needed:
-                first = {entity_key(n["text"]) for n in needed}
-                lost = entities["lost"]
-                entities["lost"] = [e for e in lost if entity_key(e) in first] + [
-                    e for e in lost if entity_key(e) not in first
-                ]
-            reward += op_reward(op, needed=bool(needed)) - op_reward(op, needed=False)
-        reward = round(reward, 4) + 0.0
-        stats["reward"] = reward
-        changed.append(index)
-    return amnesia, refetches, sorted(changed)
+            self.refetches.append(
+                {k: refetch[k] for k in ("tool", "lost_at", "refetched_at", "tokens")}
+            )
+
+    def settle(
+        self, stats_by_index: Mapping[int, dict[str, Any]], *, every: bool = False
+    ) -> list[int]:
+        """Fill ``needed_later`` on the operations that lost what later steps needed,
+        list those entities first in ``lost`` and settle the reward of their steps,
+        in place; the indexes of the steps changed. Only the steps whose operations'
+        needs grew since the last call, or (`every`) every step: stats read back may
+        hold needs that a recomputation took away."""
+        if every:
+            indexes: Iterable[int] = stats_by_index
+        else:
+            indexes = sorted({index for index, _ in self.touched if index in stats_by_index})
+        self.touched.clear()
+        later = self.later
+        changed: list[int] = []
+        for index in indexes:
+            stats = stats_by_index[index]
+            ops = stats.get("ops") or ()
+            if not any(
+                (index, k) in later or op["entities"].get("needed_later")
+                for k, op in enumerate(ops)
+            ):
+                continue
+            reward = stats.get("reward_base", stats["reward"])
+            for k, op in enumerate(ops):
+                needed = later.get((index, k), [])
+                entities = op["entities"]
+                entities["needed_later"] = needed
+                if needed:
+                    entities["lost"] = _needed_first(entities["lost"], needed)
+                reward += op_reward(op, needed=bool(needed)) - op_reward(op, needed=False)
+            reward = round(reward, 4) + 0.0
+            stats["reward"] = reward
+            changed.append(index)
+        return sorted(changed)
 
 
-__all__ = ["HOWS", "LossTracker", "Op", "calls_of", "link_needs", "new_positions"]
+def _needed_first(lost: list[str], needed: list[dict[str, Any]]) -> list[str]:
+    """`lost` with what was needed first, by the step that first needed it (then as
+    listed), then the rest as listed. Ranked again with more needs, a ranked list
+    gives what the list as first ranked would: the order never depends on how
+    often it was settled."""
+    first_need: dict[str, int] = {}
+    for need in needed:  # in step order
+        first_need.setdefault(entity_key(need["text"]), need["step"])
+    keys = [entity_key(e) for e in lost]
+    front = sorted(
+        (n for n, key in enumerate(keys) if key in first_need),
+        key=lambda n: (first_need[keys[n]], n),
+    )
+    rest = [e for e, key in zip(lost, keys, strict=True) if key not in first_need]
+    return [lost[n] for n in front] + rest
+
+
+def link_needs(
+    stats_by_index: Mapping[int, dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[int]]:
+    """(aggregates.amnesia, aggregates.refetches, indexes of steps whose stats changed)
+    of a whole session (`NeedLinks`); stats are changed in place."""
+    links = NeedLinks()
+    for index in sorted(stats_by_index):
+        links.add(index, stats_by_index[index])
+    return links.amnesia, links.refetches, links.settle(stats_by_index, every=True)
+
+
+__all__ = ["HOWS", "LossTracker", "NeedLinks", "Op", "calls_of", "link_needs", "new_positions"]

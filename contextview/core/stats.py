@@ -864,52 +864,76 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def session_aggregates(step_stats_list: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The contract's session `aggregates`, from the stats of its steps."""
-    occupancies: list[float] = []
-    ratios: list[float] = []
-    ops_by_type: Counter[str] = Counter()
-    flag_counts: Counter[str] = Counter()
-    tokens_saved = entities_total = entities_kept = reload_regrets = tokens_after = 0
-    window = 0
-    reward_total = 0.0
-    for stats in step_stats_list:
-        tokens_after += stats["tokens"]["after"]
-        window = max(window, stats.get("window") or 0)
+class SessionSums:
+    """The sums of the contract's session `aggregates`, kept as a session's step stats
+    are added in index order (`add`): a live session's next step adds its own, the
+    steps before it are not read again. What a step adds does not change after, but
+    for its reward, which a later step's needs settle (`reward_settled`)."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        # per step, in index order: summed when read, as the whole list would be
+        self.occupancies: list[float] = []
+        self.ratios: list[float] = []
+        self.rewards: dict[int, float] = {}
+        self.ops_by_type: Counter[str] = Counter()
+        self.flag_counts: Counter[str] = Counter()
+        self.tokens_saved = self.entities_total = self.entities_kept = 0
+        self.reload_regrets = self.tokens_after = self.window = 0
+
+    def add(self, index: int, stats: Mapping[str, Any]) -> None:
+        self.steps += 1
+        self.tokens_after += stats["tokens"]["after"]
+        self.window = max(self.window, stats.get("window") or 0)
         if "reload_regret" in stats["flags"]:
             # One per original brought back; a step reloading three counts three.
-            reload_regrets += len(stats.get("regretted_reloads") or ()) or 1
+            self.reload_regrets += len(stats.get("regretted_reloads") or ()) or 1
         after = stats["occupancy"]["after"]
         if after is not None:
-            occupancies.append(after)
-        flag_counts.update(stats["flags"])
-        reward_total += stats["reward"]
+            self.occupancies.append(after)
+        self.flag_counts.update(stats["flags"])
+        self.rewards[index] = stats["reward"]
         for op in stats["ops"]:
             name = op["op"]
-            ops_by_type[name] += 1
+            self.ops_by_type[name] += 1
             if name in REPLACING_OPS or name == "drop":
-                tokens_saved += op["tokens_in"] - op["tokens_out"]
+                self.tokens_saved += op["tokens_in"] - op["tokens_out"]
             if name in REPLACING_OPS:
-                entities_total += op["entities"]["total"]
-                entities_kept += op["entities"]["kept"]
+                self.entities_total += op["entities"]["total"]
+                self.entities_kept += op["entities"]["kept"]
             if op["ratio"] is not None:
-                ratios.append(op["ratio"])
-    return {
-        "steps": len(step_stats_list),
-        "peak_occupancy": max(occupancies) if occupancies else None,
-        "mean_occupancy": _mean(occupancies),
-        "ops_by_type": dict(sorted(ops_by_type.items())),
-        "tokens_saved": tokens_saved,
-        "mean_ratio": _mean(ratios),
-        "entity_retention": entities_kept / entities_total if entities_total else None,
-        "reload_regrets": reload_regrets,
-        "budget_violations": flag_counts["budget_exceeded"],
-        "flag_counts": dict(sorted(flag_counts.items())),
-        # Beyond the contract: what project-wide comparisons sum over sessions.
-        "reward_total": round(reward_total, 4) + 0.0,
-        "tokens_after_total": tokens_after,
-        "entities_total": entities_total,
-        "entities_kept": entities_kept,
-        # the window that provider-counted occupancy was measured against, if any
-        **({"window": window} if window else {}),
-    }
+                self.ratios.append(op["ratio"])
+
+    def reward_settled(self, index: int, reward: float) -> None:
+        self.rewards[index] = reward
+
+    def aggregates(self) -> dict[str, Any]:
+        occupancies = self.occupancies
+        total, kept = self.entities_total, self.entities_kept
+        return {
+            "steps": self.steps,
+            "peak_occupancy": max(occupancies) if occupancies else None,
+            "mean_occupancy": _mean(occupancies),
+            "ops_by_type": dict(sorted(self.ops_by_type.items())),
+            "tokens_saved": self.tokens_saved,
+            "mean_ratio": _mean(self.ratios),
+            "entity_retention": kept / total if total else None,
+            "reload_regrets": self.reload_regrets,
+            "budget_violations": self.flag_counts["budget_exceeded"],
+            "flag_counts": dict(sorted(self.flag_counts.items())),
+            # Beyond the contract: what project-wide comparisons sum over sessions.
+            "reward_total": round(sum(self.rewards.values(), 0.0), 4) + 0.0,
+            "tokens_after_total": self.tokens_after,
+            "entities_total": total,
+            "entities_kept": kept,
+            # the window that provider-counted occupancy was measured against, if any
+            **({"window": self.window} if self.window else {}),
+        }
+
+
+def session_aggregates(step_stats_list: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The contract's session `aggregates`, from the stats of its steps."""
+    sums = SessionSums()
+    for n, stats in enumerate(step_stats_list):
+        sums.add(n, stats)
+    return sums.aggregates()

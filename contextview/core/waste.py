@@ -357,23 +357,29 @@ class _Carried:
             self.steps += index - self.open_at
             self.open_at = None
 
+    def closed_at(self, index: int) -> tuple[int, int]:
+        """(steps carried, duplicate tokens) had it been closed at `index`."""
+        if self.open_at is None:
+            return self.steps, self.duplicate_tokens
+        extra = _extra(self.copies, self.tokens) * (index - self.copies_at)
+        return self.steps + index - self.open_at, self.duplicate_tokens + extra
 
-def waste_summary(stats_by_index: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
-    """The session's waste from its steps' ``waste`` events: aggregates entries.
 
-    ``duplicate_results``: results present more than once in a context, with the
-    most copies seen and the re-billed tokens of the extra copies;
-    ``unreferenced_results``: results never referred to again yet carried
-    `UNREFERENCED_MIN_STEPS` steps or more, with the tokens re-billed after
-    their first step; ``rebilled_tokens``: both summed.
-    """
-    results: dict[str, _Carried] = {}
-    end = 0
-    for index in sorted(stats_by_index):
-        end = index + 1
-        events = stats_by_index[index].get("waste")
+class WasteSums:
+    """A session's waste, kept as its steps' ``waste`` events are added in index
+    order (`add`); `summary` gives the aggregates entries (`waste_summary`) as if the
+    session ended after the last step added, and changes nothing."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, _Carried] = {}
+        self.end = 0
+
+    def add(self, index: int, stats: Mapping[str, Any]) -> None:
+        self.end = index + 1
+        events = stats.get("waste")
         if not isinstance(events, Mapping):
-            continue
+            return
+        results = self.results
         for digest in events.get("referenced") or ():
             if digest in results:
                 results[digest].referenced = True
@@ -396,37 +402,52 @@ def waste_summary(stats_by_index: Mapping[int, Mapping[str, Any]]) -> dict[str, 
                 carried.max_copies = copies
             if copies > 1 and carried.duplicated_at is None:
                 carried.duplicated_at = index
-    for carried in results.values():
-        carried.close(end)
 
-    duplicates: list[dict[str, Any]] = [
-        {
-            "tool": c.tool,
-            "message": c.message,
-            "first_at": c.duplicated_at,
-            "copies": c.max_copies,
-            "tokens": c.duplicate_tokens,
+    def summary(self) -> dict[str, Any]:
+        """``duplicate_results``: results present more than once in a context, with the
+        most copies seen and the re-billed tokens of the extra copies;
+        ``unreferenced_results``: results never referred to again yet carried
+        `UNREFERENCED_MIN_STEPS` steps or more, with the tokens re-billed after
+        their first step; ``rebilled_tokens``: both summed."""
+        duplicates: list[dict[str, Any]] = []
+        unreferenced: list[dict[str, Any]] = []
+        for c in self.results.values():
+            steps, duplicate_tokens = c.closed_at(self.end)
+            if c.duplicated_at is not None and duplicate_tokens:
+                duplicates.append(
+                    {
+                        "tool": c.tool,
+                        "message": c.message,
+                        "first_at": c.duplicated_at,
+                        "copies": c.max_copies,
+                        "tokens": duplicate_tokens,
+                    }
+                )
+            if c.judged and not c.referenced and steps >= UNREFERENCED_MIN_STEPS and c.tokens:
+                unreferenced.append(
+                    {
+                        "tool": c.tool,
+                        "message": c.message,
+                        "added_at": c.added_at,
+                        "steps": steps,
+                        "tokens": c.tokens * (steps - 1),
+                    }
+                )
+        total = sum(d["tokens"] for d in duplicates) + sum(u["tokens"] for u in unreferenced)
+        return {
+            "duplicate_results": _largest(duplicates),
+            "unreferenced_results": _largest(unreferenced),
+            "rebilled_tokens": total,
         }
-        for c in results.values()
-        if c.duplicated_at is not None and c.duplicate_tokens
-    ]
-    unreferenced: list[dict[str, Any]] = [
-        {
-            "tool": c.tool,
-            "message": c.message,
-            "added_at": c.added_at,
-            "steps": c.steps,
-            "tokens": c.tokens * (c.steps - 1),
-        }
-        for c in results.values()
-        if c.judged and not c.referenced and c.steps >= UNREFERENCED_MIN_STEPS and c.tokens
-    ]
-    total = sum(d["tokens"] for d in duplicates) + sum(u["tokens"] for u in unreferenced)
-    return {
-        "duplicate_results": _largest(duplicates),
-        "unreferenced_results": _largest(unreferenced),
-        "rebilled_tokens": total,
-    }
+
+
+def waste_summary(stats_by_index: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """The session's waste from its steps' ``waste`` events: aggregates entries
+    (`WasteSums.summary`)."""
+    sums = WasteSums()
+    for index in sorted(stats_by_index):
+        sums.add(index, stats_by_index[index])
+    return sums.summary()
 
 
 def _largest(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -29,13 +29,13 @@ from contextview.core.lru import SizedLRU
 from contextview.core.model import Fold as CoreFold
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
-from contextview.core.needs import LossTracker, link_needs
+from contextview.core.needs import LossTracker
 from contextview.core.parts import Reading
 from contextview.core.refs import decode_many
 from contextview.core.session import SessionWalk, WalkedStep
-from contextview.core.stats import ContextMeter, TextCache, folds_of_ops, session_aggregates
+from contextview.core.stats import ContextMeter, TextCache, folds_of_ops
 from contextview.core.tokens import EncodingChoice, TokenCounter
-from contextview.core.waste import waste_summary
+from contextview.core.totals import SessionTotals
 from contextview.db import binary_cursor, each_key_sql
 from contextview.sessions import stats_storage, step_storage
 from contextview.sessions.models import Session, Step, StepStats, fold_key
@@ -340,6 +340,11 @@ class _Run:
     computed: dict[int, dict[str, Any]] = field(default_factory=dict)
     tracker: LossTracker = field(default_factory=LossTracker)
     epoch: int | None = None
+    # the session's totals over the steps before ``totals.next_index``, as they are
+    # stored; None when they are to be summed from every step again
+    totals: SessionTotals | None = None
+    # the ids folded or dropped by the steps before ``tracker.next_index``
+    folded: set[str] | None = None
 
 
 def _compute_chunks(session_id: int) -> int:
@@ -360,6 +365,7 @@ def _compute_chunks(session_id: int) -> int:
         if len(run.computed) > CARRIED_STEPS:
             # A long session's sums read its stats back instead.
             run.computed.clear()
+            run.totals = None
             run.epoch = None
 
 
@@ -423,14 +429,16 @@ _OPS_SQL = (
     )
     + " ORDER BY r.step_id, r.position"
 )
-# Folds of the steps up to the chunk's end: later ones say nothing about it.
-# One row per original, its message's id read with it.
+# Folds of the steps from a first index (0: every earlier one too) up to the chunk's
+# end: later ones say nothing about it. One row per original, its message's id read
+# with it.
 _FOLDS_SQL = (
     "SELECT s.index, f.step_id, f.op_position, f.op, "
     "CASE WHEN f.result_msg_id IS NULL THEN 'drop' ELSE 'fold' END, f.result_msg_id, u.pk, "
     "m.msg_id, f.inferred FROM cv_fold f JOIN cv_step s ON s.id = f.step_id "
     "CROSS JOIN LATERAL unnest(f.originals) WITH ORDINALITY AS u(pk, n) "
-    "JOIN cv_message m ON m.id = u.pk WHERE f.session_id = %s AND s.index <= %s "
+    "JOIN cv_message m ON m.id = u.pk WHERE f.session_id = %s AND s.index >= %s "
+    "AND s.index <= %s "
     "ORDER BY s.index, f.inferred, f.op_position, u.n"
 )
 
@@ -497,13 +505,15 @@ def _compute_chunk(
         # (or there are none): what is stored says what the session lost.
         run.computed.clear()
         run.tracker.clear()
+        run.totals = None
+        run.folded = None
     computed = run.computed
     with connection.cursor() as cursor:
         cursor.execute(_FIRST_PENDING_SQL, [session_id])
         (first,) = cursor.fetchone()
     if first is None:
         if session.stats_status != "ready":
-            _aggregate(session, computed or None)
+            _aggregate(session, run if computed else None)
             session.stats_epoch += 1
         run.epoch = session.stats_epoch
         return 0, False
@@ -522,12 +532,14 @@ def _compute_chunk(
             # Steps after this chunk wait for a later one: pending, they are where
             # the next run starts if this one is killed.
             cursor.execute(_STALE_SQL, [session_id, steps[-1][1]])
-    computed.update(_compute_steps(session, steps, previous, run.tracker))
+    if run.totals is not None and first < run.totals.next_index:
+        run.totals = None  # steps it summed are computed again
+    computed.update(_compute_steps(session, steps, previous, run))
     if more:
         with connection.cursor() as cursor:
             cursor.execute(_PROGRESS_SQL, [session_id, session_id])
     else:
-        _aggregate(session, computed)
+        _aggregate(session, run)
     run.epoch = session.stats_epoch + 1
     return len(steps), more
 
@@ -580,18 +592,21 @@ def _compute_steps(
     session: Session,
     steps: Sequence[tuple[Any, ...]],
     previous: tuple[Any, ...] | None,
-    tracker: LossTracker,
+    run: _Run,
 ) -> dict[int, dict[str, Any]]:
     """Compute and store the stats of `steps` (rows of ``_STEPS_SQL``); by step index."""
     choice = session_encoding(session)
-    chunk = _chunk_read(session, steps, previous, choice.name)
+    tracker = run.tracker
+    # What earlier steps folded is read when the run does not know it already.
+    folded = run.folded if tracker.next_index == steps[0][1] else None
+    chunk = _chunk_read(session, steps, previous, choice.name, whole=folded is None)
     walk = SessionWalk(
         encoding=choice.name,
         encoding_note=choice.note,
         budget=session.budget,
         pinned=session.pinned or (),
         context_window=session.context_window,
-        folded=chunk.folded_before,
+        folded=chunk.folded_before if folded is None else folded,
         tracker=tracker,
     )
     if tracker.next_index != steps[0][1]:
@@ -662,6 +677,7 @@ def _compute_steps(
             results_json = list(map(stats_storage.packed_json, results))
             cursor.execute(_WRITE_SQL, [session.pk, written, indexes, results_json])
         _write_inferred_folds(cursor, session, steps, unsaid, chunk.pk_of)
+    run.folded = walk.folded
     return computed
 
 
@@ -808,12 +824,15 @@ def _chunk_read(
     steps: Sequence[tuple[Any, ...]],
     previous: tuple[Any, ...] | None,
     encoding: str,
+    *,
+    whole: bool = True,
 ) -> _Chunk:
-    """Operations, folds, contexts, token counts and entities of a chunk of steps."""
+    """Operations, folds, contexts, token counts and entities of a chunk of steps;
+    the ids folded before it (``folded_before``) only with `whole`."""
     first_index = steps[0][1]
     with binary_cursor() as ops, binary_cursor() as folds, ops.connection.pipeline():
         ops.execute(_OPS_SQL, [[row[0] for row in steps]])
-        folds.execute(_FOLDS_SQL, [session.pk, steps[-1][1]])
+        folds.execute(_FOLDS_SQL, [session.pk, 0 if whole else first_index, steps[-1][1]])
         # Pipelined: the database reads operations and folds while this decodes.
         refs = [bytes(r) for row in steps for r in (row[2], row[3])]
         if previous is not None:
@@ -927,14 +946,15 @@ def _tools_tokens(pks: set[int], encoding: str) -> dict[int, int]:
     return known
 
 
-def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = None) -> None:
-    """Sum the session's step stats; `computed` holds those this run just stored."""
-    stats: list[dict[str, Any]] | None = None
-    indexes: list[int] = []
+def _aggregate(session: Session, run: _Run | None = None) -> None:
+    """Sum the session's step stats; `run` holds those this run stored (and those of
+    the runs of this process before it that it carries, with their totals)."""
+    by_index: dict[int, dict[str, Any]] | None = None
     pending = False
-    if computed is not None:
+    if run is not None:
         # Statuses alone are cheap to read: when the ready steps are exactly the
-        # ones just computed, their stats need not be read back and parsed.
+        # ones the run holds, their stats need not be read back and parsed.
+        computed = run.computed
         with binary_cursor() as cursor:
             cursor.execute(
                 "SELECT s.index, t.status = 'ready' FROM cv_step s "
@@ -945,22 +965,27 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
             rows = cursor.fetchall()
         ready = [index for index, is_ready in rows if is_ready]
         if len(ready) == len(computed) and all(index in computed for index in ready):
-            stats = [computed[index] for index in ready]
-            indexes = ready
+            by_index = {index: computed[index] for index in ready}
             pending = len(ready) != len(rows)
-    if stats is None:
+    totals = run.totals if run is not None and by_index is not None else None
+    if by_index is None:
         rows = (
             Step.objects.filter(session=session)
             .with_stats()
             .order_by("index")
             .values_list("stats", "stats_status", "index")
         )
-        kept = [(s, i) for s, status, i in rows if status == "ready" and s is not None]
-        stats = [s for s, _ in kept]
-        indexes = [i for _, i in kept]
+        by_index = {i: s for s, status, i in rows if status == "ready" and s is not None}
         pending = any(status != "ready" for _, status, _ in rows)
-    by_index = dict(zip(indexes, stats, strict=True))
-    amnesia, refetches, changed = link_needs(by_index)
+    if totals is not None:
+        # Only the steps after those the totals hold: they were computed from them on.
+        for index in sorted(i for i in by_index if i >= totals.next_index):
+            totals.add(index, by_index[index])
+        changed = totals.settle(by_index)
+    else:
+        totals, changed = SessionTotals.of(by_index)
+    if run is not None:
+        run.totals = totals if run.computed else None
     if changed:
         with binary_cursor() as cursor:
             cursor.execute(
@@ -971,10 +996,7 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
                     session.pk,
                 ],
             )
-    aggregates: dict[str, Any] = session_aggregates(stats)
-    aggregates["amnesia"] = amnesia
-    aggregates["refetches"] = refetches
-    aggregates.update(waste_summary(by_index))
+    aggregates = totals.aggregates()
     choice = session_encoding(session)
     aggregates["encoding"] = choice.name
     if choice.note:
@@ -982,7 +1004,7 @@ def _aggregate(session: Session, computed: dict[int, dict[str, Any]] | None = No
     Session.objects.filter(pk=session.pk).update(
         aggregates=aggregates,
         stats_status="pending" if pending else "ready",
-        stats_steps_done=len(stats),
+        stats_steps_done=len(by_index),
         stats_epoch=F("stats_epoch") + 1,
     )
 

@@ -8,6 +8,7 @@ from tests.api_client import Api, step
 
 SYSTEM = {"id": "sys", "role": "system", "content": "You read logs."}
 LOG = {"id": "log", "role": "tool", "tool": "grep", "content": "504 from inventory-svc after 3 s"}
+RELOAD = {"action": "reload", "target": "t1"}
 
 
 @pytest.mark.django_db
@@ -119,7 +120,8 @@ def test_a_session_computed_step_by_step_as_it_arrives_has_the_statistics_of_it_
     from contextview.stats import services
     from tests.stats.test_loss import amnesia_session
 
-    events = amnesia_session("live")
+    # and at the end, the summarized result is reloaded: a regret of what was folded
+    events = [*amnesia_session("live"), step("live", 7, [SYSTEM], action=RELOAD)]
     assert api.ingest({"batch": events[:2]}).status_code == 207
     session = Session.objects.get(external_id="live")
     services.session_stats_compute(session_id=session.pk)
@@ -138,6 +140,7 @@ def test_a_session_computed_step_by_step_as_it_arrives_has_the_statistics_of_it_
     assert read_back == []
     live = _stats_and_aggregates(session)
     assert live[1]["steps"] == len(events) - 1 and live[1]["amnesia"]
+    assert live[1]["reload_regrets"] == 1
     assert live == _computed_whole(session)
 
 
