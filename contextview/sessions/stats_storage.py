@@ -162,24 +162,28 @@ def is_packed(stored: dict[str, Any]) -> bool:
     return "t" in stored or "~" in stored
 
 
-def unpack(stored: Any) -> Any:
-    """The statistics that `stored` (``pack``'s output, as read back) stands for."""
+def unpack(stored: Any, *, ordered: bool = True) -> Any:
+    """The statistics that `stored` (``pack``'s output, as read back) stands for; not
+    `ordered`, the keys of what was kept as text are left in its order (a reader
+    that never shows them, such as the worker, need not sort them)."""
     if type(stored) is not dict:
         return stored
     if "t" in stored:
-        return _unpack(from_text(stored))
+        return _unpack(from_text(stored, ordered=ordered))
     if "~" in stored:
         return stored["~"]
     return stored
 
 
-def from_text(stored: dict[str, Any]) -> dict[str, Any]:
-    """``pack``'s form with the keys kept as text (``z``) read back as jsonb gives them."""
+def from_text(stored: dict[str, Any], *, ordered: bool = True) -> dict[str, Any]:
+    """``pack``'s form with the keys kept as text (``z``) read back as jsonb gives them
+    (or, not `ordered`, as the text has them)."""
     text = stored.get("z")
     if type(text) is not str:
         return stored
     out = {key: value for key, value in stored.items() if key != "z"}
-    out.update(_jsonb_sorted(orjson.loads(text)))
+    loaded = orjson.loads(text)
+    out.update(_jsonb_sorted(loaded) if ordered else loaded)
     return out
 
 

@@ -345,6 +345,9 @@ class _Run:
     totals: SessionTotals | None = None
     # the ids folded or dropped by the steps before ``tracker.next_index``
     folded: set[str] | None = None
+    # whether the totals' needs are to be settled on every step: statistics read
+    # back may hold needs that a recomputation took away
+    resettle: bool = False
 
 
 def _compute_chunks(session_id: int) -> int:
@@ -443,12 +446,6 @@ _FOLDS_SQL = (
 )
 
 
-# What earlier steps lost and which needs they already linked (``LossTracker.restore``):
-# the keys of the stored value's text (``stats_storage``), which hold all of it.
-_LOSSES_SQL = (
-    "SELECT index, stats ->> 'z' FROM cv_step_stats "
-    "WHERE session_id = %s AND index < %s AND status = 'ready' AND stats ? 'z' ORDER BY index"
-)
 _RESTATS_SQL = (
     "UPDATE cv_step_stats t SET stats = x.s::jsonb FROM unnest(%b::int[], %b::text[]) AS x(i, s) "
     "WHERE t.session_id = %b::bigint AND t.index = x.i AND t.stats IS DISTINCT FROM x.s::jsonb"
@@ -534,6 +531,8 @@ def _compute_chunk(
             cursor.execute(_STALE_SQL, [session_id, steps[-1][1]])
     if run.totals is not None and first < run.totals.next_index:
         run.totals = None  # steps it summed are computed again
+    if previous is not None and run.tracker.next_index != first:
+        _stored_taken(run, session, first)
     computed.update(_compute_steps(session, steps, previous, run))
     if more:
         with connection.cursor() as cursor:
@@ -621,7 +620,11 @@ def _compute_steps(
             new_call=previous[4],
         )
         if tracker.next_index != steps[0][1]:
-            walk.restore_losses(_losses_before(session.pk, steps[0][1]), chunk.texts)
+            # From the statistics stored before the chunk, which the run just read.
+            earlier = run.computed
+            walk.restore_losses(
+                ((i, earlier[i]) for i in sorted(earlier) if i < steps[0][1]), chunk.texts
+            )
     unsaid: dict[int, Inferred] = {}  # inferred operations, by step pk
 
     meter = ContextMeter(chunk.tokens_of)
@@ -719,41 +722,34 @@ def _losses_pointed(losses: list[tuple[dict[str, Any], list[int], dict[int, str]
     losses.clear()
 
 
-def _losses_before(session_pk: int, index: int) -> list[tuple[int, dict[str, Any]]]:
-    """What ``LossTracker.restore`` reads: the loss records of the steps before `index`."""
+# The statistics of the steps before one, as the worker rebuilds a run from them.
+_STORED_SQL = (
+    "SELECT index, stats::text FROM cv_step_stats "
+    "WHERE session_id = %s AND index < %s AND status = 'ready' ORDER BY index"
+)
+
+
+def _stored_taken(run: _Run, session: Session, first: int) -> None:
+    """Start `run` from what is stored of the session's steps before `first`: their
+    statistics (what the loss tracker is rebuilt from, and what the session's sums
+    add up) and their totals, to be settled on every step."""
     with connection.cursor() as cursor:
-        cursor.execute(_LOSSES_SQL, [session_pk, index])
+        cursor.execute(_STORED_SQL, [session.pk, first])
         rows = cursor.fetchall()
-    restored: list[tuple[int, dict[str, Any]]] = []
+    computed = run.computed
+    computed.clear()
     todo: list[stats_storage.OpEntities] = []
-    for step_index, text in rows:
-        stored = orjson.loads(text)
-        ops = stored.get("ops")
-        if type(ops) is list:
-            ops = [
-                {
-                    "targets": op["targets"],
-                    "entities": stats_storage.unpack_entities(op["entities"]),
-                }
-                for op in ops
-            ]
-            todo += stats_storage.unresolved({"ops": ops})
-        restored.append(
-            (
-                step_index,
-                {
-                    "needs": stored.get("needs"),
-                    "refetches": stored.get("refetches"),
-                    "folded_calls": stored.get("folded_calls"),
-                    "ops": ops,
-                    "waste": stored.get("waste"),
-                    "closed": stored.get("closed"),
-                },
-            )
-        )
+    for index, text in rows:
+        stats = stats_storage.unpack(orjson.loads(text), ordered=False)
+        computed[index] = stats
+        todo += stats_storage.unresolved(stats)
     if todo:
         stats_storage.resolve(todo, entities_of_blobs(stats_storage.blobs_of(todo)))
-    return restored
+    totals = SessionTotals()
+    for index, stats in computed.items():
+        totals.add(index, stats)
+    run.totals = totals
+    run.resettle = True
 
 
 def _write_inferred_folds(
@@ -981,9 +977,11 @@ def _aggregate(session: Session, run: _Run | None = None) -> None:
         # Only the steps after those the totals hold: they were computed from them on.
         for index in sorted(i for i in by_index if i >= totals.next_index):
             totals.add(index, by_index[index])
-        changed = totals.settle(by_index)
+        changed = totals.settle(by_index, every=run is not None and run.resettle)
     else:
         totals, changed = SessionTotals.of(by_index)
+    if run is not None:
+        run.resettle = False
     if run is not None:
         run.totals = totals if run.computed else None
     if changed:

@@ -128,11 +128,11 @@ def test_a_session_computed_step_by_step_as_it_arrives_has_the_statistics_of_it_
     # Every later step's run starts from what this process's last run left: what the
     # session lost so far is not rebuilt from the stored statistics of every step.
     read_back: list[int] = []
-    losses_before = services._losses_before
+    stored_taken = services._stored_taken
     monkeypatch.setattr(
         services,
-        "_losses_before",
-        lambda pk, index: read_back.append(index) or losses_before(pk, index),
+        "_stored_taken",
+        lambda run, session, first: read_back.append(first) or stored_taken(run, session, first),
     )
     for event in events[2:]:
         assert api.ingest({"batch": [event]}).status_code == 207
