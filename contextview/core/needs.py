@@ -74,14 +74,17 @@ class LossTracker:
         self.next_index = 0
         self.waste.clear()
 
-    def restore(self, rows: Iterable[tuple[int, Mapping[str, Any]]]) -> None:
-        """Rebuild from the stats of earlier steps, in index order: (index, stats)."""
+    def restore(
+        self, rows: Iterable[tuple[int, Mapping[str, Any]]], cache: TextCache | None = None
+    ) -> None:
+        """Rebuild from the stats of earlier steps, in index order: (index, stats);
+        the keys of their lost entities from `cache` when it has them."""
         for index, stats in rows:
             # As the walk had it: the step's needs closed earlier losses, then its own
             # operations opened new ones.
             for lost_at, op, key in stats.get("closed") or ():
                 self._close(key, lost_at, op)
-            self._open_all(index, stats.get("ops") or ())
+            self._open_all(index, stats.get("ops") or (), cache)
             for need in stats.get("needs") or ():
                 self.linked.add(
                     (need["lost_at"], need["op"], entity_key(need["text"]), need["how"])

@@ -195,7 +195,7 @@ class SessionWalk:
     ) -> None:
         """Rebuild what the losses and the waste trackers knew from the stats of the
         steps before (``LossTracker.restore``'s rows), after `resume`."""
-        self.tracker.restore(rows)
+        self.tracker.restore(rows, cache)
         if self._previous is not None:
             self.tracker.waste.resume(self._previous.before, cache)
 

@@ -179,6 +179,11 @@ class TextCache:
         if keys is not None:
             self._keys[id(entities)] = (entities, keys)
 
+    def prime_keys_of(self, entities: list[str], keys: list[str]) -> None:
+        """The ``entity_key`` of each of `entities`, worked out earlier: what
+        `keys_of` gives for that list."""
+        self._keys[id(entities)] = (entities, keys)
+
     def prime_keys(self, text: str, keys: list[str]) -> None:
         """The keys of `text`'s entities (no pinned), worked out earlier: `text_keys`."""
         self._text_keys[text] = keys

@@ -51,11 +51,13 @@ extraction the worker measured them with.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any
 
 import orjson
+
+from contextview.core.entities import entity_key
 
 # Stored as their index: append only, never reorder.
 ENCODINGS = ("cl100k_base", "o200k_base", "p50k_base", "r50k_base", "p50k_edit", "gpt2")
@@ -120,7 +122,7 @@ class OpEntities(dict):  # type: ignore[type-arg]
     and ``total`` from ``packed`` (the stored form).
     """
 
-    __slots__ = ("of", "pool", "packed")
+    __slots__ = ("of", "pool", "packed", "lost_keys")
 
     def __init__(
         self,
@@ -134,6 +136,8 @@ class OpEntities(dict):  # type: ignore[type-arg]
         self.of = list(of)
         self.pool = pool
         self.packed = packed
+        # the ``entity_key`` of each lost entity, when ``resolve`` was given them
+        self.lost_keys: list[str] | None = None
 
 
 def pack(stats: dict[str, Any], *, text: bool = True) -> dict[str, Any]:
@@ -355,8 +359,11 @@ def _positions(lost: list[str], pool: list[str]) -> list[int | str] | None:
     return at
 
 
-def _at_positions(at: list[int | str] | None, pool: list[str]) -> list[str]:
-    """The entities `at` (``_positions``) stands for."""
+def _at_positions(
+    at: list[int | str] | None, pool: list[str], literal: Callable[[str], str] = str
+) -> list[str]:
+    """The entities `at` (``_positions``) stands for, from `pool` (or what stands in
+    `pool`'s place for each, an entity written out in `at` given as `literal` of it)."""
     if at is None:
         return list(pool)
     if at and at[0] == "-":
@@ -366,7 +373,7 @@ def _at_positions(at: list[int | str] | None, pool: list[str]) -> list[str]:
     last = 0
     for x in at:
         if type(x) is str:
-            out.append(x)
+            out.append(literal(x))
         elif x >= 0:  # type: ignore[operator]
             out.append(pool[x])  # type: ignore[index]
             last = x  # type: ignore[assignment]
@@ -390,13 +397,21 @@ def unresolved(stats: Any) -> list[OpEntities]:
     ]
 
 
-def resolve(todo: Iterable[OpEntities], pools: Mapping[int, list[str]]) -> None:
+def resolve(
+    todo: Iterable[OpEntities],
+    pools: Mapping[int, list[str]],
+    key_pools: Mapping[int, list[str]] | None = None,
+) -> None:
     """Fill in the lost entities of `todo` (``unresolved``), given each blob's
-    entities in `pools`."""
+    entities in `pools`; with their keys too (``lost_keys``) given each blob's
+    entities' keys in `key_pools`."""
     for entities in todo:
         pool = [entity for pk in entities.of for entity in pools[pk]]
         packed = entities.packed or {}
         lost = _at_positions(packed.get("at"), pool)
+        if key_pools is not None:
+            keys = [key for pk in entities.of for key in key_pools[pk]]
+            entities.lost_keys = _at_positions(packed.get("at"), keys, entity_key)
         total = packed.get("total", len(lost))
         entities["kept"] = packed.get("kept", total - len(lost))
         entities["lost"] = lost

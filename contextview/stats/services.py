@@ -262,8 +262,13 @@ _BLOB_TEXT_SQL = each_key_sql(
 def entities_of_blobs(pks: Iterable[int]) -> dict[int, list[str]]:
     """The key entities of each blob pk (``extract_entities`` of its content), as the
     worker measured operations with them: what stored statistics' losses point into
-    (``stats_storage.OpEntities``). Entities are stored as places in their text, so
-    the texts of those not in the cache are read, in one query."""
+    (``stats_storage.OpEntities``)."""
+    return {pk: entities for pk, (entities, _) in keyed_entities_of_blobs(pks).items()}
+
+
+def keyed_entities_of_blobs(pks: Iterable[int]) -> dict[int, tuple[list[str], list[str]]]:
+    """`entities_of_blobs`, with their keys. Entities are stored as places in their
+    text, so the texts of those not in the cache are read, in one query."""
     wanted = set(pks)
     _, uncached = _cached("entities", wanted)
     texts: dict[int, str] = {}
@@ -273,8 +278,7 @@ def entities_of_blobs(pks: Iterable[int]) -> dict[int, list[str]]:
             for pk, text, parts in cursor.fetchall():
                 row = (None, None, "", None, False, False, None, text, parts)
                 texts[pk] = message_from_row(row).text
-    found = entities_for_blobs(blobs=texts, pks=wanted)
-    return {pk: entities for pk, (entities, _) in found.items()}
+    return entities_for_blobs(blobs=texts, pks=wanted)
 
 
 def entity_keys_for_blobs(*, blobs: dict[int, str]) -> dict[int, list[str]]:
@@ -620,11 +624,15 @@ def _compute_steps(
             new_call=previous[4],
         )
         if tracker.next_index != steps[0][1]:
-            # From the statistics stored before the chunk, which the run just read.
-            earlier = run.computed
-            walk.restore_losses(
-                ((i, earlier[i]) for i in sorted(earlier) if i < steps[0][1]), chunk.texts
-            )
+            # From the statistics stored before the chunk, which the run just read,
+            # their lost entities' keys as stored with them.
+            earlier = [(i, run.computed[i]) for i in sorted(run.computed) if i < steps[0][1]]
+            for _, stats in earlier:
+                for op in stats.get("ops") or ():
+                    entities = op["entities"]
+                    if type(entities) is stats_storage.OpEntities and entities.lost_keys:
+                        chunk.texts.prime_keys_of(entities["lost"], entities.lost_keys)
+            walk.restore_losses(earlier, chunk.texts)
     unsaid: dict[int, Inferred] = {}  # inferred operations, by step pk
 
     meter = ContextMeter(chunk.tokens_of)
@@ -744,7 +752,12 @@ def _stored_taken(run: _Run, session: Session, first: int) -> None:
         computed[index] = stats
         todo += stats_storage.unresolved(stats)
     if todo:
-        stats_storage.resolve(todo, entities_of_blobs(stats_storage.blobs_of(todo)))
+        keyed = keyed_entities_of_blobs(stats_storage.blobs_of(todo))
+        stats_storage.resolve(
+            todo,
+            {pk: entities for pk, (entities, _) in keyed.items()},
+            {pk: keys for pk, (_, keys) in keyed.items()},
+        )
     totals = SessionTotals()
     for index, stats in computed.items():
         totals.add(index, stats)
