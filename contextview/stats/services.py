@@ -357,6 +357,7 @@ class _Run:
 def _compute_chunks(session_id: int) -> int:
     total = 0
     run = _CACHE.pop(("run", session_id)) or _Run()
+    carried = True  # whether the next run may start from this one
     size = CHUNK
     refs: int | None = FIRST_CHUNK_REFS * settings.STATS_CHUNK_MS // 1000
     while True:
@@ -365,15 +366,16 @@ def _compute_chunks(session_id: int) -> int:
         refs = None
         total += done
         if not more:
-            if run.epoch is not None:
+            if carried and run.epoch is not None:
                 _CACHE.put(("run", session_id), run, _run_size(run))
             return total
         size = _chunk_size(done, time.perf_counter() - started)
         if len(run.computed) > CARRIED_STEPS:
-            # A long session's sums read its stats back instead.
+            # A long session's sums read its stats back instead, and so does its next
+            # run; the loss tracker goes on from chunk to chunk.
             run.computed.clear()
             run.totals = None
-            run.epoch = None
+            carried = False
 
 
 def _run_size(run: _Run) -> int:

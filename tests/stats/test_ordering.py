@@ -170,3 +170,33 @@ def test_a_run_carried_past_another_workers_run_is_not_used(api: Api) -> None:
         "amnesia"
     ]
     assert carried == _computed_whole(session)
+
+
+@pytest.mark.django_db
+def test_a_run_past_the_steps_it_carries_reads_the_sums_back_and_nothing_else(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench.ingest_gen import long_session, session_event
+    from contextview.stats import services
+
+    events = [session_event("long"), *long_session("long", 12, 30, seed=3, by_id=True)]
+    assert api.ingest({"batch": events}).status_code == 207
+    session = Session.objects.get(external_id="long")
+    whole = _computed_whole(session)
+    StepStats.objects.filter(session_id=session.pk).delete()
+    # Chunks of two steps, and no more than three steps' statistics kept by a run.
+    monkeypatch.setattr(services, "CHUNK", 2)
+    monkeypatch.setattr(services, "CARRIED_STEPS", 3)
+    read_back: list[int] = []
+    stored_taken = services._stored_taken
+    monkeypatch.setattr(
+        services,
+        "_stored_taken",
+        lambda run, session, first: read_back.append(first) or stored_taken(run, session, first),
+    )
+    services.caches_clear()
+    assert services.session_stats_compute(session_id=session.pk) == 12
+    # The loss tracker went on from chunk to chunk: no chunk started from the store.
+    assert read_back == []
+    assert _stats_and_aggregates(session) == whole
+    assert services._CACHE.pop(("run", session.pk)) is None  # nothing carried
