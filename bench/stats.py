@@ -151,17 +151,10 @@ def bench_worker(
     django_setup(database_url)
     from django.db import connection
 
-    from contextview.ingest.services import batch_ingest
-    from contextview.projects.services import project_get_or_create
-    from contextview.sessions.models import Session, StepStats
+    from contextview.sessions.models import StepStats
     from contextview.stats.services import caches_clear, session_stats_compute
 
-    project, _ = project_get_or_create(slug="bench-stats")
-    sid = f"bench-stats-{uuid.uuid4().hex[:8]}"
-    events = [session_event(sid), *long_session(sid, steps, max_context, seed=0, by_id=True)]
-    for i in range(0, len(events), 100):
-        batch_ingest(project=project, batch=events[i : i + 100])
-    session = Session.objects.get(project=project, external_id=sid)
+    session, _ = _ingested("bench-stats", steps, max_context)
     rows = []
     # cold: nothing counted yet; warm: counts stored, as a new worker process finds
     # them; hot: the same process again, its caches holding the session's contents.
@@ -190,31 +183,42 @@ def bench_worker(
     return rows
 
 
-def bench_live(steps: int, max_context: int, trials: int) -> dict[str, Any]:
-    """``worker-live`` (see the module); Django is set up by `bench_worker`."""
+def _ingested(
+    prefix: str, steps: int, max_context: int, *, held: int = 0
+) -> tuple[Any, list[dict[str, Any]]]:
+    """The benchmark session, under a new id, ingested in batches of 100 events but
+    for its last `held` steps: (the Session, those steps' events). Django is set up
+    by `bench_worker`."""
     from contextview.ingest.services import batch_ingest
     from contextview.projects.services import project_get_or_create
     from contextview.sessions.models import Session
-    from contextview.stats.services import session_stats_compute
 
     project, _ = project_get_or_create(slug="bench-stats")
-    sid = f"bench-live-{uuid.uuid4().hex[:8]}"
+    sid = f"{prefix}-{uuid.uuid4().hex[:8]}"
     events = [session_event(sid), *long_session(sid, steps, max_context, seed=0, by_id=True)]
-    head, tail = events[:-trials], events[-trials:]
+    head = events[: len(events) - held]
     for i in range(0, len(head), 100):
         batch_ingest(project=project, batch=head[i : i + 100])
-    session = Session.objects.get(project=project, external_id=sid)
+    return Session.objects.get(project=project, external_id=sid), events[len(head) :]
+
+
+def bench_live(steps: int, max_context: int, trials: int) -> dict[str, Any]:
+    """``worker-live`` (see the module); Django is set up by `bench_worker`."""
+    from contextview.ingest.services import batch_ingest
+    from contextview.stats.services import session_stats_compute
+
+    session, held = _ingested("bench-live", steps, max_context, held=trials)
     session_stats_compute(session_id=session.pk)
     took: list[float] = []
-    for event in tail:
-        batch_ingest(project=project, batch=[event])
+    for event in held:
+        batch_ingest(project=session.project, batch=[event])
         started = time.perf_counter()
         done = session_stats_compute(session_id=session.pk)
         took.append(time.perf_counter() - started)
         assert done == 1, done
     return {
         "part": "worker-live",
-        "from_step": len(head) - 1,
+        "from_step": steps - trials - 1,
         "steps": trials,
         "p50_ms": round(statistics.median(took) * 1000, 1),
         "max_ms": round(max(took) * 1000, 1),

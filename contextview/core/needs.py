@@ -15,7 +15,8 @@ Needing comes after losing, so the work has two halves:
   contexts, and it keeps what it learnt in the step's stats (``needs``,
   ``folded_calls``, ``refetches``, beside ``ops[].entities.lost``), so a computation resumed at any
   step rebuilds it from the stats before that step (`LossTracker.restore`).
-- `link_needs`, at session aggregation: every need found on a step J becomes a
+- `NeedLinks`, at session aggregation (kept step by step by ``core.totals``, or
+  over a whole session by `link_needs`): every need found on a step J becomes a
   ``needed_later`` entry on the operation of step I that lost the entity, an
   ``aggregates.amnesia`` entry, and that step's reward is settled.
 """

@@ -1,9 +1,10 @@
 """Statistics of a step and of a session: the contract's "Statistics" section.
 
 `step_stats` turns one step (its before and after contexts, operations and folds)
-into the `stats` object of the read API; `session_aggregates` sums those objects
-into a session's `aggregates`. Token counts come in through `tokens_of`, so the
-caller decides how they are counted and cached (tiktoken, see `tokens.py`).
+into the `stats` object of the read API; `SessionSums` sums those objects into a
+session's `aggregates` as they come (`session_aggregates` over a whole list).
+Token counts come in through `tokens_of`, so the caller decides how they are
+counted and cached (tiktoken, see `tokens.py`).
 
 Reward
 ------
@@ -578,7 +579,7 @@ def _ranked(
     then what the task and the question held, then the rest.
 
     What a later step needed goes before all of them, once that is known
-    (``contextview.core.needs.link_needs``). The cache remembers the keys of the
+    (``contextview.core.needs.NeedLinks.settle``). The cache remembers the keys of the
     list it returns, for whoever looks the losses up by key next.
     """
     pinned_keys = {normalize(p) for p in pinned}

@@ -19,7 +19,8 @@ them. The work has two halves, as for losses (``contextview.core.needs``):
   distinct result text once. What happens (a result arrives, leaves, gains or
   loses a copy, is referred to) goes into the step's stats as ``waste``
   events, so a computation resumed at any step rebuilds it (`replay`, `resume`).
-- `waste_summary`, at session aggregation, reads those events back into the
+- `WasteSums`, at session aggregation (kept step by step by ``core.totals``, or
+  over a whole session by `waste_summary`), reads those events back into the
   session's lists and totals.
 """
 

@@ -11,6 +11,15 @@ LOG = {"id": "log", "role": "tool", "tool": "grep", "content": "504 from invento
 RELOAD = {"action": "reload", "target": "t1"}
 
 
+def _long_session(api: Api) -> Session:
+    """A 12-step session of 30-message contexts, with compactions, ingested."""
+    from bench.ingest_gen import long_session, session_event
+
+    events = [session_event("long"), *long_session("long", 12, 30, seed=3, by_id=True)]
+    assert api.ingest({"batch": events}).status_code == 207
+    return Session.objects.get(external_id="long")
+
+
 @pytest.mark.django_db
 def test_it_recomputes_later_steps_when_an_earlier_one_arrives_late(api: Api) -> None:
     grep_1 = {"id": "g1", "role": "tool", "tool": "grep", "content": "no match in access.log"}
@@ -47,12 +56,9 @@ def test_what_a_worker_keeps_between_chunks_changes_no_statistic(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Chunks of two steps: each later chunk finds the earlier contexts cached.
-    from bench.ingest_gen import long_session, session_event
     from contextview.stats import services
 
-    events = [session_event("long"), *long_session("long", 12, 30, seed=3, by_id=True)]
-    assert api.ingest({"batch": events}).status_code == 207
-    session = Session.objects.get(external_id="long")
+    session = _long_session(api)
 
     def computed(chunk: int) -> list[dict[str, object]]:
         StepStats.objects.filter(session_id=session.pk).delete()
@@ -113,6 +119,21 @@ def _computed_whole(session: Session) -> tuple[list[object], dict[str, object]]:
     return _stats_and_aggregates(session)
 
 
+def _rebuilds_noted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The first pending steps of the chunks that start from what is stored, not from
+    the run carried (``services._stored_taken``), as they happen."""
+    from contextview.stats import services
+
+    read_back: list[int] = []
+    stored_taken = services._stored_taken
+    monkeypatch.setattr(
+        services,
+        "_stored_taken",
+        lambda run, session, first: read_back.append(first) or stored_taken(run, session, first),
+    )
+    return read_back
+
+
 @pytest.mark.django_db
 def test_a_session_computed_step_by_step_as_it_arrives_has_the_statistics_of_it_whole(
     api: Api, monkeypatch: pytest.MonkeyPatch
@@ -127,13 +148,7 @@ def test_a_session_computed_step_by_step_as_it_arrives_has_the_statistics_of_it_
     services.session_stats_compute(session_id=session.pk)
     # Every later step's run starts from what this process's last run left: what the
     # session lost so far is not rebuilt from the stored statistics of every step.
-    read_back: list[int] = []
-    stored_taken = services._stored_taken
-    monkeypatch.setattr(
-        services,
-        "_stored_taken",
-        lambda run, session, first: read_back.append(first) or stored_taken(run, session, first),
-    )
+    read_back = _rebuilds_noted(monkeypatch)
     for event in events[2:]:
         assert api.ingest({"batch": [event]}).status_code == 207
         assert services.session_stats_compute(session_id=session.pk) == 1
@@ -176,24 +191,15 @@ def test_a_run_carried_past_another_workers_run_is_not_used(api: Api) -> None:
 def test_a_run_past_the_steps_it_carries_reads_the_sums_back_and_nothing_else(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bench.ingest_gen import long_session, session_event
     from contextview.stats import services
 
-    events = [session_event("long"), *long_session("long", 12, 30, seed=3, by_id=True)]
-    assert api.ingest({"batch": events}).status_code == 207
-    session = Session.objects.get(external_id="long")
+    session = _long_session(api)
     whole = _computed_whole(session)
     StepStats.objects.filter(session_id=session.pk).delete()
     # Chunks of two steps, and no more than three steps' statistics kept by a run.
     monkeypatch.setattr(services, "CHUNK", 2)
     monkeypatch.setattr(services, "CARRIED_STEPS", 3)
-    read_back: list[int] = []
-    stored_taken = services._stored_taken
-    monkeypatch.setattr(
-        services,
-        "_stored_taken",
-        lambda run, session, first: read_back.append(first) or stored_taken(run, session, first),
-    )
+    read_back = _rebuilds_noted(monkeypatch)
     services.caches_clear()
     assert services.session_stats_compute(session_id=session.pk) == 12
     # The loss tracker went on from chunk to chunk: no chunk started from the store.
