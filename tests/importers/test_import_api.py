@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,151 @@ def test_it_names_a_line_of_unexpected_shape(api: Api) -> None:
     response = upload(api, ("rollout.jsonl", data), format="codex")
     assert response.status_code == 422
     assert response.json()["error"] == "rollout.jsonl: line 1: payload: field required, an object"
+
+
+def _lines(*objects: dict[str, Any]) -> bytes:
+    return b"".join(json.dumps(o).encode() + b"\n" for o in objects)
+
+
+_CC = {"sessionId": "cc-bad", "timestamp": "2026-11-30T09:00:00Z"}
+_OH_CALL = {"tool_call_id": "c1", "function_name": "bash", "model_response": {"id": "r1"}}
+BAD_SHAPES = [
+    (
+        "rollout.jsonl",
+        _lines(
+            {"type": "session_meta", "payload": {"id": "cx-bad"}},
+            {
+                "type": "response_item",
+                "payload": {"type": "message", "role": "user", "content": "q"},
+            },
+            {"type": "response_item", "payload": {"type": "reasoning", "summary": []}},
+            {
+                "type": "event_msg",
+                "payload": {
+                    "type": "token_count",
+                    "info": {"last_token_usage": {"input_tokens": "12"}},
+                },
+            },
+        ),
+        "line 4: payload.info.last_token_usage.input_tokens: must be a whole number of tokens, "
+        "not '12'",
+    ),
+    (
+        "session.jsonl",
+        _lines(
+            {**_CC, "type": "user", "uuid": "u1", "message": {"role": "user", "content": "q"}},
+            {
+                **_CC,
+                "type": "assistant",
+                "uuid": "a1",
+                "message": {"id": "m1", "content": "a", "usage": {"output_tokens": -4}},
+            },
+        ),
+        "line 2: message.usage.output_tokens: must be a whole number of tokens, not -4",
+    ),
+    (
+        "events.jsonl",
+        _lines(
+            {"id": 0, "source": "user", "action": "message", "args": {"content": "fix it"}},
+            {
+                "id": 1,
+                "source": "agent",
+                "action": "run",
+                "args": {"command": "ls"},
+                "tool_call_metadata": {
+                    **_OH_CALL,
+                    "model_response": {"id": "r1", "usage": {"prompt_tokens": [9]}},
+                },
+            },
+        ),
+        "line 2: tool_call_metadata.model_response.usage.prompt_tokens: must be a whole number "
+        "of tokens, not [9]",
+    ),
+    (
+        "events.jsonl",
+        _lines(
+            {"id": 0, "source": "user", "action": "message", "args": {"content": "fix it"}},
+            {"id": 1, "source": "agent", "action": {"run": "ls"}},
+        ),
+        "line 2: action: must be a string naming the event",
+    ),
+    (
+        "events.jsonl",
+        _lines(
+            {"id": 0, "source": "user", "action": "message", "args": {"content": "fix it"}},
+            {"id": 1, "source": "environment", "observation": ["run"], "content": "x"},
+        ),
+        "line 2: observation: must be a string naming the event",
+    ),
+    (
+        "run.json",
+        json.dumps(
+            {
+                "schema_version": "ATIF-v1.2",
+                "session_id": "atif-bad",
+                "agent": {"name": "x"},
+                "steps": [
+                    {"step_id": 1, "source": "user", "message": "q"},
+                    {
+                        "step_id": 2,
+                        "source": "agent",
+                        "message": "a",
+                        "metrics": {"cached_tokens": "3"},
+                    },
+                ],
+            }
+        ).encode(),
+        "steps[1].metrics.cached_tokens: must be a whole number of tokens, not '3'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "error"), BAD_SHAPES)
+def test_it_names_a_field_of_the_wrong_type_and_stores_nothing(
+    api: Api, name: str, data: bytes, error: str
+) -> None:
+    response = upload(api, (name, data))
+    assert response.status_code == 422, response.content
+    assert response.json()["error"] == f"{name}: {error}"
+    assert not Session.objects.exists()
+
+
+def test_it_reads_a_condensation_of_a_vast_range_by_the_events_it_holds(api: Api) -> None:
+    call = {"tool_call_id": "c1", "function_name": "bash"}
+    events = [
+        {"id": 0, "source": "user", "action": "message", "args": {"content": "fix it"}},
+        {
+            "id": 1,
+            "source": "agent",
+            "action": "run",
+            "args": {"command": "ls"},
+            "tool_call_metadata": {**call, "model_response": {"id": "r1"}},
+        },
+        {
+            "id": 2,
+            "source": "environment",
+            "observation": "run",
+            "content": "a b c",
+            "tool_call_metadata": call,
+        },
+        {
+            "id": 3,
+            "source": "agent",
+            "action": "condensation",
+            "args": {"forgotten_events_start_id": 1, "forgotten_events_end_id": 10**10},
+        },
+        {
+            "id": 4,
+            "source": "agent",
+            "action": "run",
+            "args": {"command": "pwd"},
+            "tool_call_metadata": {**call, "tool_call_id": "c2", "model_response": {"id": "r2"}},
+        },
+    ]
+    response = upload(api, ("events.jsonl", _lines(*events)))
+    assert response.status_code == 201, response.content
+    [drop] = api.get("/sessions/events/steps/1").json()["ops"]
+    assert (drop["op"], drop["targets"]) == ("drop", ["e1", "e2"])
 
 
 def test_it_refuses_an_unknown_format_naming_the_field(api: Api) -> None:

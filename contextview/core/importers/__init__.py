@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from contextview.core.importers import atif, claude_code, codex, openhands, swe_agent
-from contextview.core.importers._log import Event, TranscriptError
+from contextview.core.importers._log import Event, TranscriptError, guarded
 from contextview.core.importers.folders import ARCHIVE_SUFFIXES
 
 __all__ = [
@@ -110,7 +110,7 @@ def read(
         raise TranscriptError(
             "format", f"must be one of {', '.join(FORMATS)}, not {format!r}"
         ) from None
-    return reader(stream, session_id=session_id, fallback=fallback, live=live)
+    return guarded(reader(stream, session_id=session_id, fallback=fallback, live=live), format)
 
 
 # A batch is sent when it holds this many events or this much weight: new content

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -23,6 +24,7 @@ from typing import IO, Any
 from contextview.core.messages import canonical_json
 
 Event = dict[str, Any]
+log = logging.getLogger(__name__)
 
 
 class TranscriptError(Exception):
@@ -39,6 +41,32 @@ class TranscriptError(Exception):
 
 def line_error(lineno: int, message: str) -> TranscriptError:
     return TranscriptError(f"line {lineno}", message)
+
+
+def token_count(value: Any, where: str) -> int | None:
+    """A token count as a log writes it: absent (None) or a whole number of tokens;
+    anything else is an error naming `where` (the line or JSON path of the field)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 53:
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise TranscriptError(where, f"must be a whole number of tokens, not {shown}")
+    return value
+
+
+def guarded(events: Iterator[Event], format: str) -> Iterator[Event]:
+    """The events of a reader, its own failure on a shape it did not expect turned
+    into the TranscriptError of a file that cannot be read (never a server error)."""
+    try:
+        yield from events
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+        log.exception("the %s importer failed on a transcript", format)
+        raise TranscriptError(
+            "file",
+            f"is not a {format} transcript this server can read "
+            f"({type(exc).__name__}: {str(exc)[:200]})",
+        ) from None
 
 
 def json_lines(stream: IO[bytes]) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import IO, Any
 
-from contextview.core.importers._log import Event, SessionLog, TranscriptError, json_document
+from contextview.core.importers._log import (
+    Event,
+    SessionLog,
+    TranscriptError,
+    json_document,
+    token_count,
+)
 
 FORMAT = "atif"
 
@@ -25,17 +31,22 @@ def looks_like(doc: Any) -> bool:
     )
 
 
-def _usage(metrics: Any) -> dict[str, int] | None:
+def _usage(metrics: Any, where: str) -> dict[str, int] | None:
     if not isinstance(metrics, dict):
         return None
-    prompt, cached = metrics.get("prompt_tokens"), metrics.get("cached_tokens") or 0
+
+    def count(key: str) -> int | None:
+        return token_count(metrics.get(key), f"{where}.metrics.{key}")
+
+    prompt, cached = count("prompt_tokens"), count("cached_tokens") or 0
+    completion = count("completion_tokens")
     out: dict[str, int] = {}
-    if isinstance(prompt, int):
+    if prompt is not None:
         # ATIF counts cached tokens inside prompt_tokens, as OpenAI does.
         out["input_tokens"] = max(0, prompt - cached)
         out["cache_read_tokens"] = cached
-    if isinstance(metrics.get("completion_tokens"), int):
-        out["output_tokens"] = metrics["completion_tokens"]
+    if completion is not None:
+        out["output_tokens"] = completion
     return out or None
 
 
@@ -98,7 +109,7 @@ def read(
             timestamp=step.get("timestamp"),
             fields={
                 "model": step.get("model_name") or body.get("model"),
-                "usage": _usage(step.get("metrics")),
+                "usage": _usage(step.get("metrics"), where),
                 "output": {"messages": [reply]},
             },
         )

@@ -17,7 +17,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from contextview.core.importers._log import Event, SessionLog, json_lines, line_error
+from contextview.core.importers._log import (
+    Event,
+    SessionLog,
+    json_lines,
+    line_error,
+    token_count,
+)
 
 FORMAT = "claude-code"
 ENTRY_TYPES = frozenset(
@@ -42,16 +48,19 @@ def looks_like(first: dict[str, Any]) -> bool:
     )
 
 
-def _usage(raw: Any) -> dict[str, int] | None:
+def _usage(raw: Any, lineno: int) -> dict[str, int] | None:
     if not isinstance(raw, dict):
         return None
     out = {
-        "input_tokens": raw.get("input_tokens"),
-        "output_tokens": raw.get("output_tokens"),
-        "cache_read_tokens": raw.get("cache_read_input_tokens"),
-        "cache_write_tokens": raw.get("cache_creation_input_tokens"),
+        ours: token_count(raw.get(theirs), f"line {lineno}: message.usage.{theirs}")
+        for ours, theirs in (
+            ("input_tokens", "input_tokens"),
+            ("output_tokens", "output_tokens"),
+            ("cache_read_tokens", "cache_read_input_tokens"),
+            ("cache_write_tokens", "cache_creation_input_tokens"),
+        )
     }
-    return {k: v for k, v in out.items() if isinstance(v, int)} or None
+    return {k: v for k, v in out.items() if v is not None} or None
 
 
 @dataclass
@@ -220,7 +229,7 @@ class _Reader:
         call = s.call
         if call is not None and call.message_id == mid:
             call.blocks.extend(blocks)
-            call.usage = _usage(message.get("usage")) or call.usage
+            call.usage = _usage(message.get("usage"), lineno) or call.usage
             return
         yield from self.finish_call(s)
         if s.compaction is not None:
@@ -230,7 +239,7 @@ class _Reader:
             message_id=mid,
             timestamp=entry.get("timestamp"),
             model=model if isinstance(model, str) else None,
-            usage=_usage(message.get("usage")),
+            usage=_usage(message.get("usage"), lineno),
             obs_at=len(s.log.context),
             blocks=list(blocks),
         )

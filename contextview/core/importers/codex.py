@@ -24,6 +24,7 @@ from contextview.core.importers._log import (
     line_error,
     short_hash,
     text_of,
+    token_count,
 )
 
 FORMAT = "codex"
@@ -72,19 +73,24 @@ def message_of(mid: str, item: dict[str, Any]) -> dict[str, Any]:
     return {"id": mid, "role": "assistant", "content": [item]}
 
 
-def _usage(info: Any) -> tuple[dict[str, int] | None, int | None]:
+def _usage(info: Any, lineno: int) -> tuple[dict[str, int] | None, int | None]:
     if not isinstance(info, dict):
         return None, None
     last = info.get("last_token_usage")
     window = info.get("model_context_window")
     if not isinstance(last, dict):
         return None, window if isinstance(window, int) else None
-    cached = last.get("cached_input_tokens") or 0
+
+    def count(key: str) -> int:
+        where = f"line {lineno}: payload.info.last_token_usage.{key}"
+        return token_count(last.get(key), where) or 0
+
+    cached = count("cached_input_tokens")
     usage = {
         # Codex counts cached input inside input_tokens; the contract keeps them apart.
-        "input_tokens": max(0, (last.get("input_tokens") or 0) - cached),
+        "input_tokens": max(0, count("input_tokens") - cached),
         "cache_read_tokens": cached,
-        "output_tokens": last.get("output_tokens") or 0,
+        "output_tokens": count("output_tokens"),
     }
     return usage, window if isinstance(window, int) else None
 
@@ -149,7 +155,7 @@ class _Reader:
                 self.model = payload["model"]
         elif kind == "event_msg":
             if payload.get("type") == "token_count":
-                usage, window = _usage(payload.get("info"))
+                usage, window = _usage(payload.get("info"), lineno)
                 if usage is not None and usage["input_tokens"] + usage["cache_read_tokens"]:
                     self.last_input_tokens = usage["input_tokens"] + usage["cache_read_tokens"]
                 if self.call is not None and usage is not None:

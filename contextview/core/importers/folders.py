@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from contextview.core.importers import openhands
-from contextview.core.importers._log import Event, TranscriptError
+from contextview.core.importers._log import Event, TranscriptError, guarded
 
 # An event file: its number is the event's place in the session. (A cache file,
 # ``event_cache/0-25.json``, holds a list of events and is not one.)
@@ -103,8 +103,11 @@ def read_folder(
                 raise TranscriptError(path, f"is larger than {max_event_bytes} bytes")
             yield path, openhands.event_of(data, path)
 
-    return openhands.read_events(
-        events(), session_id=session_id or folder.session or fallback, live=live
+    return guarded(
+        openhands.read_events(
+            events(), session_id=session_id or folder.session or fallback, live=live
+        ),
+        openhands.FORMAT,
     )
 
 

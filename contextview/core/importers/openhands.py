@@ -23,6 +23,7 @@ from contextview.core.importers._log import (
     TranscriptError,
     json_document,
     json_lines,
+    token_count,
 )
 
 FORMAT = "openhands"
@@ -49,19 +50,30 @@ def looks_like(doc: Any) -> bool:
     return isinstance(doc, list) and (not doc or looks_like_event(doc[0]))
 
 
-def _usage(meta: Any) -> dict[str, int] | None:
+def _usage(meta: Any, where: str) -> dict[str, int] | None:
     response = meta.get("model_response") if isinstance(meta, dict) else None
     usage = response.get("usage") if isinstance(response, dict) else None
     if not isinstance(usage, dict):
         return None
+    path = f"{where}: tool_call_metadata.model_response.usage"
     details = usage.get("prompt_tokens_details")
-    cached = (details or {}).get("cached_tokens") or 0 if isinstance(details, dict | None) else 0
-    prompt = usage.get("prompt_tokens") or 0
+    cached = 0
+    if isinstance(details, dict):
+        where_cached = f"{path}.prompt_tokens_details.cached_tokens"
+        cached = token_count(details.get("cached_tokens"), where_cached) or 0
+    prompt = token_count(usage.get("prompt_tokens"), f"{path}.prompt_tokens") or 0
     return {
         "input_tokens": max(0, prompt - cached),
         "cache_read_tokens": cached,
-        "output_tokens": usage.get("completion_tokens") or 0,
+        "output_tokens": token_count(usage.get("completion_tokens"), f"{path}.completion_tokens")
+        or 0,
     }
+
+
+def _event_number(mid: str) -> int | None:
+    """The event id an ``e<id>`` message id was made from, when it is a number."""
+    number = mid[1:]
+    return int(number) if number.isdigit() and len(number) < 19 else None
 
 
 def _text(value: Any) -> str:
@@ -101,6 +113,9 @@ class _Reader:
             raise TranscriptError(
                 where, "is not an OpenHands event (needs source and action or observation)"
             )
+        for kind in ("observation", "action"):
+            if kind in event and not isinstance(event[kind], str):
+                raise TranscriptError(f"{where}: {kind}", "must be a string naming the event")
         mid = f"e{event.get('id', where)}"
         self.last_ts = event.get("timestamp") or self.last_ts
         if "observation" in event:
@@ -159,7 +174,7 @@ class _Reader:
                 "timestamp": event.get("timestamp"),
                 "obs_at": len(self.log.context),
                 "outputs": [],
-                "usage": _usage(meta),
+                "usage": _usage(meta, where),
                 "model": model,
             }
         if meta:
@@ -183,14 +198,17 @@ class _Reader:
 
     def condense(self, args: dict[str, Any]) -> None:
         forgotten = args.get("forgotten_event_ids")
-        if not isinstance(forgotten, list):
+        if isinstance(forgotten, list):
+            ids = {f"e{i}" for i in forgotten}
+        else:
+            # A range, told by the ids in the context (it may span more events than exist).
             start, end = args.get("forgotten_events_start_id"), args.get("forgotten_events_end_id")
-            forgotten = (
-                list(range(start, end + 1))
-                if isinstance(start, int) and isinstance(end, int)
-                else []
-            )
-        ids = {f"e{i}" for i in forgotten}
+            ids = set()
+            if isinstance(start, int) and isinstance(end, int):
+                for m in self.log.context:
+                    number = _event_number(m)
+                    if number is not None and start <= number <= end:
+                        ids.add(m)
         left = [m for m in self.log.context if m in ids]
         if not left:
             return
