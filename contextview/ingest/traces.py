@@ -116,9 +116,12 @@ def _slot_taken(cursor: Any) -> bool:
         time.sleep(SLOT_POLL_SECONDS)
 
 
-def session_lock_key(*, project_id: int, session_id: str) -> str:
-    """The text whose hash is the advisory lock on a session's OTLP steps."""
-    return f"contextview-otlp:{project_id}:{session_id}"
+def session_lock_key(*, project_id: int, session_id: str) -> int:
+    """The advisory lock on a session's OTLP steps: a 64-bit hash of the project and
+    the session id, taken here (an id may hold what PostgreSQL text cannot, a NUL)."""
+    text = f"contextview-otlp:{project_id}:{session_id}"
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> TracesOutcome:
@@ -143,7 +146,7 @@ def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> Tr
                 return outcome
             for session_id in sorted({c.session_id for c in decoded.calls}):
                 key = session_lock_key(project_id=project.pk, session_id=session_id)
-                cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key])
         calls = _unseen(project, decoded.calls)
         reorder = True
         for attempt in range(MAX_ATTEMPTS):

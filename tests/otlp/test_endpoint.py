@@ -473,6 +473,20 @@ def test_it_never_answers_500_to_a_hostile_body(key: str, body: bytes, expected:
     assert response.status_code == expected, response.content
 
 
+@pytest.mark.parametrize("attribute", ["gen_ai.conversation.id", "session.id"])
+def test_it_refuses_the_span_of_a_session_id_holding_a_nul_naming_why(
+    key: str, attribute: str
+) -> None:
+    messages = '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]'
+    body = _span_json((attribute, "order\u0000debug"), ("gen_ai.input.messages", messages))
+    response = post(key, body, "application/json")
+    assert response.status_code == 200, response.content
+    refused = json.loads(response.content)["partialSuccess"]
+    assert refused["rejectedSpans"] == "1"
+    assert "cannot contain NUL" in refused["errorMessage"]
+    assert not Session.objects.exists()
+
+
 def test_it_stores_an_export_larger_than_an_ingest_batch(
     key: str, memory: Any, settings: Any
 ) -> None:

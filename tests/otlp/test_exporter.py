@@ -121,7 +121,7 @@ def test_it_retries_through_a_503_while_another_request_holds_the_session(
 
     key = session_lock_key(project_id=project.pk, session_id="busy")
     with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as holder:
-        holder.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", [key])
+        holder.execute("SELECT pg_advisory_lock(%s)", [key])
         release = threading.Timer(2.5, lambda: holder.execute("SELECT pg_advisory_unlock_all()"))
         release.start()
         with caplog.at_level(logging.WARNING):
