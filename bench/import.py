@@ -38,7 +38,6 @@ from bench.owndb import django_setup
 TABLES = (
     "cv_blob",
     "cv_message",
-    "cv_session_message",
     "cv_step",
     "cv_operation",
     "cv_raw_event",
@@ -49,6 +48,7 @@ PARENT_OF = {
     "cv_blob_info": "JOIN cv_blob p ON p.id = t.blob_id",
     "cv_step_stats": "JOIN cv_session p ON p.id = t.session_id",
     "cv_fold": "JOIN cv_session p ON p.id = t.session_id",
+    "cv_session_message": "JOIN cv_session p ON p.id = t.session_id",
 }
 WORDS = (
     "order inventory timeout upstream status retry cache request handler worker queue "

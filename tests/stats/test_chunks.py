@@ -128,3 +128,17 @@ def test_giving_up_marks_the_pending_steps_failed_and_keeps_the_computed_ones(
     monkeypatch.undo()
     assert services.stats_recompute(session_ids=[session.pk]) == 12
     assert set(Step.objects.with_stats().values_list("stats_status", flat=True)) == {"ready"}
+
+
+@pytest.mark.django_db
+def test_the_recompute_command_names_each_session_as_its_agent_sent_it(
+    api: Api, session: Session, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from django.core.management import call_command
+
+    StepStats.objects.filter(session_id=session.pk).delete()
+    call_command("recomputestats", api.project.slug)
+    out = capsys.readouterr()
+    assert "[1/1] session long: 12 steps" in out.err
+    assert "recomputed 1 session in" in out.out
+    assert StepStats.objects.filter(session_id=session.pk, status="ready").count() == 12

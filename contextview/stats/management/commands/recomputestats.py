@@ -30,11 +30,11 @@ class Command(BaseCommand):
             sessions = sessions.filter(external_id=options["session"])
             if not sessions.exists():
                 raise CommandError(f"no session {options['session']!r} in {project.slug}")
-        ids = list(sessions.order_by("pk").values_list("pk", flat=True))
+        ids = list(sessions.order_by("pk").values_list("pk", "external_id"))
         started = time.perf_counter()
-        for n, session_id in enumerate(ids, 1):
-            steps = stats_recompute(session_ids=[session_id])
-            self.stderr.write(f"[{n}/{len(ids)}] session {session_id}: {steps} steps")
+        for n, (pk, external_id) in enumerate(ids, 1):
+            steps = stats_recompute(session_ids=[pk])
+            self.stderr.write(f"[{n}/{len(ids)}] session {external_id}: {steps} steps")
         elapsed = time.perf_counter() - started
         noun = "session" if len(ids) == 1 else "sessions"
         self.stdout.write(f"recomputed {len(ids)} {noun} in {elapsed:.1f} s")
