@@ -157,7 +157,9 @@ def bench_database(database_url: str, steps: int, messages: int) -> list[dict[st
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.replay", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.replay", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--messages", type=int, default=200, help="context size it keeps near")
     parser.add_argument("--repeat", type=int, default=3)
