@@ -6,7 +6,8 @@ that turns out bad halfway leaves nothing behind. An OpenHands session kept as a
 folder of event files comes as a folder (the command) or a zip or tar of it (an
 upload). Event ids come from the
 content, so the same file again stores nothing and a file that grew adds only
-its new steps.
+its new steps, and completes the reply of a call an earlier import caught while
+it was still being written (a step's id is made from its call, not its reply).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from contextview.core.importers.folders import (
     is_archive,
     read_folder,
 )
-from contextview.ingest.services import batch_ingest
+from contextview.ingest.services import batch_ingest, step_reply_complete
 from contextview.projects.models import Project
 
 
@@ -205,6 +206,12 @@ def _import_events(
                 if entry is None:
                     entry = seen[sid] = ImportedSession(session_id=sid, format=fmt)
                     outcome.sessions.append(entry)
+                if answer.status == 409 and step_reply_complete(project=project, event=event):
+                    # A reply an earlier import of this file caught mid-stream, grown.
+                    outcome.created = True
+                    entry.steps += 1
+                    entry.operations += len(event["body"].get("actions", ()))
+                    continue
                 if answer.status >= 400:
                     raise ImportFailed(
                         409 if answer.status == 409 else 422,

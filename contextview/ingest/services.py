@@ -498,6 +498,72 @@ def batch_ingest(*, project: Project, batch: list[Any], needs_escape: bool = Tru
     return IngestOutcome(results=final, directives=directives, step_ids=step_ids)
 
 
+def step_reply_complete(*, project: Project, event: Any) -> bool:
+    """Store the grown reply of a step sent again under its event id: a transcript
+    imported while a call was still being written, then imported again once it grew.
+
+    An importer makes a step's id from its call (the session, index, context and
+    operations), not from the reply, so the same id with other content is that call
+    with more of its reply: its output, usage and context window replace the stored
+    ones, and its statistics and those of later steps are computed again. False,
+    changing nothing, when the event is not a step whose id was stored.
+    """
+    checked = _validate(0, event, timezone.now(), True)
+    if isinstance(checked, EventResult) or not isinstance(checked.body, StepBody):
+        return False
+    body, key = checked.body, event_key(checked.head.id)
+    with transaction.atomic(), binary_cursor() as cursor:
+        cursor.execute(
+            "SELECT st.id, st.session_id FROM cv_raw_event r JOIN cv_session s "
+            "ON s.project_id = r.project_id AND s.external_id = %s "
+            "JOIN cv_step st ON st.session_id = s.id AND st.index = %s "
+            "WHERE r.project_id = %s AND r.event_key = %s AND r.type = 'step' "
+            "FOR UPDATE OF r, s, st",
+            [body.session_id, body.index, project.pk, key],
+        )
+        found = cursor.fetchone()
+        if found is None:
+            return False
+        step_id, session_pk = found
+        output = None if body.output is None else body.output.model_dump(exclude_unset=True)
+        split = step_storage.output_split(output)
+        store = _Store(project.pk)
+        texts = None if split is None else [store.text_hash(t) for t in split[1]]
+        kept = output if split is None else split[0]
+        store.flush(cursor)
+        packed, usage_text = _usage(body.usage)
+        cursor.execute(
+            "UPDATE cv_step SET output = %s::jsonb, output_blobs = %b, usage = coalesce(%b, "
+            "convert_to(%s::jsonb::text, 'UTF8')), context_window = %s, body_hash = %b "
+            "WHERE id = %s",
+            [
+                None if kept is None else json.dumps(kept),
+                None if texts is None else encode_refs(store.texts_pk[h] for h in texts),
+                packed,
+                usage_text,
+                body.context_window,
+                checked.body_hash[:KEY_BYTES],
+                step_id,
+            ],
+        )
+        cursor.execute(
+            "UPDATE cv_raw_event SET body_hash = %b WHERE project_id = %s AND event_key = %s",
+            [checked.event_hash, project.pk, key],
+        )
+        cursor.execute(
+            "DELETE FROM cv_step_stats WHERE session_id = %s AND index >= %s",
+            [session_pk, body.index],
+        )
+        cursor.execute(
+            "UPDATE cv_session SET stats_status = 'pending', stats_epoch = stats_epoch + 1, "
+            "stats_steps_done = (SELECT count(*) FROM cv_step_stats WHERE session_id = %s "
+            "AND status = 'ready') WHERE id = %s",
+            [session_pk, session_pk],
+        )
+    transaction.on_commit(lambda: stats_schedule(session_ids=[session_pk]))
+    return True
+
+
 def _dedupe(project: Project, events: list[_Event], results: list[EventResult | None]) -> list:
     """Answer event ids already stored (200 duplicate or 409).
 

@@ -14,6 +14,7 @@ from django.test import override_settings
 
 from contextview.projects.services import apikey_create
 from contextview.sessions.models import Session, Step
+from contextview.stats.services import session_stats_compute
 from tests.api_client import Api
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -340,14 +341,42 @@ def test_it_leaves_a_reply_still_streaming_for_the_next_live_import(api: Api) ->
     assert Step.objects.filter(session__external_id="cc-7f3a").count() == 4
 
 
-def test_it_refuses_with_409_a_grown_file_whose_stored_last_reply_was_cut(api: Api) -> None:
-    name, data = fixture("claude_code.jsonl")
+@pytest.mark.parametrize(
+    ("name", "cut", "session_id", "calls"),
+    [
+        # cut after the first reply's thinking, before its tool call and usage
+        ("claude_code.jsonl", 4, "cc-7f3a", 4),
+        ("codex.jsonl", 8, "019d-codex-demo", 3),
+    ],
+)
+def test_it_completes_a_reply_the_first_import_caught_mid_stream(
+    api: Api, name: str, cut: int, session_id: str, calls: int
+) -> None:
+    _, data = fixture(name)
     lines = data.splitlines(keepends=True)
-    assert upload(api, (name, b"".join(lines[:4]))).status_code == 201
+    first = upload(api, (name, b"".join(lines[:cut])))
+    assert first.status_code == 201, first.content
+    cut_reply = api.get(f"/sessions/{session_id}/steps/0").json()
+    assert "tool" not in str(cut_reply["output"]).lower()
+
     grown = upload(api, (name, data))
-    assert grown.status_code == 409
-    assert "step 0 of session 'cc-7f3a'" in grown.json()["error"]
-    assert Step.objects.filter(session__external_id="cc-7f3a").count() == 1
+    assert grown.status_code == 201, grown.content
+    summary = next(s for s in grown.json()["sessions"] if s["session_id"] == session_id)
+    assert (summary["steps"], summary["new_steps"]) == (calls, calls - 1)
+    step = api.get(f"/sessions/{session_id}/steps/0").json()
+    parts = step["output"]["messages"][-1]["content"]
+    assert parts[-1]["type"] in ("tool_use", "function_call")
+    assert step["usage"]["output_tokens"] > 0
+    # The statistics of the completed step are computed again, with its usage now.
+    session = Session.objects.get(external_id=session_id)
+    assert session.stats_status == "pending"
+    session_stats_compute(session_id=session.pk)
+    stats = api.get(f"/sessions/{session_id}/steps/0").json()["stats"]
+    assert "unseen_tokens" in stats, stats
+
+    again = upload(api, (name, data))
+    assert again.status_code == 200
+    assert Step.objects.filter(session__external_id=session_id).count() == calls
 
 
 def test_it_imports_a_codex_compaction_with_its_reinjected_message(api: Api) -> None:

@@ -103,9 +103,18 @@ def short_hash(value: Any) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
-def event_id(session_id: str, kind: str, body: dict[str, Any]) -> str:
-    """Ids from the content: the same file imported again sends the same events."""
-    return f"imp-{kind}-{short_hash([session_id, canonical_json(body)])}"
+# What of a step the model wrote: an earlier copy of a live transcript may hold only
+# part of it (a reply still streaming in, its usage not yet reported).
+REPLY_FIELDS = frozenset({"output", "usage", "context_window"})
+
+
+def event_id(session_id: str, kind: str, tag: str, body: dict[str, Any]) -> str:
+    """Ids from the content: the same file imported again sends the same events. A
+    step's id is made from its call (its context and operations), not from its reply,
+    so a copy of the file that grew sends the same id for a reply that grew."""
+    if kind == "step":
+        body = {k: v for k, v in body.items() if k not in REPLY_FIELDS}
+    return f"imp-{tag}-{short_hash([session_id, canonical_json(body)])}"
 
 
 def text_of(content: Any) -> str:
@@ -232,7 +241,11 @@ class SessionLog:
 
     def _event(self, kind: str, body: dict[str, Any], timestamp: str | None, tag: str) -> Event:
         body = {"session_id": self.session_id, **body}
-        event: Event = {"id": event_id(self.session_id, tag, body), "type": kind, "body": body}
+        event: Event = {
+            "id": event_id(self.session_id, kind, tag, body),
+            "type": kind,
+            "body": body,
+        }
         if timestamp:
             event["timestamp"] = timestamp
         return event
