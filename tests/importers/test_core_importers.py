@@ -277,3 +277,50 @@ def test_it_keeps_what_claude_code_logs_between_a_boundary_and_its_summary() -> 
     _, step = replay(events)["cc-7f3a"][3]
     assert ids(step.after) == ["c-2", "m-1", "u-4"]
     assert "m-1" not in ids(list(step.folds[0].originals))
+
+
+def _inline(agent: str, inner: dict[str, Any]) -> dict[str, Any]:
+    """A sub-agent's entry as Claude Code 2.1 logs it inside its parent's transcript."""
+    return {
+        "type": "progress",
+        "sessionId": "cc-main",
+        "uuid": f"p-{inner['uuid']}",
+        "parentToolUseID": "toolu_task",
+        "data": {"type": "agent_progress", "agentId": agent, "message": inner, "prompt": "..."},
+    }
+
+
+def test_it_imports_claude_code_sub_agents_logged_inline_as_sessions_of_their_own() -> None:
+    def reply(uuid: str, mid: str, block: dict[str, Any]) -> dict[str, Any]:
+        message = {"id": mid, "model": "claude-haiku-4-5", "content": [block]}
+        return {"type": "assistant", "uuid": uuid, "message": message}
+
+    def said(uuid: str, content: Any) -> dict[str, Any]:
+        return {"type": "user", "uuid": uuid, "message": {"role": "user", "content": content}}
+
+    use = {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "mix.exs"}}
+    result = [{"type": "tool_result", "tool_use_id": "t1", "content": "defp deps"}]
+    entries = [
+        {"sessionId": "cc-main", **said("u-1", "add credo")},
+        {"sessionId": "cc-main", **reply("a-1", "m-1", {"type": "text", "text": "delegating"})},
+        _inline("afb9", said("s-1", "Draft the setup for credo")),
+        _inline("afb9", reply("s-2", "sm-1", use)),
+        _inline("afb9", said("s-3", result)),
+        _inline("afb9", said("s-3", result)),  # logged twice
+        _inline("afb9", reply("s-4", "sm-2", {"type": "text", "text": "done"})),
+        {"type": "progress", "sessionId": "cc-main", "data": {"type": "hook_progress"}},
+    ]
+    data = "".join(json.dumps(e) + "\n" for e in entries).encode()
+    assert detect(data) == "claude-code"
+    events = list(read(io.BytesIO(data), format="claude-code"))
+    sessions = {e["body"]["session_id"]: e["body"] for e in events if e["type"] == "session"}
+    sub = sessions["cc-main:agent-afb9"]
+    assert sub["metadata"]["parent_session"] == "cc-main"
+    assert sub["metadata"]["parent_tool_use_id"] == "toolu_task"
+    assert sub["model"] == "claude-haiku-4-5"
+    steps = replay(events)
+    assert len(steps["cc-main"]) == 1
+    assert [ids(result.before) for _, result in steps["cc-main:agent-afb9"]] == [
+        ["s-1"],
+        ["s-1", "sm-1", "s-3"],
+    ]

@@ -8,7 +8,10 @@ one block each, which are joined. The context of a call is every message logged
 before its first entry. A ``system`` entry of subtype ``compact_boundary``
 (``compactMetadata``: ``trigger``, ``preTokens``) followed by the
 ``isCompactSummary`` user entry is a summary of everything before it. Sidechain
-entries (a sub-agent's calls) form sessions of their own.
+entries (a sub-agent's calls) form sessions of their own, named after the main
+session and the ``agentId``; so do the sub-agent entries Claude Code 2.1 logs
+inline, each inside a ``progress`` entry of its parent (``data.type``
+``agent_progress``, ``data.agentId``, ``data.message`` the sub-agent's entry).
 """
 
 from __future__ import annotations
@@ -83,10 +86,33 @@ class _Session:
     compaction: dict[str, Any] | None = None
 
 
+def _agent_entry(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The sub-agent's entry a ``progress`` entry carries, as a sidechain entry of its
+    own; None for other progress (hooks, tools)."""
+    data = entry.get("data")
+    if not isinstance(data, dict) or data.get("type") != "agent_progress":
+        return None
+    inner, agent = data.get("message"), data.get("agentId")
+    if not isinstance(inner, dict) or inner.get("type") not in ("user", "assistant"):
+        return None
+    if not isinstance(agent, str) or not agent:
+        return None
+    outer = {k: entry[k] for k in ("sessionId", "cwd", "version", "gitBranch") if k in entry}
+    return {
+        **outer,
+        **inner,
+        "isSidechain": True,
+        "agentId": agent,
+        "parentToolUseID": entry.get("parentToolUseID"),
+    }
+
+
 class _Reader:
     def __init__(self, session_id: str | None) -> None:
         self.override = session_id
         self.sessions: dict[str, _Session] = {}
+        # uuids of the inline sub-agent entries read: Claude Code may log one again
+        self.inline_seen: set[str] = set()
         # sidechain entry uuid -> the sub-agent session it belongs to
         self.side_of: dict[str, str] = {}
         self.main_id: str | None = None
@@ -118,6 +144,8 @@ class _Reader:
             }
             if sid != main:
                 metadata["parent_session"] = main
+                if isinstance(entry.get("parentToolUseID"), str):
+                    metadata["parent_tool_use_id"] = entry["parentToolUseID"]
             body: dict[str, Any] = {"agent": "claude-code", "metadata": metadata}
             found = self.sessions[sid] = _Session(SessionLog(sid, session_body=body))
         return found
@@ -148,6 +176,16 @@ class _Reader:
 
     def entry(self, lineno: int, entry: dict[str, Any]) -> Iterator[Event]:
         kind = entry.get("type")
+        if kind == "progress":
+            inner = _agent_entry(entry)
+            if inner is None:
+                return
+            uuid = inner.get("uuid")
+            if isinstance(uuid, str):
+                if uuid in self.inline_seen:
+                    return
+                self.inline_seen.add(uuid)
+            entry, kind = inner, inner["type"]
         if kind not in ("user", "assistant", "system"):
             return
         s = self.session_for(lineno, entry)
