@@ -81,6 +81,8 @@ class StepOut(Open):
     mode: str | None
     reason: str | None
     obs_extra: dict[str, Any] | None
+    trace_id: str | None = Field(description="The OTLP trace of the call's span, if any")
+    span_id: str | None = Field(description="The OTLP span of the call, if any")
     outcome: dict[str, Any] | None
     before: list[MessageOut]
     after: list[MessageOut]

@@ -462,6 +462,7 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
     for step in steps:
         before, after = contexts[step.pk]
         inferred = changes[step.pk].inferred
+        obs_extra = restore_json(step.obs_fields())
         out.append(
             {
                 "session_id": session.external_id,
@@ -469,7 +470,10 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
                 "timestamp": step.timestamp.isoformat(),
                 "mode": step.mode or None,
                 "reason": restore(step.reason) or None,
-                "obs_extra": restore_json(step.obs_fields()),
+                "obs_extra": obs_extra,
+                # contract v1.1: a step from an OTLP span carries its ids
+                "trace_id": (obs_extra or {}).get(step_storage.TRACE_ID),
+                "span_id": (obs_extra or {}).get(step_storage.SPAN_ID),
                 "outcome": restore_json(step.outcome),
                 "before": [message_as_dict(s, tokens) for s in before],
                 "after": [message_as_dict(s, tokens) for s in after],
@@ -504,10 +508,10 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
                     "after_tokens": step.reported_after,
                 },
                 # contract v1.1: the call the context was sent with, as sent
-                "model": step.model or session.model or None,
-                "tools": tools.get(step.pk),
-                "output": outputs[step.pk],
-                "usage": step.usage,
+                "model": restore(step.model or session.model) or None,
+                "tools": restore_json(tools.get(step.pk)),
+                "output": restore_json(outputs[step.pk]),
+                "usage": restore_json(step.usage),
                 "context_window": step.context_window or session.context_window,
                 "stats": step.stats,
                 "stats_status": step.stats_status,

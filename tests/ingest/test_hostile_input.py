@@ -97,6 +97,10 @@ def test_it_stores_nul_and_cut_characters_in_free_text_and_gives_them_back(api: 
         },
     )
     first["body"]["obs"]["used_tokens\x00"] = BINARY
+    first["body"]["tools"] = [{"type": "function", "name": "read\x00", "description": CUT_EMOJI}]
+    first["body"]["output"] = {
+        "messages": [{"role": "assistant", "content": [{"type": "text", "text": BINARY}]}]
+    }
     second = step("bin", 1, [{"id": "sys"}, {"id": "s1"}, {"id": "t2"}, {"id": "t3"}])
     got = results(api.ingest({"batch": [session, first, second]}))
     assert [r["status"] for r in got] == [201, 201, 201], got
@@ -113,6 +117,8 @@ def test_it_stores_nul_and_cut_characters_in_free_text_and_gives_them_back(api: 
     assert got_step["reason"] == "over budget \x00"
     assert got_step["outcome"] == {"note": CUT_EMOJI}
     assert got_step["obs_extra"] == {"used_tokens\x00": BINARY}
+    assert got_step["tools"] == first["body"]["tools"]
+    assert got_step["output"] == first["body"]["output"]
     assert got_step["ops"][0]["reason"] == "binary \x00"
     assert got_step["ops"][0]["params"] == {"why \ud83d": "\x00"}
     # Sent by id alone in the next step: the same content.

@@ -367,6 +367,9 @@ def test_it_reads_back_the_calls_model_tools_usage_and_reply(key: str, memory: A
     )
     answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
     step = read_step(key, "call", 0)
+    [span] = exporter.get_finished_spans()
+    assert step["trace_id"] == format(span.context.trace_id, "032x")
+    assert step["span_id"] == format(span.context.span_id, "016x")
     assert step["model"] == "gpt-4o-2024-08-06"
     assert step["tools"] == tools
     assert step["usage"] == {"input_tokens": 20, "output_tokens": 8, "cache_read_tokens": 100}
