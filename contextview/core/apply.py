@@ -198,9 +198,9 @@ def _position(op: Operation, origin: str, length: int) -> int:
     where = op.params.get("position")
     if where is None:
         return length
-    if isinstance(where, int) and not isinstance(where, bool):
-        return max(0, min(where, length))
-    raise InputError(f"{origin}.params.position", "must be an integer")
+    if isinstance(where, int) and not isinstance(where, bool) and where >= 0:
+        return min(where, length)
+    raise InputError(f"{origin}.params.position", "must be an integer >= 0")
 
 
 def _insert(

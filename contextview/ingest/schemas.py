@@ -9,13 +9,24 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
+from contextview.core.times import RFC3339
+
+
+def _not_bool(value: Any) -> Any:
+    """JSON's true and false are not numbers (Python would take them as 1 and 0)."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("number_type", "must be a number, not true or false")
+    return value
+
+
+NoBool = BeforeValidator(_not_bool)
 SessionId = Annotated[str, Field(min_length=1, max_length=200)]
 ShortText = Annotated[str, Field(max_length=200)]
 # What the store's bigint columns hold.
-TokenCount = Annotated[int, Field(ge=0, le=2**63 - 1)]
+TokenCount = Annotated[int, NoBool, Field(ge=0, le=2**63 - 1)]
 
 # Event times the product can show and compute with: any time zone, as long as the
 # instant in UTC is in this range (documented in the README, "What it takes in").
@@ -37,7 +48,15 @@ def _in_range(value: datetime) -> datetime:
     return utc
 
 
-Timestamp = Annotated[datetime, AfterValidator(_in_range)]
+def _rfc3339(value: Any) -> Any:
+    if not isinstance(value, str) or RFC3339.fullmatch(value) is None:
+        raise PydanticCustomError(
+            "timestamp_format", "must be an RFC 3339 date-time such as 2026-11-30T09:00:00Z"
+        )
+    return value
+
+
+Timestamp = Annotated[datetime, BeforeValidator(_rfc3339), AfterValidator(_in_range)]
 
 
 class Lenient(BaseModel):
@@ -45,14 +64,14 @@ class Lenient(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+Tokens = Annotated[int, NoBool, Field(ge=0, le=2**62)]
+ContextWindow = Annotated[int, NoBool, Field(gt=0, le=2**31 - 1)]
+
+
 class Budget(Lenient):
-    max_tokens: Annotated[int, Field(gt=0)] | None = None
-    reserved_tokens: Annotated[int, Field(ge=0)] = 0
-    partitions: dict[str, Annotated[int, Field(ge=0)]] | None = None
-
-
-Tokens = Annotated[int, Field(ge=0, le=2**62)]
-ContextWindow = Annotated[int, Field(gt=0, le=2**31 - 1)]
+    max_tokens: Annotated[int, NoBool, Field(gt=0, le=2**62)] | None = None
+    reserved_tokens: Tokens = 0
+    partitions: dict[str, Tokens] | None = None
 
 
 class SessionBody(Lenient):
@@ -72,7 +91,9 @@ class Obs(Lenient):
     # Extension (docs/sdk.md, "Bytes on the wire"): the index of an earlier step of
     # the session whose after context the messages' ``{"$run": [start, count]}``
     # elements are taken from.
-    base: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = Field(default=None, alias="$base")
+    base: Annotated[int, NoBool, Field(ge=0, le=2**31 - 1)] | None = Field(
+        default=None, alias="$base"
+    )
 
 
 class After(Lenient):
@@ -96,7 +117,7 @@ class Output(Lenient):
 
 class StepBody(Lenient):
     session_id: SessionId
-    index: Annotated[int, Field(ge=0, le=2**31 - 1)]
+    index: Annotated[int, NoBool, Field(ge=0, le=2**31 - 1)]
     mode: Annotated[str, Field(max_length=64)] | None = None
     obs: Obs
     action: dict[str, Any] | None = None
@@ -117,7 +138,7 @@ class StepBody(Lenient):
 class SessionEndBody(Lenient):
     session_id: SessionId
     status: Literal["succeeded", "failed", "abandoned", "unknown"]
-    score: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    score: Annotated[float, NoBool, Field(allow_inf_nan=False)] | None = None
 
 
 class EventHead(BaseModel):

@@ -751,6 +751,12 @@ def _derive_or_refuse(
             f"body.index: step {body.index} of session {body.session_id!r} "
             "was already stored with different content",
         )
+    if body.action is not None and body.actions is not None:
+        return EventResult(
+            e.head.id,
+            400,
+            "body.action: send one operation as action or a list as actions, not both",
+        )
     walk = state.walk
     try:
         result = walk.derive(

@@ -472,8 +472,8 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
                 "reason": restore(step.reason) or None,
                 "obs_extra": obs_extra,
                 # contract v1.1: a step from an OTLP span carries its ids
-                "trace_id": (obs_extra or {}).get(step_storage.TRACE_ID),
-                "span_id": (obs_extra or {}).get(step_storage.SPAN_ID),
+                "trace_id": _text_field(obs_extra, step_storage.TRACE_ID),
+                "span_id": _text_field(obs_extra, step_storage.SPAN_ID),
                 "outcome": restore_json(step.outcome),
                 "before": [message_as_dict(s, tokens) for s in before],
                 "after": [message_as_dict(s, tokens) for s in after],
@@ -518,6 +518,11 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
             }
         )
     return out
+
+
+def _text_field(fields: dict[str, Any] | None, name: str) -> str | None:
+    value = (fields or {}).get(name)
+    return value if isinstance(value, str) else None
 
 
 def step_outputs(steps: Sequence[Step]) -> dict[int, dict[str, Any] | None]:

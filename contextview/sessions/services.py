@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from contextview.core.errors import InputError
 from contextview.projects.models import ApiKey
-from contextview.sessions.models import Directive, Session
+from contextview.sessions.models import Directive, Session, Step
 from contextview.sessions.selectors import archived_originals
 
 _DIRECTIVE_ID = re.compile(r"^d-(\d{1,18})$")
@@ -96,6 +96,10 @@ def directive_create(
             text_storable(f"targets[{n}]", target)
         if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
             raise InputError("step", "must be a step index (an integer >= 0)")
+        if step is not None and (
+            step >= 2**31 or not Step.objects.filter(session=session, index=step).exists()
+        ):
+            raise InputError("step", f"this session has no step {step}", 422)
         archived = {
             a.original_msg_id for a in archived_originals(session_id=session.pk, ids=targets)
         }

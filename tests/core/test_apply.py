@@ -281,6 +281,9 @@ def test_it_rejects_an_insert_without_result_or_of_an_id_in_the_context() -> Non
     bad = {"action": "insert", "result": {"id": "n", "content": "x"}, "params": {"position": "1"}}
     with pytest.raises(InputError, match=r"params.position: must be an integer"):
         apply(seed_context(), [bad])
+    before_start = {**bad, "params": {"position": -1}}
+    with pytest.raises(InputError, match=r"params.position: must be an integer >= 0"):
+        apply(seed_context(), [before_start])
 
 
 def test_it_reorders_by_params_order() -> None:

@@ -63,6 +63,41 @@ def test_it_keeps_a_timestamp_with_an_offset_as_the_same_instant(api: Api) -> No
     assert api.get("/sessions/tz").json()["started_at"] == "2026-11-30T04:30:00+00:00"
 
 
+@pytest.mark.parametrize("timestamp", [1764493200, "2026-11-30", "yesterday", "30/11/2026 09:00"])
+def test_it_refuses_a_timestamp_that_is_not_rfc_3339(api: Api, timestamp: Any) -> None:
+    got = _post_beside_a_good_event(api, {**_session("when"), "timestamp": timestamp})
+    assert got["status"] == 400
+    assert got["error"].startswith("timestamp: must be an RFC 3339 date-time")
+
+
+# --- values of the wrong kind ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("event", "error"),
+    [
+        ({**step("b", 0, [SYSTEM]), "body": {**step("b", 0, [SYSTEM])["body"], "index": True}},
+         "body.index: must be a number, not true or false"),
+        ({"id": "end", "type": "session_end",
+          "body": {"session_id": "b", "status": "failed", "score": True}},
+         "body.score: must be a number, not true or false"),
+        (_session("b", budget={"max_tokens": 2**70}), "body.budget.max_tokens: "),
+        (_session("b", budget={"max_tokens": 100, "partitions": {"tool": False}}),
+         "body.budget.partitions.tool: must be a number"),
+        (step("b", 0, [SYSTEM], action={"action": "keep", "target": "sys"},
+              actions=[{"action": "pin", "target": "sys"}]),
+         "body.action: send one operation as action or a list as actions, not both"),
+    ],
+)  # fmt: skip
+def test_it_refuses_a_value_of_the_wrong_kind_naming_it(
+    api: Api, event: dict[str, Any], error: str
+) -> None:
+    got = _post_beside_a_good_event(api, event)
+    assert got["status"] == 400, got
+    assert got["error"].startswith(error), got
+    assert not Step.objects.filter(session__external_id="b").exists()
+
+
 # --- free text that PostgreSQL cannot hold ---------------------------------------------
 
 CUT_EMOJI = "thumbs \ud83d"  # a string cut inside a surrogate pair

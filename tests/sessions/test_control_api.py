@@ -75,5 +75,11 @@ def test_it_names_what_is_wrong_with_a_directive(api: Api) -> None:
     assert no_mode.status_code == 400 and no_mode.json()["error"].startswith("mode:")
     unknown = api.post("/sessions/chat/directives", {"type": "restore", "targets": ["sys"]})
     assert unknown.status_code == 422 and "sys" in unknown.json()["error"]
+    for index in (999, 2**70):
+        no_step = api.post(
+            "/sessions/chat/directives", {"type": "restore", "targets": ["t1"], "step": index}
+        )
+        assert no_step.status_code == 422, no_step.content
+        assert no_step.json()["error"] == f"step: this session has no step {index}"
     missing = api.post("/sessions/nope/directives", {"type": "set_mode", "mode": "rag"})
     assert missing.status_code == 404

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from contextview.core.messages import canonical_json
+from contextview.core.times import as_rfc3339
 
 Event = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -246,6 +247,9 @@ class SessionLog:
             "type": kind,
             "body": body,
         }
-        if timestamp:
-            event["timestamp"] = timestamp
+        # A time the log wrote in another form is left out: the event is then
+        # stamped when it is received, rather than the file refused for it.
+        at = as_rfc3339(timestamp)
+        if at is not None:
+            event["timestamp"] = at
         return event

@@ -1,0 +1,26 @@
+"""Event times as the contract takes them: RFC 3339 date-times."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+# RFC 3339's date-time; without an offset the time is taken as UTC.
+RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})?")
+# Epoch numbers past this are milliseconds (this many seconds is the year 5138).
+_MILLISECONDS_FROM = 1e11
+
+
+def as_rfc3339(value: Any) -> str | None:
+    """A time an agent's log wrote, as an RFC 3339 date-time: such a string as it is,
+    seconds or milliseconds since the epoch converted; None for anything else."""
+    if isinstance(value, str):
+        return value if RFC3339.fullmatch(value) else None
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        seconds = value / 1000 if value >= _MILLISECONDS_FROM else value
+        try:
+            return datetime.fromtimestamp(seconds, UTC).isoformat()
+        except (OverflowError, OSError, ValueError):
+            return None
+    return None
