@@ -10,6 +10,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.urls import register_converter
 from ninja import NinjaAPI, Query, Schema, Swagger
+from ninja.errors import ValidationError as ParameterError
 from ninja.security import HttpBearer
 from pydantic import BaseModel
 
@@ -104,10 +105,13 @@ def _reads_by_post(request: HttpRequest) -> bool:
 # Answers that come from the API's own machinery rather than from a route's body, and
 # which routes can give them; documented on every route they apply to (see below).
 _COMMON_ANSWERS: dict[int, tuple[str, type[BaseModel]]] = {
-    400: ("A path or query parameter holds a NUL character (%00)", ErrorOut),
+    400: (
+        "A path or query parameter is missing, not of its type or out of range, or holds a "
+        "NUL character (%00); the answer names it",
+        ErrorOut,
+    ),
     401: ("Missing or bad key", DetailOut),
     403: ("The key may read but not write (on every route that changes state)", ErrorOut),
-    422: ("A parameter is missing or not of its type (the answer names it)", DetailOut),
 }
 
 
@@ -116,9 +120,8 @@ class DocumentedAPI(NinjaAPI):
 
     Schemas given by a route's ``openapi_extra`` keep their ``$defs`` beside them;
     they move to ``components``, where their ``$ref``s point. Every operation lists
-    the answers it can give besides its own: 400 for a NUL in a parameter, 401 where
-    a key is required, 403 where a read-only key is refused, 422 where ninja checks a
-    parameter's presence or type.
+    the answers it can give besides its own: 400 for a parameter refused, 401 where
+    a key is required, 403 where a read-only key is refused.
     """
 
     def get_openapi_schema(self, **kwargs: Any) -> Any:
@@ -134,7 +137,6 @@ class DocumentedAPI(NinjaAPI):
                     400: True,
                     401: bool(operation.get("security")),
                     403: bool(operation.get("security")) and method.upper() not in READ_METHODS,
-                    422: any(_checked(p) for p in operation.get("parameters", [])),
                 }
                 for status, applies in due.items():
                     if applies and status not in answers:
@@ -143,13 +145,6 @@ class DocumentedAPI(NinjaAPI):
         for model in (ErrorOut, DetailOut):
             components.setdefault(model.__name__, model.model_json_schema())
         return schema
-
-
-def _checked(parameter: dict[str, Any]) -> bool:
-    """Whether ninja may refuse this parameter: required in the query, or not text."""
-    kinds = [parameter["schema"]] + parameter["schema"].get("anyOf", [])
-    text = any(kind.get("type") == "string" for kind in kinds)
-    return not text or (parameter["in"] == "query" and parameter.get("required", False))
 
 
 api = DocumentedAPI(
@@ -164,6 +159,16 @@ api = DocumentedAPI(
     # (no inline script: the CSP runs none); no online validator badge either.
     docs=Swagger(settings={"validatorUrl": None}),
 )
+
+
+@api.exception_handler(ParameterError)
+def _parameter_refused(request: HttpRequest, exc: ParameterError) -> HttpResponse:
+    """A parameter ninja checked and refused: 400 naming it, as every other refusal."""
+    problems = []
+    for error in exc.errors[:5]:
+        where = [str(p) for p in error.get("loc", ()) if p not in ("query", "path", "body")]
+        problems.append(f"{'.'.join(where) or 'request'}: {error.get('msg', 'is not valid')}")
+    return _error(400, "; ".join(problems) or "request: a parameter is not valid")
 
 
 @api.exception_handler(ReadOnlyKey)
