@@ -18,7 +18,7 @@ from contextview.core.messages import (
     parse_id,
     parse_message,
 )
-from contextview.core.model import OP_NAMES, Message, Operation
+from contextview.core.model import OP_NAMES, RESULT_OPS, Message, Operation
 
 
 def normalize_operations(raw: Any, *, field: str, latest: Mapping[str, Message]) -> list[Operation]:
@@ -86,7 +86,9 @@ def _named(raw: dict[str, Any], field: str, latest: Mapping[str, Message]) -> Op
     elif not isinstance(params, dict):
         raise InputError(f"{field}.params", "must be an object")
 
-    result_raw = raw.get("result")
+    # Only an operation that puts a message in the context has a result; one sent
+    # with another (a drop's) is no part of what the operation did.
+    result_raw = raw.get("result") if name in RESULT_OPS else None
     result = (
         None
         if result_raw is None

@@ -40,6 +40,13 @@ def test_it_reads_a_targets_list() -> None:
     assert op.targets == ("read_file_12", "api_call_09", "7")
 
 
+@pytest.mark.parametrize("name", ["drop", "pin", "unpin", "expire", "keep", "reload"])
+def test_it_leaves_out_a_result_sent_with_an_operation_that_has_none(name: str) -> None:
+    raw = {"action": name, "target": "a1", "result": {"id": "r1", "content": "ignored"}}
+    [op] = normalize_operations(raw, field="body.action", latest={})
+    assert (op.op, op.targets, op.result) == (name, ("a1",), None)
+
+
 def test_it_rejects_an_unknown_action_listing_the_valid_ones() -> None:
     with pytest.raises(InputError) as e:
         normalize_operations({"action": "compress", "target": "a1"}, field="body.action", latest={})
