@@ -703,7 +703,10 @@ def step_stats(
         after_tokens += step.tools_tokens
         before_parts = {**before_parts, "tools": step.tools_tokens}
         after_parts = {**after_parts, "tools": step.tools_tokens}
-    unseen = _unseen_tokens(step.usage, before_tokens)
+    # The provider counted the context the call was made with: the one operations that
+    # shrank it left (a compaction comes with the call that follows it), else the one
+    # before an after that only grew (by the call's own reply).
+    unseen = _unseen_tokens(step.usage, min(before_tokens, after_tokens))
     window = step.context_window
     if window is None and unseen is not None:
         window = known_window(step.model)

@@ -118,6 +118,23 @@ def test_it_reports_unseen_tokens_from_a_steps_provider_usage(
     assert api.get("/sessions/usage").json()["aggregates"]["window"] == 200_000
 
 
+def test_it_measures_unseen_tokens_against_the_context_a_compaction_left(
+    api: Api, celery_worker_process: Any
+) -> None:
+    """The call after a compaction read the summary, not what it replaced."""
+    log = say("log", "tool", "retry " * 3000)
+    summary = {"id": "sum", "role": "memory", "content": "The log shows retries."}
+    compact = {"action": "summarize", "target": "log", "result": summary}
+    usage = {"input_tokens": 400}
+    first = step("compact", 0, [SYS, ASK, log], action=compact, usage=usage)
+    assert api.ingest({"batch": [first]}).status_code == 207
+    wait_for(lambda: api.get("/sessions/compact/steps/0").json()["stats_status"] == "ready")
+    stats = api.get("/sessions/compact/steps/0").json()["stats"]
+    assert stats["tokens"]["before"] > 3000 > stats["tokens"]["after"]
+    assert stats["unseen_tokens"] == 400 - stats["tokens"]["after"]
+    assert stats["unseen_tokens"] > 0
+
+
 def waste_session(name: str) -> list[dict[str, Any]]:
     """The order search is answered twice from step 2 on; a log read at step 0 is never
     referred to again, yet carried to the end; the order it found is."""
