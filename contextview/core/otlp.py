@@ -48,6 +48,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from contextview.core.runs import BASE_KEY, encode_runs, run_element, runs_in
+from contextview.core.textsafe import text_problem
 
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
@@ -206,6 +207,13 @@ def _int(value: Any) -> int | None:
 
 def _text(value: Any) -> str | None:
     return value[:MAX_NAME] if isinstance(value, str) and value else None
+
+
+def _name(value: Any) -> str | None:
+    """A name the contract keeps exactly (an agent, a model): None when it holds what
+    an identifier may not (NUL, a cut character), so the next source is used."""
+    text = _text(value)
+    return None if text is None or text_problem(text) is not None else text
 
 
 # --- message parts --------------------------------------------------------------------
@@ -676,7 +684,7 @@ def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
 
 def _model(attrs: Mapping[str, Any]) -> str | None:
     for name in ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name"):
-        found = _text(attrs.get(name))
+        found = _name(attrs.get(name))
         if found:
             return found
     return None
@@ -713,7 +721,7 @@ def decode_request(
         service = None
         for kv in resource_spans.resource.attributes:
             if kv.key == "service.name":
-                service = _text(any_value(kv.value))
+                service = _name(any_value(kv.value))
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 decoded.spans += 1
@@ -741,7 +749,7 @@ def decode_request(
                         trace_id=trace_id,
                         span_id=span_id,
                         session_id=session_of(attrs, trace_id),
-                        agent=_text(attrs.get("gen_ai.agent.name")) or service,
+                        agent=_name(attrs.get("gen_ai.agent.name")) or service,
                     )
                 )
     # A session's calls in start order: each one's context is compared with the one

@@ -162,7 +162,7 @@ def _events(text: str, i: int, decoder: _Decoder, max_events: int) -> tuple[list
         except ValueError:  # an integer past Python's 4300 digits
             where = f"batch[{len(events)}]"
             i = _skip(text, start, what=f"{where}: an event with a number too long to read")
-            events.append(Refused(None, f"{where}: a number has too many digits"))
+            events.append(Refused(_id_of(text, start), f"{where}: a number has too many digits"))
         else:
             events.append(_checked(value, text, start, i, decoder.not_finite))
         i = _ws(text, i)
@@ -172,6 +172,20 @@ def _events(text: str, i: int, decoder: _Decoder, max_events: int) -> tuple[list
         if text[i : i + 1] == "]":
             return events, i + 1
         _not_json("Expecting ',' delimiter", text, i)
+
+
+_DIGITS_AS_TEXT = json.JSONDecoder(parse_int=str)
+
+
+def _id_of(text: str, start: int) -> str | None:
+    """The id of an event whose numbers are too long to read as numbers: read again
+    with its integers kept as text, which costs only such an event."""
+    try:
+        value, _ = _DIGITS_AS_TEXT.raw_decode(text, start)
+    except (ValueError, RecursionError):
+        return None
+    event_id = value.get("id") if isinstance(value, dict) else None
+    return event_id if isinstance(event_id, str) else None
 
 
 def _checked(value: Any, text: str, start: int, end: int, not_finite: bool) -> Any:

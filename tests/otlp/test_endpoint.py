@@ -490,6 +490,22 @@ def test_it_refuses_the_span_of_a_session_id_holding_a_nul_naming_why(
     assert not Session.objects.exists()
 
 
+def test_it_names_the_agent_by_its_service_when_its_own_name_holds_a_nul(key: str) -> None:
+    messages = '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]'
+    body = json.loads(
+        _span_json(
+            ("gen_ai.agent.name", "bot\u0000"),
+            ("gen_ai.conversation.id", "named"),
+            ("gen_ai.input.messages", messages),
+        )
+    )
+    service = {"key": "service.name", "value": {"stringValue": "shop-agent"}}
+    body["resourceSpans"][0]["resource"] = {"attributes": [service]}
+    response = post(key, json.dumps(body).encode(), "application/json")
+    assert response.status_code == 200 and json.loads(response.content) == {}
+    assert Session.objects.get(external_id="named").agent == "shop-agent"
+
+
 def test_it_stores_an_export_larger_than_an_ingest_batch(
     key: str, memory: Any, settings: Any
 ) -> None:
