@@ -217,9 +217,11 @@ _ERRNO = frozenset(
 # entities. A quote around one ('"GET /api/orders/SO20260101007 HTTP/1.1"' in a
 # log) is the data's own and only what is inside counts; a quote around none
 # (“answer in a table”) is a phrase someone chose to quote, and counts itself.
+# A quote escaped with a backslash (JSON held in a JSON string, \"type\": \"text\")
+# neither opens nor closes one.
 _QUOTED = re.compile(
-    r"""(?<![A-Za-z0-9])"(?P<dq>[^"\n]{1,200})"
-    | (?<![A-Za-z0-9])'(?P<sq>[^'\n]{1,200})'(?![A-Za-z0-9])
+    r"""(?<![A-Za-z0-9\\])"(?P<dq>[^"\n]{1,200})(?<!\\)"
+    | (?<![A-Za-z0-9\\])'(?P<sq>[^'\n]{1,200})(?<!\\)'(?![A-Za-z0-9])
     | `(?P<bq>[^`\n]{1,200})`
     | “(?P<cdq>[^”\n]{1,200})”
     | ‘(?P<csq>[^’\n]{1,200})’

@@ -126,6 +126,16 @@ def test_it_finds_the_entities_inside_a_log_but_not_its_quotes() -> None:
     assert not any(e.startswith("GET ") for e in found)
 
 
+def test_it_reads_no_quote_into_json_escaped_inside_a_string() -> None:
+    """A tool result that is JSON written into a JSON string: its escaped quotes are
+    the data's, and what lies between two of them is no quoted phrase."""
+    held = r"[{\"type\": \"text\", \"text\": \"order SO20260101007 shipped\"}, \"ok\"]"
+    assert extract_entities(held) == ["SO20260101007"]
+    assert extract_entities(r'she wrote \"keep it\" and "answer in a table"') == [
+        "answer in a table"
+    ]
+
+
 def test_it_adds_pinned_texts_that_the_text_contains() -> None:
     text = "Member id A12345. Please answer in a table."
     found = extract_entities(text, pinned=["answer in a table", "member id A12345", "in French"])
