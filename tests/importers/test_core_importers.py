@@ -324,3 +324,45 @@ def test_it_imports_claude_code_sub_agents_logged_inline_as_sessions_of_their_ow
         ["s-1"],
         ["s-1", "sm-1", "s-3"],
     ]
+
+
+def test_it_reads_a_codex_rollout_written_before_the_envelope() -> None:
+    meta = {"id": "0195-legacy", "timestamp": "2025-04-20T10:00:00Z", "instructions": "Be terse."}
+
+    def said(role: str, text: str) -> dict[str, Any]:
+        kind = "output_text" if role == "assistant" else "input_text"
+        return {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}
+
+    call = {
+        "type": "function_call",
+        "name": "shell",
+        "arguments": '{"cmd": ["ls"]}',
+        "call_id": "c1",
+    }
+    lines = [
+        meta,
+        said("user", "list the files"),
+        {"record_type": "state"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"},
+        call,
+        {"type": "function_call_output", "call_id": "c1", "output": "README.md"},
+        {"record_type": "state"},
+        said("assistant", "One file: README.md."),
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    assert detect(data) == "codex"
+    events = list(read(io.BytesIO(data), format="codex"))
+    [session] = [e["body"] for e in events if e["type"] == "session"]
+    assert session["session_id"] == "0195-legacy"
+    steps = replay(events)["0195-legacy"]
+    assert len(steps) == 2
+    first, second = steps
+    assert [m.role for m in first[1].before] == ["system", "user"]
+    assert first[0]["output"]["messages"][-1]["content"][0]["name"] == "shell"
+    assert [m.role for m in second[1].before] == [
+        "system",
+        "user",
+        "assistant",
+        "assistant",
+        "tool",
+    ]

@@ -8,7 +8,8 @@ conversation items as sent to and returned by the Responses API (messages,
 model's context window. ``compacted`` replaces the history with its
 ``replacement_history``: items already in the context are kept, the others are
 re-injected (``insert``), and the ``compaction`` item (or the summary ``message``)
-stands for what left.
+stands for what left. Older rollouts, written before that envelope, are read too:
+a first line with the session's ``id`` and ``timestamp``, then the items themselves.
 """
 
 from __future__ import annotations
@@ -39,8 +40,23 @@ TOOL_OUTPUTS = frozenset(
 )
 
 
+# Items a rollout wrote as lines of their own before the ``{"type", "payload"}``
+# envelope (Codex CLI before 0.4x): the session's meta first (``id``, ``timestamp``,
+# ``instructions``), then the items, with ``{"record_type": "state"}`` lines between.
+LEGACY_ITEMS = OUTPUT_ITEMS | TOOL_OUTPUTS | {"message", "compaction"}
+
+
+def _legacy_meta(line: dict[str, Any]) -> bool:
+    return (
+        "type" not in line
+        and "source" not in line  # an OpenHands event
+        and isinstance(line.get("id"), str)
+        and "timestamp" in line
+    )
+
+
 def looks_like(first: dict[str, Any]) -> bool:
-    return first.get("type") in LINE_TYPES and "payload" in first
+    return (first.get("type") in LINE_TYPES and "payload" in first) or _legacy_meta(first)
 
 
 def _is_output(item: dict[str, Any]) -> bool:
@@ -143,6 +159,13 @@ class _Reader:
 
     def line(self, lineno: int, line: dict[str, Any]) -> Iterator[Event]:
         kind = line.get("type")
+        if "payload" not in line:
+            # the rollout format before the envelope
+            if _legacy_meta(line):
+                self.meta(lineno, {**line, "base_instructions": line.get("instructions")})
+            elif kind in LEGACY_ITEMS:
+                yield from self.item(lineno, line.get("timestamp"), line)
+            return
         payload = line.get("payload")
         if kind not in LINE_TYPES:
             return
