@@ -366,3 +366,81 @@ def test_it_reads_a_codex_rollout_written_before_the_envelope() -> None:
         "assistant",
         "tool",
     ]
+
+
+def _sdk_events() -> list[dict[str, Any]]:
+    """A conversation of the OpenHands software agent SDK (V1) as it stores its events."""
+    at = "2026-11-30T10:00:0{}.000000"
+    text = lambda t: {"type": "text", "text": t}  # noqa: E731
+
+    def action(n: int, response: str, call: str, command: str, thought: str = "") -> dict:
+        return {
+            "kind": "ActionEvent", "id": f"a{n}", "timestamp": at.format(n), "source": "agent",
+            "thought": [text(thought)] if thought else [], "tool_name": "terminal",
+            "tool_call_id": call, "llm_response_id": response,
+            "tool_call": {"id": call, "name": "terminal",
+                          "arguments": json.dumps({"command": command})},
+            "action": {"kind": "TerminalAction", "command": command},
+        }  # fmt: skip
+
+    def seen(n: int, call: str, output: str) -> dict:
+        return {
+            "kind": "ObservationEvent", "id": f"o{n}", "timestamp": at.format(n),
+            "source": "environment", "tool_name": "terminal", "tool_call_id": call,
+            "action_id": f"a{n - 1}",
+            "observation": {"kind": "TerminalObservation", "content": [text(output)]},
+        }  # fmt: skip
+
+    return [
+        {"kind": "SystemPromptEvent", "id": "s0", "timestamp": at.format(0), "source": "agent",
+         "system_prompt": text("You are OpenHands."),
+         "tools": [{"name": "terminal", "description": "Run a command"}]},
+        {"kind": "MessageEvent", "id": "u1", "timestamp": at.format(1), "source": "user",
+         "llm_message": {"role": "user", "content": [text("Why does SO20260101007 time out?")]}},
+        action(2, "resp-1", "c1", "tail app.log", thought="Check the log."),
+        action(3, "resp-1", "c2", "ls"),
+        seen(4, "c1", "upstream timed out after 3 s"),
+        seen(5, "c2", "app.log"),
+        {"kind": "Condensation", "id": "k6", "timestamp": at.format(6), "source": "environment",
+         "forgotten_event_ids": ["a2", "a3", "o4", "o5"], "summary": "Log: timeout after 3 s.",
+         "llm_response_id": "resp-c"},
+        {"kind": "MessageEvent", "id": "m7", "timestamp": at.format(7), "source": "agent",
+         "llm_response_id": "resp-2",
+         "llm_message": {"role": "assistant", "content": [text("inventory-svc times out.")]}},
+        {"kind": "ConversationStateUpdateEvent", "id": "x8", "timestamp": at.format(8),
+         "source": "environment", "key": "execution_status", "value": "finished"},
+    ]  # fmt: skip
+
+
+def test_it_reads_the_openhands_sdks_typed_events() -> None:
+    data = json.dumps(_sdk_events()).encode()
+    assert detect(data, whole=True) == "openhands"
+    events = list(read(io.BytesIO(data), format="openhands", fallback="oh-v1"))
+    steps = replay(events)["oh-v1"]
+    assert len(steps) == 2
+    (first, call), (second, after) = steps
+    assert ids(call.before) == ["es0", "eu1"]
+    assert first["tools"] == [{"name": "terminal", "description": "Run a command"}]
+    replies = first["output"]["messages"]
+    assert [m["id"] for m in replies] == ["ea2", "ea3"]
+    assert replies[0]["content"][0] == {"type": "text", "text": "Check the log."}
+    assert replies[0]["content"][-1]["arguments"] == {"command": "tail app.log"}
+    [op] = second["actions"]
+    assert (op["action"], op["targets"]) == ("summarize", ["ea2", "ea3", "eo4", "eo5"])
+    assert ids(after.after) == ["es0", "eu1", "cond-ea2"]
+    assert second["output"]["messages"][0]["content"][0]["text"] == "inventory-svc times out."
+    [end] = [e["body"] for e in events if e["type"] == "session_end"]
+    assert end["status"] == "succeeded"
+
+
+def test_it_reads_an_openhands_sdk_event_folder(tmp_path: Path) -> None:
+    from contextview.core.importers.folders import event_folders, files_under, read_folder
+
+    folder = tmp_path / "conv-7a1" / "events"
+    folder.mkdir(parents=True)
+    for n, event in enumerate(_sdk_events()):
+        (folder / f"event-{n:05d}-{event['id']}.json").write_text(json.dumps(event))
+    [found] = event_folders(files_under(tmp_path))
+    events = list(read_folder(found, lambda p: open(p, "rb")))  # noqa: SIM115
+    assert found.session == "conv-7a1"
+    assert len(replay(events)["conv-7a1"]) == 2

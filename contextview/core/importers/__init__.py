@@ -79,7 +79,7 @@ def detect(head: bytes, *, whole: bool = False) -> str | None:
     if (
         stripped.startswith("[")
         and '"source"' in text
-        and ('"action"' in text or '"observation"' in text)
+        and ('"action"' in text or '"observation"' in text or '"kind"' in text)
     ):
         return openhands.FORMAT
     if stripped.startswith("{"):

@@ -2,7 +2,11 @@
 folder, one event per file, is read by ``folders``).
 
 An event has ``id``, ``source`` (``user``, ``agent``, ``environment``) and either
-``action`` (with ``args``) or ``observation`` (with ``content``). Agent actions
+``action`` (with ``args``) or ``observation`` (with ``content``). The software agent
+SDK (OpenHands V1) types its events by ``kind`` instead: ``SystemPromptEvent`` (with
+the tools), ``MessageEvent`` (``llm_message``), ``ActionEvent`` (``thought``,
+``tool_call``; those of one ``llm_response_id`` are one call), ``ObservationEvent``
+(``observation.content``), ``Condensation`` (``forgotten_event_ids``, ``summary``). Agent actions
 that came from one model response share ``tool_call_metadata.model_response.id``
 and form one model call, whose usage is that response's ``usage``. A
 ``condensation`` action forgets ``forgotten_event_ids`` (or the range
@@ -30,6 +34,7 @@ FORMAT = "openhands"
 # Observations that never reach the model.
 _SILENT = frozenset({"agent_state_changed", "null", "user_rejected", "agent_condensation"})
 _SILENT_ACTIONS = frozenset({"change_agent_state", "recall", "condensation_request"})
+_V1_END_STATES = {"finished": "succeeded", "error": "failed", "stuck": "failed"}
 _END_STATES = {
     "finished": "succeeded",
     "error": "failed",
@@ -38,8 +43,13 @@ _END_STATES = {
 }
 
 
+def _v1(event: Any) -> bool:
+    """An event of the OpenHands software agent SDK (V1): typed by ``kind``."""
+    return isinstance(event, dict) and isinstance(event.get("kind"), str) and "source" in event
+
+
 def looks_like_event(event: Any) -> bool:
-    return (
+    return _v1(event) or (
         isinstance(event, dict)
         and "source" in event
         and ("action" in event or "observation" in event)
@@ -76,6 +86,59 @@ def _event_number(mid: str) -> int | None:
     return int(number) if number.isdigit() and len(number) < 19 else None
 
 
+def _v1_parts(content: Any) -> list[Any]:
+    """An SDK message's content (``TextContent`` and ``ImageContent`` items) as parts."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        return []
+    parts: list[Any] = []
+    for item in content:
+        if isinstance(item, dict) and item.get("type") == "text":
+            parts.append({"type": "text", "text": _text(item.get("text") or "")})
+        elif isinstance(item, dict) and item.get("type") == "image":
+            urls = item.get("image_urls")
+            for url in urls if isinstance(urls, list) else []:
+                parts.append({"type": "image", "url": url})
+        else:
+            parts.append(item)
+    return parts
+
+
+def _v1_text(items: Iterable[Any]) -> str:
+    return "\n\n".join(
+        _text(i.get("text") or "") if isinstance(i, dict) else _text(i) for i in items
+    )
+
+
+def _v1_action_parts(event: dict[str, Any]) -> list[Any]:
+    """An action's reply: its reasoning, its thought and the tool call it made."""
+    parts: list[Any] = []
+    if isinstance(event.get("reasoning_content"), str) and event["reasoning_content"]:
+        parts.append({"type": "thinking", "thinking": event["reasoning_content"]})
+    blocks = event.get("thinking_blocks")
+    for block in blocks if isinstance(blocks, list) else []:
+        if isinstance(block, dict) and isinstance(block.get("thinking"), str):
+            parts.append({"type": "thinking", "thinking": block["thinking"]})
+    parts.extend(_v1_parts(event.get("thought")))
+    call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
+    arguments = call.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            pass  # kept as the text the model wrote
+    parts.append(
+        {
+            "type": "tool_call",
+            "id": call.get("id") or event.get("tool_call_id"),
+            "name": call.get("name") or event.get("tool_name"),
+            "arguments": arguments,
+        }
+    )
+    return parts
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
@@ -87,6 +150,8 @@ class _Reader:
         self.call: dict[str, Any] | None = None
         self.status: str | None = None
         self.last_ts: str | None = None
+        # the tool definitions the agent's system prompt came with (the SDK's events)
+        self.tools: list[dict[str, Any]] | None = None
 
     def finish(self) -> Iterator[Event]:
         call = self.call
@@ -104,6 +169,7 @@ class _Reader:
                 "model": call["model"],
                 "usage": call["usage"],
                 "output": {"messages": call["outputs"]},
+                "tools": self.tools,
             },
         )
         log.context.extend(later)
@@ -113,6 +179,9 @@ class _Reader:
             raise TranscriptError(
                 where, "is not an OpenHands event (needs source and action or observation)"
             )
+        if _v1(event):
+            yield from self.v1_event(where, event)
+            return
         for kind in ("observation", "action"):
             if kind in event and not isinstance(event[kind], str):
                 raise TranscriptError(f"{where}: {kind}", "must be a string naming the event")
@@ -195,6 +264,84 @@ class _Reader:
         msg = {"id": mid, "role": "assistant", "content": content}
         self.call["outputs"].append(msg)
         self.log.add(msg)
+
+    def call_output(self, event: dict[str, Any], key: Any, msg: dict[str, Any]) -> Iterator[Event]:
+        """`msg`, a part of the reply of the model call `key` names (a response id):
+        the call that was open ends first when it is another one."""
+        if self.call is None or key is None or key != self.call_key:
+            yield from self.finish()
+            self.call_key = key
+            self.call = {
+                "timestamp": event.get("timestamp"),
+                "obs_at": len(self.log.context),
+                "outputs": [],
+                "usage": None,
+                "model": None,
+            }
+        self.call["outputs"].append(msg)
+        self.log.add(msg)
+
+    def heard(self, msg: dict[str, Any]) -> Iterator[Event]:
+        """`msg` added to the context by someone other than the model: the call ends."""
+        yield from self.finish()
+        self.log.add(msg)
+
+    def v1_event(self, where: str, event: dict[str, Any]) -> Iterator[Event]:
+        kind, mid = event["kind"], f"e{event.get('id', where)}"
+        self.last_ts = event.get("timestamp") or self.last_ts
+        if kind == "SystemPromptEvent":
+            tools = event.get("tools")
+            if isinstance(tools, list) and all(isinstance(t, dict) for t in tools):
+                self.tools = tools  # sent with every call from here on
+            parts = [event.get("system_prompt"), event.get("dynamic_context")]
+            yield from self.heard(
+                {"id": mid, "role": "system", "content": _v1_text(p for p in parts if p)}
+            )
+        elif kind == "MessageEvent":
+            message = event.get("llm_message")
+            message = message if isinstance(message, dict) else {}
+            content = [
+                *_v1_parts(message.get("content")),
+                *_v1_parts(event.get("extended_content")),
+            ]
+            if event.get("source") == "agent":
+                msg = {"id": mid, "role": "assistant", "content": content}
+                yield from self.call_output(event, event.get("llm_response_id"), msg)
+            else:
+                role = message.get("role") if message.get("role") in ("user", "system") else "user"
+                yield from self.heard({"id": mid, "role": role, "content": content})
+        elif kind == "ActionEvent":
+            yield from self.call_output(
+                event, event.get("llm_response_id"), {"id": mid, "role": "assistant",
+                                                      "content": _v1_action_parts(event)}
+            )  # fmt: skip
+        elif kind in ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent"):
+            if kind == "ObservationEvent":
+                observation = event.get("observation")
+                raw = observation.get("content") if isinstance(observation, dict) else None
+                content: Any = _v1_parts(raw) if isinstance(raw, list) else _text(observation)
+            elif kind == "UserRejectObservation":
+                content = f"Action rejected: {event.get('rejection_reason') or ''}"
+            else:
+                content = _text(event.get("error") or "")
+            msg = {"id": mid, "role": "tool", "content": content}
+            if isinstance(event.get("tool_call_id"), str):
+                msg["tool_call_id"] = event["tool_call_id"]
+            yield from self.heard(msg)
+        elif kind == "CondensationSummaryEvent":
+            summary = {"id": mid, "role": "user", "content": _text(event.get("summary") or "")}
+            yield from self.heard({**summary, "partition": "memory"})
+        elif kind == "Condensation":
+            yield from self.finish()
+            self.condense(event)
+        elif kind == "ConversationStateUpdateEvent":
+            value = event.get("value")
+            status = value.get("execution_status") if isinstance(value, dict) else None
+            if event.get("key") == "execution_status":
+                status = value
+            if isinstance(status, str) and status in _V1_END_STATES:
+                self.status = _V1_END_STATES[status]
+        # other events (pauses, condensation requests, hooks) never reach the model
 
     def condense(self, args: dict[str, Any]) -> None:
         forgotten = args.get("forgotten_event_ids")
