@@ -546,6 +546,42 @@ def _collected_static_is_current() -> bool:
     return all(p.stat().st_mtime < built for p in sources)
 
 
+# Statistics workers of `run`: one process per statistics queue (settings.STATS_QUEUES),
+# so that a live session's steps are computed by the process that kept its last run.
+RUN_STATS_QUEUES = "2"
+
+
+def worker_commands(py: str, env: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """The Celery workers `run` starts: with STATS_QUEUES (in `env`) of N > 1, N workers
+    of concurrency 1, each on its statistics queue and the default queue; with 1, one
+    worker of concurrency 2 on the default queue."""
+    try:
+        count = int(env.get("STATS_QUEUES") or "1")
+    except ValueError:
+        raise DevstackError(
+            f"STATS_QUEUES must be a whole number, not {env['STATS_QUEUES']!r}"
+        ) from None
+    base = [py, "-m", "celery", "-A", "contextview", "worker", "-l", "info"]
+    if count <= 1:
+        return [("celery worker", [*base, "--concurrency", "2", "-n", "contextview-run@%h"])]
+    default = env.get("CELERY_TASK_DEFAULT_QUEUE") or "celery"
+    return [
+        (
+            f"celery worker {n}",
+            [
+                *base,
+                "--concurrency",
+                "1",
+                "-Q",
+                f"stats.{n},{default}",
+                "-n",
+                f"contextview-run{n}@%h",
+            ],
+        )  # fmt: skip
+        for n in range(count)
+    ]
+
+
 def cmd_run(port: int, demo: bool) -> int:
     _install_signal_handlers()
     data = data_dir()
@@ -556,6 +592,8 @@ def cmd_run(port: int, demo: bool) -> int:
             f"127.0.0.1:{port} is taken by another program; choose another with --port"
         )
     env = _child_env(ensure_services(data))
+    # The web, the workers and beat route a session's statistics alike.
+    env.setdefault("STATS_QUEUES", RUN_STATS_QUEUES)
     base_url = f"http://127.0.0.1:{port}"
 
     _manage(["migrate", "--noinput"], env)
@@ -579,11 +617,8 @@ def cmd_run(port: int, demo: bool) -> int:
              "--config", str(ROOT / "gunicorn.conf.py"), "--graceful-timeout", "10",
              "--access-logfile", "-", "--no-control-socket"],
         )  # fmt: skip
-        supervisor.start(
-            "celery worker",
-            [py, "-m", "celery", "-A", "contextview", "worker", "-l", "info",
-             "--concurrency", "2", "-n", "contextview-run@%h"],
-        )  # fmt: skip
+        for name, command in worker_commands(py, env):
+            supervisor.start(name, command)
         supervisor.start(
             "celery beat",
             [py, "-m", "celery", "-A", "contextview", "beat", "-l", "info",
@@ -671,7 +706,7 @@ Start contextview locally, with everything it needs:
   2. manage.py migrate, collectstatic and (unless --no-demo) demosetup, which creates the
      demo user, project and API key (written to data/demo.key)
   3. gunicorn on 127.0.0.1:PORT (gunicorn.conf.py: 2 threaded workers), a Celery
-     worker and Celery beat
+     worker per statistics queue (STATS_QUEUES, 2 unless set) and Celery beat
   4. once /healthz answers 200: posts the scripted demo sessions, starts the demo agent
      fleet (live agents running through the SDK), and prints the URL and login
 

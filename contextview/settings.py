@@ -235,6 +235,13 @@ CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
 # The queue tasks are sent to, from the web and from tasks that queue others (beat's
 # sweeps, an evaluation queueing its webhooks).
 CELERY_TASK_DEFAULT_QUEUE = envstr("CELERY_TASK_DEFAULT_QUEUE", "celery")
+# Statistics queues. With N > 1, a session's computations always go to the same one of
+# N queues (``stats.0`` ... ``stats.<N-1>``, each consumed by one worker process of
+# concurrency 1): the process that computed a live session's last step computes its
+# next one from what it kept, rather than reading back every step before it. 1: all on
+# the default queue.
+STATS_QUEUES = envint("STATS_QUEUES", "1")
+CELERY_TASK_ROUTES = ("contextview.stats.scheduling.stats_route",)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -4,8 +4,31 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 log = logging.getLogger(__name__)
+
+COMPUTE_TASK = "contextview.stats.tasks.compute_session_stats"
+
+
+def stats_queue(session_id: int) -> str | None:
+    """The queue of a session's statistics (settings.STATS_QUEUES); None: the default."""
+    from django.conf import settings
+
+    count = settings.STATS_QUEUES
+    return None if count <= 1 else f"stats.{session_id % count}"
+
+
+def stats_route(
+    name: str, args: Sequence[Any], kwargs: dict[str, Any], options: dict[str, Any],
+    task: Any = None, **_: Any,
+) -> dict[str, str] | None:  # fmt: skip
+    """Celery's router (``CELERY_TASK_ROUTES``): a session's computation, however it is
+    queued (after ingest, by the sweep, as a retry), goes to the session's queue."""
+    if name != COMPUTE_TASK or not args or not isinstance(args[0], int):
+        return None
+    queue = stats_queue(args[0])
+    return None if queue is None else {"queue": queue}
 
 
 def stats_schedule(*, session_ids: Sequence[int]) -> None:
