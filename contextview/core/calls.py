@@ -11,12 +11,13 @@ the one place that reads them, so "the same call again" means one thing for
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from contextview.core.model import Message
+from contextview.core.parts import listed_calls, part_kind
 
 _CALL_PARTS = frozenset({"tool_call", "tool_use", "function_call"})
 _ARG_KEYS = ("arguments", "args", "input", "tool_input")
@@ -45,21 +46,19 @@ def args_key(arguments: Any) -> str:
 
 def calls_of(message: Message) -> Iterator[tuple[str | None, str | None, Any]]:
     """(call id, tool name, arguments) of each call an assistant message makes."""
-    extra = message.extra or {}
-    for call in extra.get("tool_calls") or ():
-        if isinstance(call, dict):
-            function = call.get("function")
-            if isinstance(function, dict):
-                yield call.get("id"), function.get("name"), function.get("arguments")
-            else:
-                yield call.get("id"), call.get("name"), _args_in(call)
+    for call in listed_calls(message.extra):
+        function = call.get("function")
+        if isinstance(function, dict):
+            yield call.get("id"), function.get("name"), function.get("arguments")
+        else:
+            yield call.get("id"), call.get("name"), _args_in(call)
     if isinstance(message.content, list):
         for part in message.content:
-            if isinstance(part, dict) and part.get("type") in _CALL_PARTS:
+            if isinstance(part, dict) and part_kind(part) in _CALL_PARTS:
                 yield part.get("id") or part.get("call_id"), part.get("name"), _args_in(part)
 
 
-def _args_in(raw: dict[str, Any]) -> Any:
+def _args_in(raw: Mapping[str, Any]) -> Any:
     for key in _ARG_KEYS:
         if key in raw:
             return raw[key]

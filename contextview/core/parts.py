@@ -69,6 +69,20 @@ class Reading:
 _EMPTY = Reading("")
 
 
+def part_kind(part: Mapping[str, Any]) -> str | None:
+    """A part's ``type`` as the name of a kind; one that is no string names none (a
+    part is read as text then), so no sender's shape can upset the readers."""
+    kind = part.get("type")
+    return kind if isinstance(kind, str) else None
+
+
+def listed_calls(extra: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The calls a message's ``tool_calls`` field lists (OpenAI's spelling): the
+    objects of that list; nothing when it is no list."""
+    calls = extra.get("tool_calls") if extra else None
+    return [c for c in calls if isinstance(c, Mapping)] if isinstance(calls, list) else []
+
+
 def json_text(value: Any) -> str:
     """Arguments as the model reads them: a string as it is (already JSON text), else JSON."""
     if isinstance(value, str):
@@ -115,7 +129,7 @@ class _Reader:
             return
         if not isinstance(part, Mapping):
             return
-        kind = part.get("type")
+        kind = part_kind(part)
         if kind in _TEXT_TYPES or kind is None:
             # OTel GenAI puts a text part's text under "content".
             self.add(part.get("text", part.get("content")))
@@ -202,10 +216,8 @@ def reading(content: Any, extra: Mapping[str, Any] | None = None) -> Reading:
     reader = _Reader()
     reader.content(content)
     if extra:
-        calls = extra.get("tool_calls")
-        if isinstance(calls, list):
-            for call in calls:
-                reader.part({**call, "type": "tool_call"} if isinstance(call, Mapping) else call)
+        for call in listed_calls(extra):
+            reader.part({**call, "type": "tool_call"})
         legacy = extra.get("function_call")
         if isinstance(legacy, Mapping):
             reader.call(legacy.get("name"), legacy.get("arguments"))
@@ -220,7 +232,7 @@ def thinking_text(content: Any) -> str:
         return ""
     reader = _Reader()
     for part in content:
-        if isinstance(part, Mapping) and part.get("type") in _THINKING_TYPES:
+        if isinstance(part, Mapping) and part_kind(part) in _THINKING_TYPES:
             reader.part(part)
     return "\n".join(reader.texts)
 
@@ -289,19 +301,17 @@ def tool_calls(content: Any, extra: Mapping[str, Any] | None = None) -> list[dic
 
     if isinstance(content, list):
         for part in content:
-            if isinstance(part, Mapping) and part.get("type") in _CALL_TYPES:
+            if isinstance(part, Mapping) and part_kind(part) in _CALL_TYPES:
                 add(
                     part.get("id", part.get("call_id")),
                     part.get("name"),
                     part.get("arguments", part.get("input")),
                 )
     if extra:
-        calls = extra.get("tool_calls")
-        for call in calls if isinstance(calls, list) else ():
-            if isinstance(call, Mapping):
-                function = call.get("function")
-                function = function if isinstance(function, Mapping) else call
-                add(call.get("id"), function.get("name"), function.get("arguments"))
+        for call in listed_calls(extra):
+            function = call.get("function")
+            function = function if isinstance(function, Mapping) else call
+            add(call.get("id"), function.get("name"), function.get("arguments"))
         legacy = extra.get("function_call")
         if isinstance(legacy, Mapping):
             add(None, legacy.get("name"), legacy.get("arguments"))
@@ -340,7 +350,7 @@ def _block(part: Any) -> Block:
         return Block("text", part)
     if not isinstance(part, Mapping):
         return Block("other", json_text(part))
-    kind = part.get("type")
+    kind = part_kind(part)
     if kind in _CALL_TYPES:
         call = tool_calls([part])[0]
         return Block("tool_call", call["arguments"], name=call["name"], ref=call["id"] or "")

@@ -206,9 +206,13 @@ def _import_events(
                 if entry is None:
                     entry = seen[sid] = ImportedSession(session_id=sid, format=fmt)
                     outcome.sessions.append(entry)
-                if answer.status == 409 and step_reply_complete(project=project, event=event):
-                    # A reply an earlier import of this file caught mid-stream, grown.
-                    outcome.created = True
+                completed = None
+                if answer.status == 409 and event["type"] == "step":
+                    completed = step_reply_complete(project=project, event=event)
+                if completed is not None:
+                    # A reply an earlier import caught mid-stream, now grown; or an
+                    # older copy of the file, whose reply the stored one holds.
+                    outcome.created |= completed == "grown"
                     entry.steps += 1
                     entry.operations += len(event["body"].get("actions", ()))
                     continue

@@ -56,12 +56,13 @@ from contextview.ingest.schemas import (
 from contextview.ingest.textrules import event_make_safe
 from contextview.projects.models import Project
 from contextview.sessions import step_storage
-from contextview.sessions.models import Session, fold_key
+from contextview.sessions.models import Session, Step, fold_key
 from contextview.sessions.selectors import (
     MESSAGE_COLUMNS,
     blob_parts,
     message_from_row,
     messages_of_pks_sql,
+    step_outputs,
     stored_extra,
 )
 from contextview.sessions.services import directives_pending_for, directives_settle_from_steps
@@ -498,19 +499,22 @@ def batch_ingest(*, project: Project, batch: list[Any], needs_escape: bool = Tru
     return IngestOutcome(results=final, directives=directives, step_ids=step_ids)
 
 
-def step_reply_complete(*, project: Project, event: Any) -> bool:
+def step_reply_complete(*, project: Project, event: Any) -> str | None:
     """Store the grown reply of a step sent again under its event id: a transcript
     imported while a call was still being written, then imported again once it grew.
 
     An importer makes a step's id from its call (the session, index, context and
     operations), not from the reply, so the same id with other content is that call
-    with more of its reply: its output, usage and context window replace the stored
-    ones, and its statistics and those of later steps are computed again. False,
-    changing nothing, when the event is not a step whose id was stored.
+    with more, or less, of its reply. ``"grown"``: the stored reply was a beginning
+    of this one, which replaces it (output, usage, context window), and the
+    statistics of the step and those after it are computed again. ``"held"``: this
+    reply is a beginning of the stored one (an older copy of the file), and nothing
+    changes. None, changing nothing: no step was stored under this id, or the two
+    replies differ otherwise.
     """
     checked = _validate(0, event, timezone.now(), True)
     if isinstance(checked, EventResult) or not isinstance(checked.body, StepBody):
-        return False
+        return None
     body, key = checked.body, event_key(checked.head.id)
     with transaction.atomic(), binary_cursor() as cursor:
         cursor.execute(
@@ -523,9 +527,13 @@ def step_reply_complete(*, project: Project, event: Any) -> bool:
         )
         found = cursor.fetchone()
         if found is None:
-            return False
+            return None
         step_id, session_pk = found
         output = None if body.output is None else body.output.model_dump(exclude_unset=True)
+        stored = step_outputs([Step.objects.get(pk=step_id)])[step_id]
+        said, sent = step_storage.output_parts(stored), step_storage.output_parts(output)
+        if sent[: len(said)] != said:
+            return "held" if said[: len(sent)] == sent else None
         split = step_storage.output_split(output)
         store = _Store(project.pk)
         texts = None if split is None else [store.text_hash(t) for t in split[1]]
@@ -561,7 +569,7 @@ def step_reply_complete(*, project: Project, event: Any) -> bool:
             [session_pk, session_pk],
         )
     transaction.on_commit(lambda: stats_schedule(session_ids=[session_pk]))
-    return True
+    return "grown"
 
 
 def _dedupe(project: Project, events: list[_Event], results: list[EventResult | None]) -> list:

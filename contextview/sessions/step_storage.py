@@ -155,3 +155,20 @@ def jsonb_value(value: Any) -> Any:
     if isinstance(value, list):
         return [jsonb_value(v) for v in value]
     return value
+
+
+def output_parts(output: dict[str, Any] | None) -> list[Any]:
+    """A reply as the sequence of what it said: each message's parts in order (a
+    string content one part), each with its message's id and role. A reply still
+    streaming in says a beginning of what the finished one says."""
+    messages = (output or {}).get("messages")
+    found: list[Any] = []
+    for m in messages if isinstance(messages, list) else ():
+        if not isinstance(m, dict):
+            found.append(m)
+            continue
+        head = (m.get("id"), m.get("role"))
+        content = m.get("content")
+        for part in content if isinstance(content, list) else [content]:
+            found.append((head, part))
+    return found

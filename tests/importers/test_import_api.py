@@ -377,6 +377,11 @@ def test_it_completes_a_reply_the_first_import_caught_mid_stream(
     again = upload(api, (name, data))
     assert again.status_code == 200
     assert Step.objects.filter(session__external_id=session_id).count() == calls
+    # An older copy of the file after it: its cut reply changes nothing stored.
+    older = upload(api, (name, b"".join(lines[:cut])))
+    assert older.status_code == 200, older.content
+    kept = api.get(f"/sessions/{session_id}/steps/0").json()
+    assert (kept["output"], kept["usage"]) == (step["output"], step["usage"])
 
 
 def test_it_imports_a_codex_compaction_with_its_reinjected_message(api: Api) -> None:

@@ -428,3 +428,30 @@ def test_it_tells_one_of_five_senders_of_the_same_batch_that_it_stored_it(live_a
         assert statuses == [200, 200, 200, 200, 201], (event["id"], statuses)
         assert all(a[position].get("duplicate") for a in answers if a[position]["status"] == 200)
     assert Step.objects.filter(session__external_id="same").count() == 5
+
+
+# --- shapes the readers of content must survive ------------------------------------------
+
+
+def test_it_keeps_parts_of_any_type_and_tool_calls_of_any_shape_and_computes_them(
+    api: Api,
+) -> None:
+    """A part whose type is no name is read as text, a tool_calls that is no list as
+    no calls: stored, shown and computed like any other, never a 500 for the batch."""
+    from contextview.stats.services import session_stats_compute
+
+    odd = [
+        {"id": "p1", "role": "user", "content": [{"type": ["text"], "text": "hi"}]},
+        {"id": "p2", "role": "assistant", "content": None, "tool_calls": 1},
+        {"id": "p3", "role": "tool", "content": [
+            {"type": "tool_result", "content": [{"type": {"x": 1}, "text": "nested"}]},
+        ]},
+        {"id": "p4", "role": "assistant", "content": "ok", "tool_calls": [7, {"name": "grep"}]},
+    ]  # fmt: skip
+    got = _post_beside_a_good_event(api, step("shapes", 0, [SYSTEM, *odd]))
+    assert got["status"] == 201, got
+    shown = api.get("/sessions/shapes/steps/0").json()
+    assert [m["content"] for m in shown["before"][1:]] == [m["content"] for m in odd]
+    assert session_stats_compute(session_id=Session.objects.get(external_id="shapes").pk) == 1
+    stats = api.get("/sessions/shapes/steps/0").json()
+    assert stats["stats_status"] == "ready" and stats["stats"]["tokens"]["before"] > 0

@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -59,15 +60,20 @@ def token_count(value: Any, where: str) -> int | None:
 def guarded(events: Iterator[Event], format: str) -> Iterator[Event]:
     """The events of a reader, its own failure on a shape it did not expect turned
     into the TranscriptError of a file that cannot be read (never a server error)."""
+    _LINE.set(None)
     try:
         yield from events
     except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
         log.exception("the %s importer failed on a transcript", format)
+        line = _LINE.get()
         raise TranscriptError(
-            "file",
-            f"is not a {format} transcript this server can read "
-            f"({type(exc).__name__}: {str(exc)[:200]})",
+            "file" if line is None else f"line {line}",
+            f"cannot be read as {format} ({type(exc).__name__}: {str(exc)[:200]})",
         ) from None
+
+
+# The line a JSONL reader is at, for the error of a reader that failed on it.
+_LINE: ContextVar[int | None] = ContextVar("transcript_line", default=None)
 
 
 def json_lines(stream: IO[bytes]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -81,8 +87,11 @@ def json_lines(stream: IO[bytes]) -> Iterator[tuple[int, dict[str, Any]]]:
             raise line_error(lineno, f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
         except ValueError as exc:
             raise line_error(lineno, f"is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise line_error(lineno, "is nested too deep to read") from None
         if not isinstance(value, dict):
             raise line_error(lineno, f"must be a JSON object, not {type(value).__name__}")
+        _LINE.set(lineno)
         yield lineno, value
 
 

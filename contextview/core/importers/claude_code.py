@@ -27,6 +27,7 @@ from contextview.core.importers._log import (
     line_error,
     token_count,
 )
+from contextview.core.parts import part_kind
 
 FORMAT = "claude-code"
 ENTRY_TYPES = frozenset(
@@ -46,7 +47,7 @@ SYNTHETIC_MODEL = "<synthetic>"
 
 
 def looks_like(first: dict[str, Any]) -> bool:
-    return first.get("type") in ENTRY_TYPES and (
+    return part_kind(first) in ENTRY_TYPES and (
         "sessionId" in first or "messageId" in first or "uuid" in first or "leafUuid" in first
     )
 
@@ -175,7 +176,7 @@ class _Reader:
         log.context.extend(later)
 
     def entry(self, lineno: int, entry: dict[str, Any]) -> Iterator[Event]:
-        kind = entry.get("type")
+        kind = part_kind(entry)
         if kind == "progress":
             inner = _agent_entry(entry)
             if inner is None:

@@ -27,6 +27,7 @@ from contextview.core.importers._log import (
     text_of,
     token_count,
 )
+from contextview.core.parts import part_kind
 
 FORMAT = "codex"
 INSTRUCTIONS = "instructions"
@@ -56,18 +57,18 @@ def _legacy_meta(line: dict[str, Any]) -> bool:
 
 
 def looks_like(first: dict[str, Any]) -> bool:
-    return (first.get("type") in LINE_TYPES and "payload" in first) or _legacy_meta(first)
+    return (part_kind(first) in LINE_TYPES and "payload" in first) or _legacy_meta(first)
 
 
 def _is_output(item: dict[str, Any]) -> bool:
-    return item.get("type") in OUTPUT_ITEMS or (
+    return part_kind(item) in OUTPUT_ITEMS or (
         item.get("type") == "message" and item.get("role") == "assistant"
     )
 
 
 def message_of(mid: str, item: dict[str, Any]) -> dict[str, Any]:
     """One history item as a contract message, its parts as Codex wrote them."""
-    kind = item.get("type")
+    kind = part_kind(item)
     if kind == "message":
         content = item.get("content")
         if not isinstance(content, str | list):
@@ -158,7 +159,7 @@ class _Reader:
         log.context.extend(later)
 
     def line(self, lineno: int, line: dict[str, Any]) -> Iterator[Event]:
-        kind = line.get("type")
+        kind = part_kind(line)
         if "payload" not in line:
             # the rollout format before the envelope
             if _legacy_meta(line):

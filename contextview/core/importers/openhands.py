@@ -121,7 +121,8 @@ def _v1_action_parts(event: dict[str, Any]) -> list[Any]:
         if isinstance(block, dict) and isinstance(block.get("thinking"), str):
             parts.append({"type": "thinking", "thinking": block["thinking"]})
     parts.extend(_v1_parts(event.get("thought")))
-    call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
+    call = event.get("tool_call")
+    call = call if isinstance(call, dict) else {}
     arguments = call.get("arguments")
     if isinstance(arguments, str):
         try:
@@ -300,16 +301,16 @@ class _Reader:
         elif kind == "MessageEvent":
             message = event.get("llm_message")
             message = message if isinstance(message, dict) else {}
-            content = [
+            said = [
                 *_v1_parts(message.get("content")),
                 *_v1_parts(event.get("extended_content")),
             ]
             if event.get("source") == "agent":
-                msg = {"id": mid, "role": "assistant", "content": content}
+                msg = {"id": mid, "role": "assistant", "content": said}
                 yield from self.call_output(event, event.get("llm_response_id"), msg)
             else:
                 role = message.get("role") if message.get("role") in ("user", "system") else "user"
-                yield from self.heard({"id": mid, "role": role, "content": content})
+                yield from self.heard({"id": mid, "role": role, "content": said})
         elif kind == "ActionEvent":
             yield from self.call_output(
                 event, event.get("llm_response_id"), {"id": mid, "role": "assistant",
