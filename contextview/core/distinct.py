@@ -26,7 +26,7 @@ class Distinct:
     def ref(self, value: Any) -> int:
         """The value's number (from 1); a value not seen before is kept for `new()`."""
         text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        key = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         number = self._numbers.get(key)
         if number is None:
             number = self._numbers[key] = len(self._numbers) + 1

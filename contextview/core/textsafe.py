@@ -131,3 +131,13 @@ def text_problem(text: str) -> str | None:
     if found.group() == "\x00":
         return "must not contain NUL (\\u0000)"
     return f"must not contain an unpaired surrogate (\\u{ord(found.group()):04x})"
+
+
+def utf8_writable(text: str) -> str:
+    """`text` as UTF-8 can write it: an unpaired surrogate (text cut inside an emoji,
+    which the read API gives back as sent) written as its escape, ``\\ud83d``."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text

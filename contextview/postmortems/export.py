@@ -18,6 +18,7 @@ from django.db.models import QuerySet
 
 from contextview.core.distinct import Distinct
 from contextview.core.parts import call_fields
+from contextview.core.textsafe import restore_json
 from contextview.projects.models import Project
 from contextview.sessions.models import Operation, Session, Step
 from contextview.sessions.selectors import StoredMessage, sessions_filtered, step_contexts
@@ -30,8 +31,9 @@ def _message(stored: StoredMessage) -> dict[str, Any]:
     out: dict[str, Any] = {"id": m.id, "role": m.role, "partition": m.partition}
     if m.tool:
         out["tool"] = m.tool
-    out["content"] = m.content
-    out.update(call_fields(m.extra))
+    # Contents and calls as they were sent (core.textsafe), as the read API gives them.
+    out["content"] = restore_json(m.content)
+    out.update(restore_json(call_fields(m.extra)))
     return out
 
 
@@ -109,4 +111,9 @@ def dataset_jsonl(
 def sessions_jsonl(sessions: QuerySet[Session]) -> Iterator[str]:
     """JSON lines of every step of `sessions` (any filtered queryset)."""
     for row in sessions_rows(sessions):
-        yield json.dumps(row, ensure_ascii=False) + "\n"
+        line = json.dumps(row, ensure_ascii=False)
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # an unpaired surrogate: written as JSON's \ud83d
+            line = json.dumps(row)
+        yield line + "\n"

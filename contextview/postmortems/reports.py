@@ -17,6 +17,7 @@ from typing import Any
 from contextview.core.diff import diff_contexts
 from contextview.core.distinct import Distinct
 from contextview.core.stats import FLAG_HELP
+from contextview.core.textsafe import utf8_writable
 from contextview.postmortems.markdown import render_markdown
 from contextview.postmortems.models import Annotation, Incident
 from contextview.sessions.models import Directive, Session, Step
@@ -365,4 +366,4 @@ def report_markdown(report: dict[str, Any]) -> str:
             f"- {d['id']} {d['type']} {_md(what)}: {d['status']} "
             f"(by {d['created_by'] or '-'} at {d['created_at']})"
         )
-    return "\n".join(lines) + "\n"
+    return utf8_writable("\n".join(lines) + "\n")

@@ -168,6 +168,18 @@ def test_it_stores_nul_and_cut_characters_in_free_text_and_gives_them_back(api: 
     diff = api.get("/sessions/bin/diff", **{"from": 0, "to": 0}).json()
     assert [m["content"] for m in diff["removed"]] == [BINARY]
 
+    # Reports and the dataset write a cut emoji out too (as JSON's \ud83d).
+    def body(path: str) -> bytes:
+        answer = api.get(path)
+        assert answer.status_code == 200, path
+        return b"".join(answer.streaming_content) if answer.streaming else answer.content
+
+    report = json.loads(body("/sessions/bin/report.json"))
+    assert CUT_EMOJI in json.dumps(report, ensure_ascii=False)
+    assert "thumbs \\ud83d" in body("/sessions/bin/report.md").decode()
+    rows = [json.loads(line) for line in body("/export/steps.jsonl").splitlines()]
+    assert any(CUT_EMOJI in json.dumps(r, ensure_ascii=False) for r in rows)
+
 
 def test_it_shows_nul_readably_on_the_pages(api: Api) -> None:
     batch = [step("bin", 0, [SYSTEM, {"id": "t1", "role": "tool", "content": BINARY + CUT_EMOJI}])]
