@@ -129,7 +129,7 @@ def _import_file(
         return
     fmt = transcript_format(stream=stream, name=name, format=format)
     events = read(stream, format=fmt, session_id=session_id, fallback=session_name(name), live=live)
-    _import_events(project=project, name=name, fmt=fmt, events=events, live=live, outcome=outcome)
+    _import_events(project=project, name=name, fmt=fmt, events=events, outcome=outcome)
 
 
 @contextmanager
@@ -180,7 +180,6 @@ def _import_folders(
                 name=name,
                 fmt=openhands.FORMAT,
                 events=events,
-                live=live,
                 outcome=outcome,
             )
         except OSError as exc:
@@ -193,7 +192,6 @@ def _import_events(
     name: str,
     fmt: str,
     events: Iterable[Event],
-    live: bool,
     outcome: ImportOutcome,
 ) -> None:
     seen: dict[str, ImportedSession] = {}
@@ -232,8 +230,8 @@ def _import_events(
     except (DatabaseError, ValueError) as exc:
         # Storage refusing content (e.g. a NUL byte PostgreSQL text cannot hold).
         raise ImportFailed(422, f"{name}: could not be stored: {exc}") from None
-    if not seen and not live:
-        raise ImportFailed(422, f"{name}: no model call found in this {fmt} transcript")
+    # A file with no model call yet (a live transcript that has only its first
+    # prompt) stores nothing, and is no error: the next import of it will.
 
 
 def _where(event: dict[str, Any]) -> str:

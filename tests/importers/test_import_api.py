@@ -281,6 +281,18 @@ def test_it_reads_a_condensation_of_a_vast_range_by_the_events_it_holds(api: Api
     assert (drop["op"], drop["targets"]) == ("drop", ["e1", "e2"])
 
 
+def test_it_stores_nothing_and_answers_200_for_a_transcript_before_its_first_call(
+    api: Api,
+) -> None:
+    name, data = fixture("claude_code.jsonl")
+    prompt_only = b"".join(data.splitlines(keepends=True)[:3])  # the user's first prompt
+    response = upload(api, (name, prompt_only))
+    assert response.status_code == 200, response.content
+    assert response.json() == {"sessions": []}
+    assert not Session.objects.exists()
+    assert upload(api, (name, data)).status_code == 201
+
+
 def test_it_refuses_an_unknown_format_naming_the_field(api: Api) -> None:
     response = upload(api, fixture("atif.json"), format="gemini")
     assert response.status_code == 400

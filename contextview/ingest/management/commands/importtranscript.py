@@ -61,7 +61,9 @@ class Command(BaseCommand):
                 f"{s.session_id}  {s.format}  {s.steps} steps ({s.new_steps} new), "
                 f"{s.operations} operations"
             )
-        if not outcome.created:
+        if not outcome.sessions:
+            self.stdout.write("nothing new: no model call in these transcripts yet")
+        elif not outcome.created:
             self.stdout.write("nothing new: these transcripts were imported already")
 
 
