@@ -293,6 +293,15 @@ def test_it_stores_nothing_and_answers_200_for_a_transcript_before_its_first_cal
     assert upload(api, (name, data)).status_code == 201
 
 
+def test_it_leaves_a_half_written_last_line_of_a_live_transcript_for_later(api: Api) -> None:
+    name, data = fixture("claude_code.jsonl")
+    lines = data.splitlines(keepends=True)
+    half = b"".join(lines[:9]) + lines[9][:40]  # no newline yet
+    assert upload(api, (name, half)).status_code == 422  # not live: a broken line
+    assert upload(api, (name, half), live="1").status_code == 201
+    assert upload(api, (name, data)).status_code == 201
+
+
 def test_it_refuses_an_unknown_format_naming_the_field(api: Api) -> None:
     response = upload(api, fixture("atif.json"), format="gemini")
     assert response.status_code == 400

@@ -76,16 +76,23 @@ def guarded(events: Iterator[Event], format: str) -> Iterator[Event]:
 _LINE: ContextVar[int | None] = ContextVar("transcript_line", default=None)
 
 
-def json_lines(stream: IO[bytes]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Each non-blank line of a JSONL stream as an object, with its 1-based number."""
+def json_lines(stream: IO[bytes], *, live: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each non-blank line of a JSONL stream as an object, with its 1-based number.
+
+    `live`: the file is still being written, so a last line without its newline that
+    does not parse yet is left for the next read.
+    """
     for lineno, raw in enumerate(stream, start=1):
         if not raw.strip():
             continue
         try:
             value = json.loads(raw)
-        except UnicodeDecodeError as exc:
-            raise line_error(lineno, f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
         except ValueError as exc:
+            if live and not raw.endswith(b"\n"):
+                return  # the last line, still being written
+            if isinstance(exc, UnicodeDecodeError):
+                where = f"{exc.reason} at byte {exc.start}"
+                raise line_error(lineno, f"is not UTF-8 ({where})") from None
             raise line_error(lineno, f"is not valid JSON: {exc}") from None
         except RecursionError:
             raise line_error(lineno, "is nested too deep to read") from None

@@ -294,7 +294,7 @@ def read(
     """`live`: the file is still being written, so its last call may not be complete
     and is left for the next read."""
     reader = _Reader(session_id)
-    for lineno, entry in json_lines(stream):
+    for lineno, entry in json_lines(stream, live=live):
         yield from reader.entry(lineno, entry)
     if not live:
         yield from reader.close()

@@ -281,7 +281,7 @@ def read(
     stream: IO[bytes], *, session_id: str | None = None, fallback: str = "", live: bool = False
 ) -> Iterator[Event]:
     reader = _Reader(session_id or None, fallback)
-    for lineno, line in json_lines(stream):
+    for lineno, line in json_lines(stream, live=live):
         yield from reader.line(lineno, line)
     if not live:
         yield from reader.finish()

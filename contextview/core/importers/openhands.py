@@ -380,7 +380,7 @@ class _Reader:
             yield self.log.end(status=self.status, timestamp=self.last_ts)
 
 
-def _events(stream: IO[bytes]) -> Iterable[tuple[str, Any]]:
+def _events(stream: IO[bytes], live: bool) -> Iterable[tuple[str, Any]]:
     head = stream.read(1)
     while head in (b" ", b"\n", b"\r", b"\t"):
         head = stream.read(1)
@@ -388,7 +388,7 @@ def _events(stream: IO[bytes]) -> Iterable[tuple[str, Any]]:
     if head == b"[":
         doc = json_document(stream)
         return ((f"[{n}]", e) for n, e in enumerate(doc))
-    return ((f"line {n}", e) for n, e in json_lines(stream))
+    return ((f"line {n}", e) for n, e in json_lines(stream, live=live))
 
 
 def event_of(data: bytes, where: str) -> Any:
@@ -421,4 +421,4 @@ def read(
     fallback: str = "openhands",
     live: bool = False,
 ) -> Iterator[Event]:
-    return read_events(_events(stream), session_id=session_id or fallback, live=live)
+    return read_events(_events(stream, live), session_id=session_id or fallback, live=live)
