@@ -10,12 +10,13 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.urls import register_converter
 from ninja import NinjaAPI, Query, Schema, Swagger
+from ninja.errors import AuthenticationError
 from ninja.errors import ValidationError as ParameterError
 from ninja.security import HttpBearer
 from pydantic import BaseModel
 
 from contextview import api_schemas as out
-from contextview.api_schemas import DetailOut, ErrorOut
+from contextview.api_schemas import ErrorOut
 from contextview.core.errors import InputError
 from contextview.core.importers import FORMATS
 from contextview.core.model import PARTITIONS
@@ -110,7 +111,7 @@ _COMMON_ANSWERS: dict[int, tuple[str, type[BaseModel]]] = {
         "NUL character (%00); the answer names it",
         ErrorOut,
     ),
-    401: ("Missing or bad key", DetailOut),
+    401: ("Missing, unknown or revoked key", ErrorOut),
     403: ("The key may read but not write (on every route that changes state)", ErrorOut),
 }
 
@@ -142,8 +143,7 @@ class DocumentedAPI(NinjaAPI):
                     if applies and status not in answers:
                         description, model = _COMMON_ANSWERS[status]
                         answers[status] = {"description": description, **_body(model)}
-        for model in (ErrorOut, DetailOut):
-            components.setdefault(model.__name__, model.model_json_schema())
+        components.setdefault(ErrorOut.__name__, ErrorOut.model_json_schema())
         return schema
 
 
@@ -169,6 +169,23 @@ def _parameter_refused(request: HttpRequest, exc: ParameterError) -> HttpRespons
         where = [str(p) for p in error.get("loc", ()) if p not in ("query", "path", "body")]
         problems.append(f"{'.'.join(where) or 'request'}: {error.get('msg', 'is not valid')}")
     return _error(400, "; ".join(problems) or "request: a parameter is not valid")
+
+
+@api.exception_handler(AuthenticationError)
+def _no_key(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return _error(
+        401,
+        "Authorization: a project key is required, as 'Authorization: Bearer <key>'; "
+        "this one is missing, unknown or revoked",
+        **{"WWW-Authenticate": "Bearer"},
+    )
+
+
+def _status_refused(status: str | None) -> JsonResponse | None:
+    """400 for a session status filter no session can have; None when it is fine."""
+    if status is None or status in Session.Status.values:
+        return None
+    return _error(400, f"status: must be one of {', '.join(Session.Status.values)}, not {status!r}")
 
 
 @api.exception_handler(ReadOnlyKey)
@@ -331,6 +348,9 @@ def sessions_list(
     cursor: str | None = None,
     limit: int = Query(50, ge=1, le=200),
 ) -> Any:
+    refused = _status_refused(status)
+    if refused is not None:
+        return refused
     after = None
     if cursor:
         after = selectors.decode_cursor(cursor)
@@ -425,7 +445,10 @@ def export_steps(
     agent: str | None = None,
     mode: str | None = None,
     status: str | None = None,
-) -> StreamingHttpResponse:
+) -> HttpResponse:
+    refused = _status_refused(status)
+    if refused is not None:
+        return refused
     lines = dataset_jsonl(project=_key(request).project, agent=agent, mode=mode, status=status)
     response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
     as_attachment(response, "steps.jsonl")

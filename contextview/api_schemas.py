@@ -29,13 +29,6 @@ class ErrorOut(BaseModel):
     error: str = Field(description="What was wrong, naming the field or the missing thing")
 
 
-class DetailOut(BaseModel):
-    """How django-ninja itself answers a missing key (401) or a parameter it refused
-    (422): a text, or a list of what was wrong where."""
-
-    detail: str | list[Any]
-
-
 class MessageOut(Open):
     """A message of a context, its content as it was sent; other fields the agent sent
     with it (``tool_calls``, ``name``, ``tool_call_id`` ...) follow as sent."""

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import HttpRequest
+from django.http.multipartparser import MultiPartParserError
 
 from contextview.ingest.imports import ImportFailed
 
@@ -59,7 +60,10 @@ def uploaded_transcripts(request: HttpRequest) -> list[UploadedFile]:
     # A middleware that read the form first leaves no room for the guard: the sizes
     # are then checked after the fact.
     guard = guard_upload(request)
-    files = request.FILES.getlist("file")
+    try:
+        files = request.FILES.getlist("file")
+    except MultiPartParserError as exc:
+        raise ImportFailed(400, f"body: not a multipart form this server can read: {exc}") from None
     if guard.exceeded or sum(f.size or 0 for f in files) > limit:
         for f in files:
             f.close()

@@ -61,7 +61,15 @@ def test_it_refuses_a_parameter_ninja_checks_with_400_naming_it(api: Api) -> Non
     for error, answer in refused.items():
         assert answer.status_code == 400, answer.content
         assert answer.json()["error"].startswith(error), answer.json()
-    assert api.client.get("/api/v1/sessions/a/archive").status_code == 401
+    no_key = api.client.get("/api/v1/sessions/a/archive")
+    assert no_key.status_code == 401
+    assert no_key.json()["error"].startswith("Authorization: a project key is required")
+    assert no_key["WWW-Authenticate"] == "Bearer"
+    for path in ("/sessions", "/export/steps.jsonl"):
+        bogus = api.get(path, status="bogus")
+        assert bogus.status_code == 400
+        assert bogus.json()["error"].startswith("status: must be one of running, succeeded")
+    assert api.get("/sessions", status="failed").status_code == 200
 
 
 # Read answers that are not one JSON document: a Markdown file, a stream of JSON lines.
@@ -84,7 +92,7 @@ def test_it_documents_the_shape_of_every_read_answer_and_of_a_directive(api: Api
     step = paths["/api/v1/sessions/{session_id}/steps/{index}"]["get"]["responses"]
     assert _resolve(document, step["401"]["content"]["application/json"]["schema"]["$ref"])[
         "required"
-    ] == ["detail"]
+    ] == ["error"]
 
 
 def test_real_answers_conform_to_the_document_and_keep_every_field_sent(api: Api) -> None:

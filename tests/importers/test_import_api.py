@@ -302,6 +302,14 @@ def test_it_leaves_a_half_written_last_line_of_a_live_transcript_for_later(api: 
     assert upload(api, (name, data)).status_code == 201
 
 
+def test_it_refuses_a_multipart_body_it_cannot_read_with_400_naming_it(api: Api) -> None:
+    response = api.client.post(
+        "/api/v1/import", b"--x\r\nnot a part", content_type="multipart/form-data", **api.auth
+    )
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("body: not a multipart form")
+
+
 def test_it_refuses_an_unknown_format_naming_the_field(api: Api) -> None:
     response = upload(api, fixture("atif.json"), format="gemini")
     assert response.status_code == 400
