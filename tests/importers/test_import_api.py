@@ -177,6 +177,19 @@ BAD_SHAPES = [
         "line 2: message.usage.output_tokens: must be a whole number of tokens, not -4",
     ),
     (
+        "session.jsonl",
+        _lines(
+            {**_CC, "type": "user", "uuid": "u1", "message": {"role": "user", "content": "q"}},
+            {
+                **_CC,
+                "type": "assistant",
+                "uuid": "a1",
+                "message": {"id": "m1", "content": "a", "usage": "12 tokens"},
+            },
+        ),
+        "line 2: message.usage: must be an object of token counts",
+    ),
+    (
         "events.jsonl",
         _lines(
             {"id": 0, "source": "user", "action": "message", "args": {"content": "fix it"}},

@@ -53,8 +53,10 @@ def looks_like(first: dict[str, Any]) -> bool:
 
 
 def _usage(raw: Any, lineno: int) -> dict[str, int] | None:
-    if not isinstance(raw, dict):
+    if raw is None:
         return None
+    if not isinstance(raw, dict):
+        raise line_error(lineno, "message.usage: must be an object of token counts")
     out = {
         ours: token_count(raw.get(theirs), f"line {lineno}: message.usage.{theirs}")
         for ours, theirs in (
