@@ -167,7 +167,7 @@ class LossTracker:
             link = (step, op, key, how)
             if link in self.linked:
                 return
-            if how != "reloaded" and in_context(key):
+            if in_context(key):
                 # Still (or again) in the context: what is there was not forgotten.
                 self._close(key, step, op)
                 return

@@ -123,6 +123,21 @@ def test_it_ignores_a_need_for_what_the_context_still_holds() -> None:
     assert link_needs(s.stats)[0] == []
 
 
+def test_it_counts_a_reload_as_a_need_only_for_what_the_context_no_longer_holds() -> None:
+    s = Session()
+    ask = msg("u0", "Is SO20260101007 stuck? See /srv/orders.py", "user")
+    context = [SYS, ask, call(1), result(1, "SO20260101007 stuck 48h in /srv/inventory.py")]
+    s.step(context)
+    context = summary_step(s, context)
+    out = s.step([*context], [Operation(op="reload", targets=("t1",))])
+    # The order number is still in the question: only what left with the result was
+    # needed back.
+    assert {(n["text"], n["how"]) for n in out["needs"]} == {
+        ("48h", "reloaded"),
+        ("/srv/inventory.py", "reloaded"),
+    }
+
+
 def test_it_counts_a_refetch_of_a_folded_result_with_its_tokens() -> None:
     s = Session()
     context = [SYS, ASK, call(1), result(1)]
