@@ -15,18 +15,21 @@ from pydantic_core import PydanticCustomError
 from contextview.core.times import RFC3339
 
 
-def _not_bool(value: Any) -> Any:
-    """JSON's true and false are not numbers (Python would take them as 1 and 0)."""
+def _a_number(value: Any) -> Any:
+    """A count is a JSON number: not true or false (Python would take them as 1 and 0),
+    and not a string of digits (which would be taken as its number)."""
     if isinstance(value, bool):
         raise PydanticCustomError("number_type", "must be a number, not true or false")
+    if isinstance(value, str):
+        raise PydanticCustomError("number_type", "must be a number, not a string")
     return value
 
 
-NoBool = BeforeValidator(_not_bool)
+Number = BeforeValidator(_a_number)
 SessionId = Annotated[str, Field(min_length=1, max_length=200)]
 ShortText = Annotated[str, Field(max_length=200)]
 # What the store's bigint columns hold.
-TokenCount = Annotated[int, NoBool, Field(ge=0, le=2**63 - 1)]
+TokenCount = Annotated[int, Number, Field(ge=0, le=2**63 - 1)]
 
 # Event times the product can show and compute with: any time zone, as long as the
 # instant in UTC is in this range (documented in the README, "What it takes in").
@@ -64,12 +67,12 @@ class Lenient(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-Tokens = Annotated[int, NoBool, Field(ge=0, le=2**62)]
-ContextWindow = Annotated[int, NoBool, Field(gt=0, le=2**31 - 1)]
+Tokens = Annotated[int, Number, Field(ge=0, le=2**62)]
+ContextWindow = Annotated[int, Number, Field(gt=0, le=2**31 - 1)]
 
 
 class Budget(Lenient):
-    max_tokens: Annotated[int, NoBool, Field(gt=0, le=2**62)] | None = None
+    max_tokens: Annotated[int, Number, Field(gt=0, le=2**62)] | None = None
     reserved_tokens: Tokens = 0
     partitions: dict[str, Tokens] | None = None
 
@@ -91,7 +94,7 @@ class Obs(Lenient):
     # Extension (docs/sdk.md, "Bytes on the wire"): the index of an earlier step of
     # the session whose after context the messages' ``{"$run": [start, count]}``
     # elements are taken from.
-    base: Annotated[int, NoBool, Field(ge=0, le=2**31 - 1)] | None = Field(
+    base: Annotated[int, Number, Field(ge=0, le=2**31 - 1)] | None = Field(
         default=None, alias="$base"
     )
 
@@ -117,7 +120,7 @@ class Output(Lenient):
 
 class StepBody(Lenient):
     session_id: SessionId
-    index: Annotated[int, NoBool, Field(ge=0, le=2**31 - 1)]
+    index: Annotated[int, Number, Field(ge=0, le=2**31 - 1)]
     mode: Annotated[str, Field(max_length=64)] | None = None
     obs: Obs
     action: dict[str, Any] | None = None
@@ -138,7 +141,7 @@ class StepBody(Lenient):
 class SessionEndBody(Lenient):
     session_id: SessionId
     status: Literal["succeeded", "failed", "abandoned", "unknown"]
-    score: Annotated[float, NoBool, Field(allow_inf_nan=False)] | None = None
+    score: Annotated[float, Number, Field(allow_inf_nan=False)] | None = None
 
 
 class EventHead(BaseModel):

@@ -82,6 +82,8 @@ def test_it_refuses_a_timestamp_that_is_not_rfc_3339(api: Api, timestamp: Any) -
           "body": {"session_id": "b", "status": "failed", "score": True}},
          "body.score: must be a number, not true or false"),
         (_session("b", budget={"max_tokens": 2**70}), "body.budget.max_tokens: "),
+        (step("b", 0, [SYSTEM], usage={"input_tokens": "7"}),
+         "body.usage.input_tokens: must be a number, not a string"),
         (_session("b", budget={"max_tokens": 100, "partitions": {"tool": False}}),
          "body.budget.partitions.tool: must be a number"),
         (step("b", 0, [SYSTEM], action={"action": "keep", "target": "sys"},
