@@ -32,3 +32,18 @@ def _freeze_what_is_loaded(**_: object) -> None:
     the web workers); what the tasks build later is collected as before.
     """
     gc.freeze()
+
+
+@worker_process_init.connect
+def _yield_to_ingest(**_: object) -> None:
+    """Run statistics below the web's priority (settings.WORKER_NICE).
+
+    On a machine the web and the workers share, an agent's export or batch waits for
+    CPU while a worker computes statistics, which can wait: niced, the worker takes
+    what the web leaves, and catches up when the agents pause.
+    """
+    from django.conf import settings
+
+    increment = settings.WORKER_NICE
+    if increment > 0:
+        os.nice(increment)

@@ -240,7 +240,9 @@ CELERY_TASK_DEFAULT_QUEUE = envstr("CELERY_TASK_DEFAULT_QUEUE", "celery")
 # concurrency 1): the process that computed a live session's last step computes its
 # next one from what it kept, rather than reading back every step before it. 1: all on
 # the default queue.
-STATS_QUEUES = envint("STATS_QUEUES", "1")
+STATS_QUEUES = envint("STATS_QUEUES", "1", minimum=1)
+# How much lower than the web a worker process runs (os.nice; 0: the same).
+WORKER_NICE = envint("WORKER_NICE", "10", minimum=0)
 CELERY_TASK_ROUTES = ("contextview.stats.scheduling.stats_route",)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
