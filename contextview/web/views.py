@@ -594,11 +594,15 @@ def archive_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
-@require_GET
+@require_http_methods(["GET", "POST"])
 def restore_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
+    """The preview of putting originals back: one by link (GET ``?id=``), or the ones
+    checked in a fold (POST: a compaction's hundreds of ids are too long for a URL).
+    Nothing changes until the preview's own form is sent."""
     session, access = _session_or_404(request, pk)
     step = _step_or_404(session, index)
-    preview = web.restore_preview(session=session, step=step, ids=request.GET.getlist("id"))
+    ids = (request.POST if request.method == "POST" else request.GET).getlist("id")
+    preview = web.restore_preview(session=session, step=step, ids=ids)
     context = {"session": session, "access": access, "preview": preview}
     if _fragment(request):
         return render(request, "session/_restore.html", context)

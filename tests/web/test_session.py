@@ -184,6 +184,13 @@ def test_it_opens_a_fold_and_previews_a_restore(
     assert 'class="restored"' in text and "tokens</strong> of a 400-token budget" in text
     # A viewer sees the preview but cannot send it.
     assert "Send to agent" not in text and "needs an editor" in text
+    # The fold's form posts the checked ids: a compaction's hundreds are too many for
+    # a URL (gunicorn answers 414 past 4 KB of it).
+    assert 'method="post"' in fold.content.decode()
+    posted = client.post(
+        f"/sessions/{order_session.pk}/steps/1/restore/", {"id": ["tool_result_32"]}, **HTMX
+    )
+    assert posted.status_code == 200 and 'class="restored"' in posted.content.decode()
     archive = client.get(f"/sessions/{order_session.pk}/archive/").content.decode()
     assert "tool_result_32" in archive and "a1" in archive and "at step 2" in archive
 
