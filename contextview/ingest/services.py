@@ -47,6 +47,7 @@ from contextview.ingest.body import Refused
 from contextview.ingest.models import KEY_BYTES, event_key
 from contextview.ingest.schemas import (
     BODY_MODELS,
+    EARLIEST_TIMESTAMP,
     EventHead,
     SessionBody,
     SessionEndBody,
@@ -475,6 +476,11 @@ def batch_ingest(*, project: Project, batch: list[Any], needs_escape: bool = Tru
         if session_ids:
             sessions, created = _lock_sessions(project, session_ids, now)
             states = {ext: _SessionState(session=s) for ext, s in sessions.items()}
+            for st in states.values():
+                if st.session.pk in created:
+                    # Its last event is the latest its events say (an imported
+                    # transcript's are old), not the moment the row was made.
+                    st.session.last_event_at = EARLIEST_TIMESTAMP
         # After the locks: a sender of the same batch at the same moment has
         # committed by now, and its events are answered as duplicates, not stored twice.
         todo = _dedupe(project, events, results)

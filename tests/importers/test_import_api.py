@@ -65,6 +65,18 @@ def test_it_imports_a_claude_code_transcript_with_its_compaction(api: Api) -> No
     assert "inventory-svc after 3 s" in read_log["message"]["content"][0]["content"]
 
 
+def test_it_dates_an_imported_session_by_its_own_events_not_the_import(api: Api) -> None:
+    from datetime import datetime
+
+    name, data = fixture("codex.jsonl")
+    assert upload(api, (name, data)).status_code == 201
+    session = Session.objects.get(external_id="019d-codex-demo")
+    stamps = [json.loads(line)["timestamp"] for line in data.splitlines() if line.strip()]
+    first, last = datetime.fromisoformat(min(stamps)), datetime.fromisoformat(max(stamps))
+    # Within the file's own times (the last call's), not the moment of the import.
+    assert first <= session.started_at < session.last_event_at <= last
+
+
 def test_it_adds_nothing_for_the_same_file_and_only_new_steps_for_a_grown_one(api: Api) -> None:
     name, data = fixture("claude_code.jsonl")
     lines = data.splitlines(keepends=True)
