@@ -1580,6 +1580,34 @@ def recent_session_ids(*, project: Project, limit: int = 200) -> list[str]:
     )
 
 
+@dataclass(frozen=True)
+class Family:
+    """The session that started this one (a sub-agent's ``metadata.parent_session``),
+    and the sub-agents this one started, the first `SUB_AGENTS` of them by start."""
+
+    parent: Session | None
+    children: list[Session]
+    more_children: bool
+
+
+SUB_AGENTS = 20
+
+
+def session_family(*, session: Session) -> Family:
+    parent_id = (session.metadata or {}).get("parent_session")
+    parent = (
+        Session.objects.filter(project_id=session.project_id, external_id=parent_id).first()
+        if isinstance(parent_id, str) and parent_id
+        else None
+    )
+    children = list(
+        Session.objects.filter(
+            project_id=session.project_id, metadata__parent_session=session.external_id
+        ).order_by("started_at", "pk")[: SUB_AGENTS + 1]
+    )
+    return Family(parent, children[:SUB_AGENTS], len(children) > SUB_AGENTS)
+
+
 @dataclass
 class CompareRow:
     index: int

@@ -335,6 +335,7 @@ def _session_page(
             annotations=web.annotation_views(session=session, user=request.user),
             labels=web.LABELS,
             recent=web.recent_session_ids(project=session.project, limit=100),
+            family=web.session_family(session=session),
             modes=modes,
             reported_modes=reported_modes,
             directives=directives,

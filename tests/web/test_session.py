@@ -357,3 +357,21 @@ def test_it_shows_what_changed_since_the_previous_step_for_a_step_without_operat
     fold = client.get(f"/sessions/{session.pk}/steps/2/fold/?result=summary", **HTMX)
     text = fold.content.decode()
     assert "Question 3 about SO20260101003" in text and "folded at step 2 by summarize" in text
+
+
+def test_it_links_a_sub_agent_and_the_session_that_started_it(
+    api: Api, login: Callable[..., Client]
+) -> None:
+    from pathlib import Path
+
+    fixtures = Path(__file__).resolve().parents[1] / "importers" / "fixtures"
+    with (fixtures / "claude_code.jsonl").open("rb") as f:
+        answer = api.client.post("/api/v1/import", {"file": f}, **api.auth)
+    assert answer.status_code == 201, answer.content
+    parent = Session.objects.get(external_id="cc-7f3a")
+    child = Session.objects.get(external_id="cc-7f3a:agent-b7e1")
+    client = login("viewer")
+    sub = client.get(f"/sessions/{child.pk}/").content.decode()
+    assert f'Sub-agent of <a href="/sessions/{parent.pk}/">cc-7f3a</a>' in sub
+    main = client.get(f"/sessions/{parent.pk}/").content.decode()
+    assert f'<a href="/sessions/{child.pk}/">cc-7f3a:agent-b7e1</a>' in main
