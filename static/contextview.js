@@ -587,6 +587,36 @@
     });
   }
 
+  // htmx swaps only 2xx answers. A refusal drawn as HTML (a panel with its error:
+  // the last admin's role, a directive not sent) is swapped like any answer; one in
+  // plain text or JSON (a note holding a NUL, a step gone) is said above the page.
+  document.addEventListener("htmx:beforeSwap", function (ev) {
+    const xhr = ev.detail.xhr;
+    if (xhr.status < 400 || xhr.status >= 500) return;
+    if ((xhr.getResponseHeader("Content-Type") || "").startsWith("text/html")) {
+      ev.detail.shouldSwap = true;
+      ev.detail.isError = false;
+    }
+  });
+  document.addEventListener("htmx:responseError", function (ev) {
+    const box = document.getElementById("request-error");
+    if (!box) return;
+    const xhr = ev.detail.xhr;
+    const type = xhr.getResponseHeader("Content-Type") || "";
+    let text = "";
+    if (type.startsWith("text/plain")) text = xhr.responseText;
+    if (type.startsWith("application/json")) {
+      try { text = JSON.parse(xhr.responseText).error || ""; } catch (e) { text = ""; }
+    }
+    text = String(text).slice(0, 300);
+    box.textContent = text || ("The server answered " + xhr.status + " " + xhr.statusText + ".");
+    box.hidden = false;
+  });
+  document.addEventListener("htmx:beforeRequest", function () {
+    const box = document.getElementById("request-error");
+    if (box) box.hidden = true;
+  });
+
   function start() {
     document.querySelectorAll(".js-hide").forEach(function (el) { el.hidden = true; });
     drawCharts(document);

@@ -176,3 +176,26 @@ def test_it_compares_sessions_draws_trends_and_downloads_the_dataset(
     rows = [json.loads(line) for line in Path(download.value.path()).read_text().splitlines()]
     assert {r["session_id"] for r in rows} == {"mode-customer-chat"} and len(rows) == 20
     _clean(watched)
+
+
+def test_it_says_why_a_note_was_refused(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    seed_session(api, order_session_events())
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.click("text=order-debug-42")
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    form = page.locator("#annotations-section form.annotate-form")
+    form.locator("textarea").fill("pasted from a binary \x00 file")
+    form.locator("button[type=submit]").click()
+    error = page.locator("#request-error")
+    error.wait_for(state="visible")
+    assert "must not contain a NUL character" in error.inner_text()
+    # The next request clears it, and the note goes in once it can be stored.
+    form.locator("textarea").fill("pasted, cleaned")
+    form.locator("button[type=submit]").click()
+    page.wait_for_selector('#annotations-session li:has-text("pasted, cleaned")')
+    assert error.is_hidden()
+    # The browser's and htmx's own console lines about the 400; nothing else.
+    assert watched.errors and all("400" in e for e in watched.errors), watched.errors
