@@ -45,6 +45,12 @@ def seed_session(api: Api, events: list[dict[str, Any]]) -> Session:
     return compute_stats(api.project, events[0]["body"]["session_id"])
 
 
+def open_session(page: Any, session_id: str) -> None:
+    """From the session list the page shows, open `session_id`'s page, its chart drawn."""
+    page.click(f"text={session_id}")
+    page.wait_for_selector("#occupancy-chart .main-svg")
+
+
 class Watched:
     """A page, and every dialog, console error and page error it raised."""
 

@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 
 from contextview.postmortems.services import annotation_create, incident_mark
 from tests.api_client import Api, step
-from tests.browser.conftest import Watched, seed_session
+from tests.browser.conftest import Watched, open_session, seed_session
 from tests.web.conftest import order_session_events
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -39,8 +39,7 @@ def test_it_walks_through_a_session_in_the_browser(
     watched = open_page(api.project, "editor")
     page = watched.page
 
-    page.click("text=order-debug-42")
-    page.wait_for_selector("#occupancy-chart .main-svg")
+    open_session(page, "order-debug-42")
 
     # A step from the chart.
     _click_chart_step(page, 1)
@@ -97,8 +96,7 @@ def test_it_shows_a_mode_switch_pending_then_applied(
     seed_session(api, order_session_events())
     watched = open_page(api.project, "editor")
     page = watched.page
-    page.click("text=order-debug-42")
-    page.wait_for_selector("#occupancy-chart .main-svg")
+    open_session(page, "order-debug-42")
 
     page.select_option("#mode-select", "hybrid")
     page.click(".mode-form button[type=submit]")
@@ -120,8 +118,7 @@ def test_it_lets_a_viewer_look_but_not_switch_or_restore(
 ) -> None:
     session = seed_session(api, order_session_events())
     page = open_page(api.project, "viewer").page
-    page.click("text=order-debug-42")
-    page.wait_for_selector("#occupancy-chart .main-svg")
+    open_session(page, "order-debug-42")
     assert page.locator("#mode-select").count() == 0
     assert "need an editor" in page.locator(".session-actions").inner_text()
     page.click('table.steps a[data-step="0"]')

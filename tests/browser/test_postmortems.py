@@ -16,7 +16,7 @@ from contextview.core.stats import OVER_70, OVER_90
 from contextview.demo.scenarios import cm_order_timeout, mode_customer_chat
 from contextview.postmortems.services import annotation_create
 from tests.api_client import Api
-from tests.browser.conftest import Watched, seed_session
+from tests.browser.conftest import Watched, open_session, seed_session
 from tests.web.conftest import order_session_events
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -41,8 +41,7 @@ def test_it_annotates_and_shares_a_link_to_a_message(
     watched = open_page(api.project, "viewer")
     page = watched.page
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
-    page.click("text=order-debug-42")
-    page.wait_for_selector("#occupancy-chart .main-svg")
+    open_session(page, "order-debug-42")
 
     # A viewer annotates the session, in markdown.
     form = page.locator("#annotations-section form.annotate-form")
@@ -184,8 +183,7 @@ def test_it_says_why_a_note_was_refused(
     seed_session(api, order_session_events())
     watched = open_page(api.project, "viewer")
     page = watched.page
-    page.click("text=order-debug-42")
-    page.wait_for_selector("#occupancy-chart .main-svg")
+    open_session(page, "order-debug-42")
     form = page.locator("#annotations-section form.annotate-form")
     form.locator("textarea").fill("pasted from a binary \x00 file")
     form.locator("button[type=submit]").click()
