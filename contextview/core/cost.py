@@ -53,6 +53,10 @@ PRICES: dict[str, Price] = {
     "gpt-5": Price(1.25, 0.125, 10.00),
     "gpt-5-mini": Price(0.25, 0.025, 2.00),
     "claude-opus-4": Price(15.00, 1.50, 75.00, cache_write=18.75),
+    # Opus 4.5 and later came at a third of the earlier Opus price.
+    "claude-opus-4-5": Price(5.00, 0.50, 25.00, cache_write=6.25),
+    "claude-opus-4-6": Price(5.00, 0.50, 25.00, cache_write=6.25),
+    "claude-haiku-4-5": Price(1.00, 0.10, 5.00, cache_write=1.25),
     "claude-sonnet-4": Price(3.00, 0.30, 15.00, cache_write=3.75),
     "claude-3-7-sonnet": Price(3.00, 0.30, 15.00, cache_write=3.75),
     "claude-3-5-sonnet": Price(3.00, 0.30, 15.00, cache_write=3.75),

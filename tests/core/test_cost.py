@@ -34,6 +34,14 @@ def test_it_finds_dated_and_prefixed_model_names() -> None:
     assert price_for("gpt-4oo", PRICES) is None
 
 
+def test_it_prices_each_claude_generation_as_its_own() -> None:
+    assert price_for("claude-opus-4-1-20250805", PRICES)[0] == "claude-opus-4"
+    assert price_for("claude-opus-4-6", PRICES)[0] == "claude-opus-4-6"
+    assert price_for("claude-opus-4-5-20251101", PRICES)[0] == "claude-opus-4-5"
+    assert price_for("claude-haiku-4-5-20251001", PRICES)[0] == "claude-haiku-4-5"
+    assert price_for("claude-sonnet-4-5", PRICES)[0] == "claude-sonnet-4"
+
+
 def test_it_gives_no_cost_for_an_unknown_model_and_none_without_usage() -> None:
     unknown = call_cost(usage=USAGE, model="house-llm-7b", prices=PRICES)
     assert unknown is not None and unknown.usd is None and unknown.model == "house-llm-7b"
