@@ -60,9 +60,8 @@ def report_html(
         for a in report["annotations"]
     ]
     max_tokens, _ = web.session_budget(session)
-    chart = occupancy_chart(
-        json.loads(chart_rows), max_tokens=max_tokens, lines=web.occupancy_lines()
-    )
+    lines = web.occupancy_lines(web.limit_name(session))
+    chart = occupancy_chart(json.loads(chart_rows), max_tokens=max_tokens, lines=lines)
     html = render_to_string(
         "report.html",
         {

@@ -1272,6 +1272,7 @@ class RestorePreview:
     tokens: int | None
     max_tokens: int | None
     limit: int | None  # max_tokens - reserved_tokens: what must not be exceeded
+    limit_name: str = "budget"  # what max_tokens is: the budget or the context window
 
     @property
     def fits(self) -> bool | None:
@@ -1298,11 +1299,22 @@ def session_budget(session: Session) -> tuple[int | None, int | None]:
     return budget.max_tokens, budget.limit
 
 
-def occupancy_lines() -> list[dict[str, Any]]:
-    """The lines an occupancy chart draws, as fractions of max_tokens: the budget and
-    the thresholds the statistics flag, so the page never states them on its own."""
+def limit_name(session: Session) -> str:
+    """What a session's occupancy is a fraction of: its budget when it declares one
+    (``max_tokens``), else the model's context window (``session_budget``)."""
+    budget = session.budget if isinstance(session.budget, dict) else {}
+    declared = budget.get("max_tokens")
+    if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0:
+        return "budget"
+    return "context window"
+
+
+def occupancy_lines(limit: str = "budget") -> list[dict[str, Any]]:
+    """The lines an occupancy chart draws, as fractions of max_tokens: the limit (named
+    `limit`, ``limit_name``) and the thresholds the statistics flag, so the page never
+    states them on its own."""
     lines = [
-        {"at": 1.0, "label": "budget", "flag": "budget"},
+        {"at": 1.0, "label": limit, "flag": "budget"},
         *({"at": at, "label": f"{at:.0%}", "flag": flag} for flag, at in OCCUPANCY_THRESHOLDS),
     ]
     return [{**ln, **dict(zip(("color", "dash"), line_style(ln["flag"]), strict=True))}
@@ -1380,6 +1392,7 @@ def restore_preview(*, session: Session, step: Step, ids: Sequence[str]) -> Rest
         tokens=_context_tokens([c.tokens for c, _ in cells]),
         max_tokens=max_tokens,
         limit=limit,
+        limit_name=limit_name(session),
     )
 
 

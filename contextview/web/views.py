@@ -130,7 +130,7 @@ def _chart_meta(session: Session, directives: list[web.DirectiveRow], **extra: A
     return json.dumps(
         {
             "budget": {"max_tokens": max_tokens, "limit": limit},
-            "lines": web.occupancy_lines(),
+            "lines": web.occupancy_lines(web.limit_name(session)),
             "colors": PARTITION_COLORS,
             **extra,
             "directives": [
@@ -1065,7 +1065,7 @@ def sessions_compare_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
                     for side, session in zip(sides, sessions, strict=True)
                 ]
             ),
-            chart_lines=json.dumps(web.occupancy_lines()),
+            chart_lines=json.dumps(web.occupancy_lines("limit")),
             rows=web.compare_rows([side["curve"] for side in sides], COMPARE_ROWS),
             more_rows=max(len(side["curve"]) for side in sides) > COMPARE_ROWS,
             row_limit=COMPARE_ROWS,

@@ -375,3 +375,19 @@ def test_it_links_a_sub_agent_and_the_session_that_started_it(
     assert f'Sub-agent of <a href="/sessions/{parent.pk}/">cc-7f3a</a>' in sub
     main = client.get(f"/sessions/{parent.pk}/").content.decode()
     assert f'<a href="/sessions/{child.pk}/">cc-7f3a:agent-b7e1</a>' in main
+
+
+def test_it_names_the_limit_occupancy_is_measured_against(
+    api: Api, login: Callable[..., Client]
+) -> None:
+    window_only = [
+        {"id": "w-start", "type": "session",
+         "body": {"session_id": "windowed", "model": "gpt-4o", "context_window": 128000}},
+        step("windowed", 0, [{"id": "u", "role": "user", "content": "hello"}]),
+    ]  # fmt: skip
+    assert api.ingest({"batch": window_only}).status_code == 207
+    session = Session.objects.get(external_id="windowed")
+    client = login("viewer")
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    lines = json.loads(html.unescape(re.search(r'data-meta="([^"]*)"', page)[1]))["lines"]
+    assert lines[0]["label"] == "context window"

@@ -48,7 +48,7 @@ def percent(value: Any) -> str:
 def signed(value: Any) -> str:
     if value is None:
         return "—"
-    return f"{value:+d}" if isinstance(value, int) else str(value)
+    return f"{value:+,d}" if isinstance(value, int) else str(value)
 
 
 @register.filter
