@@ -459,7 +459,11 @@
     const t = ev.target;
     if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
     if (["j", "k", "[", "]"].indexOf(ev.key) < 0) return;
-    const link = document.querySelector('#step-view a[data-key="' + ev.key + '"]');
+    let link = document.querySelector('#step-view a[data-key="' + ev.key + '"]');
+    if (!link && !document.getElementById("step-view") && (ev.key === "j" || ev.key === "k")) {
+      // No step open yet: j and k start at the first step the list shows.
+      link = document.querySelector("#steps a[data-step]");
+    }
     // Loaded directly, not by clicking: a key pressed just after a swap, before htmx has
     // taken over the new links, must not turn into a full page load.
     if (link) { ev.preventDefault(); loadStep(link.getAttribute("href")); }

@@ -121,7 +121,9 @@ def test_it_lets_a_viewer_look_but_not_switch_or_restore(
     open_session(page, "order-debug-42")
     assert page.locator("#mode-select").count() == 0
     assert "need an editor" in page.locator(".session-actions").inner_text()
-    page.click('table.steps a[data-step="0"]')
+    # No step open yet: j opens the first one.
+    page.keyboard.press("j")
+    page.wait_for_selector('#step-view[data-step="0"]')
     page.click("a.open-fold")
     page.click(".fold-view button[type=submit]")
     page.wait_for_selector(".restore-view")
