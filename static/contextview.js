@@ -471,6 +471,14 @@
 
   // --- small behaviours ---------------------------------------------------------------
 
+  // Escape in a note being edited does what its Cancel link does.
+  document.addEventListener("keydown", function (ev) {
+    if (ev.key !== "Escape") return;
+    const editing = ev.target.closest && ev.target.closest("li.editing");
+    const cancel = editing && editing.querySelector("a.cancel-edit");
+    if (cancel) { ev.preventDefault(); cancel.click(); }
+  });
+
   document.addEventListener("change", function (ev) {
     const form = ev.target.closest && ev.target.closest("form[data-autosubmit]");
     if (form) form.submit();

@@ -69,7 +69,13 @@ def test_it_annotates_and_shares_a_link_to_a_message(
     # The session's list hears of it too.
     page.wait_for_selector('#annotations-session li:has-text("This summary is where it went")')
 
-    # Its author edits it, then deletes it.
+    # Its author starts an edit and thinks better of it (Escape), then edits it and
+    # deletes it.
+    mine.locator(".edit-note").click()
+    _settled(page, "#annotations-step li.editing")
+    page.press("#annotations-step li.editing textarea", "Escape")
+    page.wait_for_selector("#annotations-step li.editing", state="detached")
+    _settled(page, "#annotations-step")
     mine.locator(".edit-note").click()
     _settled(page, "#annotations-step li.editing")
     page.fill("#annotations-step li.editing textarea", "Edited: the summary")
