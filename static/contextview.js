@@ -30,7 +30,16 @@
   // the step open. Moving between steps swaps only the panel and records each step
   // in the history ({cvStep: url}), so Back and Forward walk through what was seen.
   function showStep(url) {
-    return window.htmx.ajax("GET", url, { target: "#step-panel", swap: "innerHTML" });
+    return window.htmx.ajax("GET", url, { target: "#step-panel", swap: "innerHTML" })
+      .then(stepTitle);
+  }
+
+  // The tab says which step is open, as a page loaded at that step's address does.
+  function stepTitle() {
+    const view = document.getElementById("step-view");
+    if (!view) return;
+    const rest = document.title.replace(/^(Step \d+|Compare) · /, "");
+    document.title = "Step " + view.dataset.step + " · " + rest;
   }
 
   function loadStep(url) {

@@ -124,6 +124,11 @@ def test_it_lets_a_viewer_look_but_not_switch_or_restore(
     # No step open yet: j opens the first one.
     page.keyboard.press("j")
     page.wait_for_selector('#step-view[data-step="0"]')
+    page.keyboard.press("j")
+    page.wait_for_selector('#step-view[data-step="1"]')
+    page.wait_for_function("() => document.title.startsWith('Step 1 · order-debug-42')")
+    page.keyboard.press("k")
+    page.wait_for_selector('#step-view[data-step="0"]')
     page.click("a.open-fold")
     page.click(".fold-view button[type=submit]")
     page.wait_for_selector(".restore-view")
