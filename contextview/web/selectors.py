@@ -748,8 +748,13 @@ def row_groups(
                 groups.append(_hidden(rows, i, j))
                 shown += 1
             else:
-                groups.append(RowGroup(run, unchanged=True))
-                shown += len(run) if not first_view else 1
+                # A later load takes ROWS_PER_LOAD rows of a long run, and leaves the rest.
+                take = run if first_view else run[: limit - shown]
+                groups.append(RowGroup(take, unchanged=True))
+                shown += len(take) if not first_view else 1
+                if len(take) < len(run):
+                    groups.append(_hidden(rows, i + len(take), end))
+                    break
         elif first_view and len(run) > RUN_SHOWN + 2:
             groups.extend(RowGroup([r]) for r in run[:RUN_SHOWN])
             groups.append(_hidden(rows, i + RUN_SHOWN, j))
