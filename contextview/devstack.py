@@ -564,22 +564,15 @@ def worker_commands(py: str, env: dict[str, str]) -> list[tuple[str, list[str]]]
     base = [py, "-m", "celery", "-A", "contextview", "worker", "-l", "info"]
     if count <= 1:
         return [("celery worker", [*base, "--concurrency", "2", "-n", "contextview-run@%h"])]
+    # The queues' names, as the app routes to them (no Django settings are read).
+    from contextview.stats.scheduling import stats_queue_name
+
     default = env.get("CELERY_TASK_DEFAULT_QUEUE") or "celery"
-    return [
-        (
-            f"celery worker {n}",
-            [
-                *base,
-                "--concurrency",
-                "1",
-                "-Q",
-                f"stats.{n},{default}",
-                "-n",
-                f"contextview-run{n}@%h",
-            ],
-        )  # fmt: skip
-        for n in range(count)
-    ]
+    commands = []
+    for n in range(count):
+        argv = [*base, "--concurrency", "1", "-Q", f"{stats_queue_name(n)},{default}"]
+        commands.append((f"celery worker {n}", [*argv, "-n", f"contextview-run{n}@%h"]))
+    return commands
 
 
 def cmd_run(port: int, demo: bool) -> int:

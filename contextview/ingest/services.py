@@ -564,16 +564,10 @@ def step_reply_complete(*, project: Project, event: Any) -> str | None:
             "UPDATE cv_raw_event SET body_hash = %b WHERE project_id = %s AND event_key = %s",
             [checked.event_hash, project.pk, key],
         )
-        cursor.execute(
-            "DELETE FROM cv_step_stats WHERE session_id = %s AND index >= %s",
-            [session_pk, body.index],
-        )
-        cursor.execute(
-            "UPDATE cv_session SET stats_status = 'pending', stats_epoch = stats_epoch + 1, "
-            "stats_steps_done = (SELECT count(*) FROM cv_step_stats WHERE session_id = %s "
-            "AND status = 'ready') WHERE id = %s",
-            [session_pk, session_pk],
-        )
+        # Pending again, as a late step is: the worker computes from the first pending
+        # step on, and starts its sums and losses over from there.
+        cursor.execute("DELETE FROM cv_step_stats WHERE step_id = %s", [step_id])
+        cursor.execute("UPDATE cv_session SET stats_status = 'pending' WHERE id = %s", [session_pk])
     transaction.on_commit(lambda: stats_schedule(session_ids=[session_pk]))
     return "grown"
 

@@ -11,12 +11,17 @@ log = logging.getLogger(__name__)
 COMPUTE_TASK = "contextview.stats.tasks.compute_session_stats"
 
 
+def stats_queue_name(n: int) -> str:
+    """The name of the n-th statistics queue, which one worker process consumes."""
+    return f"stats.{n}"
+
+
 def stats_queue(session_id: int) -> str | None:
     """The queue of a session's statistics (settings.STATS_QUEUES); None: the default."""
     from django.conf import settings
 
     count = settings.STATS_QUEUES
-    return None if count <= 1 else f"stats.{session_id % count}"
+    return None if count <= 1 else stats_queue_name(session_id % count)
 
 
 def stats_route(

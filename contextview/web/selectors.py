@@ -1307,11 +1307,8 @@ def session_budget(session: Session) -> tuple[int | None, int | None]:
 def limit_name(session: Session) -> str:
     """What a session's occupancy is a fraction of: its budget when it declares one
     (``max_tokens``), else the model's context window (``session_budget``)."""
-    budget = session.budget if isinstance(session.budget, dict) else {}
-    declared = budget.get("max_tokens")
-    if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0:
-        return "budget"
-    return "context window"
+    declared = budget_of(session.budget if isinstance(session.budget, dict) else None)
+    return "budget" if declared.max_tokens is not None else "context window"
 
 
 def occupancy_lines(limit: str = "budget") -> list[dict[str, Any]]:

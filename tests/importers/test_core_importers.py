@@ -359,13 +359,8 @@ def test_it_reads_a_codex_rollout_written_before_the_envelope() -> None:
     first, second = steps
     assert [m.role for m in first[1].before] == ["system", "user"]
     assert first[0]["output"]["messages"][-1]["content"][0]["name"] == "shell"
-    assert [m.role for m in second[1].before] == [
-        "system",
-        "user",
-        "assistant",
-        "assistant",
-        "tool",
-    ]
+    called = ["system", "user", "assistant", "assistant", "tool"]  # reasoning, call, output
+    assert [m.role for m in second[1].before] == called
 
 
 def _sdk_events() -> list[dict[str, Any]]:

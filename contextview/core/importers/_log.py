@@ -57,6 +57,21 @@ def token_count(value: Any, where: str) -> int | None:
     return value
 
 
+def usage_cached_inside(
+    prompt: int | None, cached: int, output: int | None
+) -> dict[str, int] | None:
+    """The usage of a provider that counts cached input inside the prompt's tokens
+    (OpenAI, Codex, ATIF): the contract keeps them apart. A count not given is left
+    out; None when there is none."""
+    out: dict[str, int] = {}
+    if prompt is not None:
+        out["input_tokens"] = max(0, prompt - cached)
+        out["cache_read_tokens"] = cached
+    if output is not None:
+        out["output_tokens"] = output
+    return out or None
+
+
 def guarded(events: Iterator[Event], format: str) -> Iterator[Event]:
     """The events of a reader, its own failure on a shape it did not expect turned
     into the TranscriptError of a file that cannot be read (never a server error)."""

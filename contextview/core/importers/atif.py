@@ -18,6 +18,7 @@ from contextview.core.importers._log import (
     TranscriptError,
     json_document,
     token_count,
+    usage_cached_inside,
 )
 
 FORMAT = "atif"
@@ -38,16 +39,10 @@ def _usage(metrics: Any, where: str) -> dict[str, int] | None:
     def count(key: str) -> int | None:
         return token_count(metrics.get(key), f"{where}.metrics.{key}")
 
-    prompt, cached = count("prompt_tokens"), count("cached_tokens") or 0
-    completion = count("completion_tokens")
-    out: dict[str, int] = {}
-    if prompt is not None:
-        # ATIF counts cached tokens inside prompt_tokens, as OpenAI does.
-        out["input_tokens"] = max(0, prompt - cached)
-        out["cache_read_tokens"] = cached
-    if completion is not None:
-        out["output_tokens"] = completion
-    return out or None
+    # ATIF counts cached tokens inside prompt_tokens, as OpenAI does.
+    return usage_cached_inside(
+        count("prompt_tokens"), count("cached_tokens") or 0, count("completion_tokens")
+    )
 
 
 def _content(message: Any) -> str | list[Any]:

@@ -26,6 +26,7 @@ from contextview.core.importers._log import (
     short_hash,
     text_of,
     token_count,
+    usage_cached_inside,
 )
 from contextview.core.parts import part_kind
 
@@ -102,13 +103,10 @@ def _usage(info: Any, lineno: int) -> tuple[dict[str, int] | None, int | None]:
         where = f"line {lineno}: payload.info.last_token_usage.{key}"
         return token_count(last.get(key), where) or 0
 
-    cached = count("cached_input_tokens")
-    usage = {
-        # Codex counts cached input inside input_tokens; the contract keeps them apart.
-        "input_tokens": max(0, count("input_tokens") - cached),
-        "cache_read_tokens": cached,
-        "output_tokens": count("output_tokens"),
-    }
+    # Codex counts cached input inside input_tokens.
+    usage = usage_cached_inside(
+        count("input_tokens"), count("cached_input_tokens"), count("output_tokens")
+    )
     return usage, window if isinstance(window, int) else None
 
 

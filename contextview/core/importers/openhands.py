@@ -18,7 +18,7 @@ run ended.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from contextview.core.importers._log import (
@@ -28,6 +28,7 @@ from contextview.core.importers._log import (
     json_document,
     json_lines,
     token_count,
+    usage_cached_inside,
 )
 
 FORMAT = "openhands"
@@ -72,12 +73,8 @@ def _usage(meta: Any, where: str) -> dict[str, int] | None:
         where_cached = f"{path}.prompt_tokens_details.cached_tokens"
         cached = token_count(details.get("cached_tokens"), where_cached) or 0
     prompt = token_count(usage.get("prompt_tokens"), f"{path}.prompt_tokens") or 0
-    return {
-        "input_tokens": max(0, prompt - cached),
-        "cache_read_tokens": cached,
-        "output_tokens": token_count(usage.get("completion_tokens"), f"{path}.completion_tokens")
-        or 0,
-    }
+    output = token_count(usage.get("completion_tokens"), f"{path}.completion_tokens") or 0
+    return usage_cached_inside(prompt, cached, output)
 
 
 def _event_number(mid: str) -> int | None:
@@ -180,14 +177,14 @@ class _Reader:
             raise TranscriptError(
                 where, "is not an OpenHands event (needs source and action or observation)"
             )
+        mid = f"e{event.get('id', where)}"
+        self.last_ts = event.get("timestamp") or self.last_ts
         if _v1(event):
-            yield from self.v1_event(where, event)
+            yield from self.v1_event(mid, event)
             return
         for kind in ("observation", "action"):
             if kind in event and not isinstance(event[kind], str):
                 raise TranscriptError(f"{where}: {kind}", "must be a string naming the event")
-        mid = f"e{event.get('id', where)}"
-        self.last_ts = event.get("timestamp") or self.last_ts
         if "observation" in event:
             kind = event["observation"]
             if kind == "agent_state_changed":
@@ -196,7 +193,6 @@ class _Reader:
                     self.status = _END_STATES[state]
             if kind in _SILENT:
                 return
-            yield from self.finish()
             meta = event.get("tool_call_metadata") or {}
             msg: dict[str, Any] = {
                 "id": mid,
@@ -205,7 +201,7 @@ class _Reader:
             }
             if isinstance(meta, dict) and meta.get("tool_call_id"):
                 msg["tool_call_id"] = meta["tool_call_id"]
-            self.log.add(msg)
+            yield from self.heard(msg)
             return
         action = event["action"]
         args = event.get("args") if isinstance(event.get("args"), dict) else {}
@@ -216,15 +212,9 @@ class _Reader:
         if action in _SILENT_ACTIONS:
             return
         if event.get("source") != "agent":
-            yield from self.finish()
             role = "system" if action == "system" else "user"
-            self.log.add(
-                {
-                    "id": mid,
-                    "role": role,
-                    "content": _text(args.get("content") or event.get("message") or ""),
-                }
-            )
+            content = _text(args.get("content") or event.get("message") or "")
+            yield from self.heard({"id": mid, "role": role, "content": content})
             return
         meta = (
             event.get("tool_call_metadata")
@@ -235,18 +225,8 @@ class _Reader:
             self.log.add({"id": mid, "role": "system", "content": _text(args.get("content") or "")})
             return
         response = (meta or {}).get("model_response") or {}
-        key = response.get("id") if isinstance(response, dict) else None
-        if self.call is None or key is None or key != self.call_key:
-            yield from self.finish()
-            self.call_key = key
-            model = response.get("model") if isinstance(response, dict) else None
-            self.call = {
-                "timestamp": event.get("timestamp"),
-                "obs_at": len(self.log.context),
-                "outputs": [],
-                "usage": _usage(meta, where),
-                "model": model,
-            }
+        if not isinstance(response, dict):
+            response = {}
         if meta:
             part: dict[str, Any] = {
                 "type": "tool_call",
@@ -254,21 +234,34 @@ class _Reader:
                 "name": meta.get("function_name") or action,
                 "arguments": args,
             }
-            content: list[Any] = [part]
+            parts: list[Any] = [part]
             thought = args.get("thought")
             if isinstance(thought, str) and thought:
-                content.insert(0, {"type": "text", "text": thought})
+                parts.insert(0, {"type": "text", "text": thought})
         else:
-            content = [
+            parts = [
                 {"type": "text", "text": _text(args.get("content") or event.get("message") or "")}
             ]
-        msg = {"id": mid, "role": "assistant", "content": content}
-        self.call["outputs"].append(msg)
-        self.log.add(msg)
+        yield from self.call_output(
+            event,
+            response.get("id"),
+            {"id": mid, "role": "assistant", "content": parts},
+            usage=lambda: _usage(meta, where),
+            model=response.get("model"),
+        )
 
-    def call_output(self, event: dict[str, Any], key: Any, msg: dict[str, Any]) -> Iterator[Event]:
+    def call_output(
+        self,
+        event: dict[str, Any],
+        key: Any,
+        msg: dict[str, Any],
+        *,
+        usage: Callable[[], dict[str, int] | None] = lambda: None,
+        model: Any = None,
+    ) -> Iterator[Event]:
         """`msg`, a part of the reply of the model call `key` names (a response id):
-        the call that was open ends first when it is another one."""
+        the call that was open ends first when it is another one. A call opened here
+        takes its `usage` (read then) and `model`."""
         if self.call is None or key is None or key != self.call_key:
             yield from self.finish()
             self.call_key = key
@@ -276,8 +269,8 @@ class _Reader:
                 "timestamp": event.get("timestamp"),
                 "obs_at": len(self.log.context),
                 "outputs": [],
-                "usage": None,
-                "model": None,
+                "usage": usage(),
+                "model": model,
             }
         self.call["outputs"].append(msg)
         self.log.add(msg)
@@ -287,9 +280,8 @@ class _Reader:
         yield from self.finish()
         self.log.add(msg)
 
-    def v1_event(self, where: str, event: dict[str, Any]) -> Iterator[Event]:
-        kind, mid = event["kind"], f"e{event.get('id', where)}"
-        self.last_ts = event.get("timestamp") or self.last_ts
+    def v1_event(self, mid: str, event: dict[str, Any]) -> Iterator[Event]:
+        kind = event["kind"]
         if kind == "SystemPromptEvent":
             tools = event.get("tools")
             if isinstance(tools, list) and all(isinstance(t, dict) for t in tools):
