@@ -619,11 +619,11 @@ def _entities_of(
         entities = cache.entities(m.text, pinned)
         found += entities
         keys += cache.keys_of(entities)
-    if len(set(keys)) == len(keys):
-        return found, keys  # the usual case: no entity in two of the messages
+    distinct = dict.fromkeys(keys)
+    if len(distinct) == len(keys):
+        return found, keys  # no entity in two of the messages
     first = dict(zip(reversed(keys), reversed(found), strict=True))
-    distinct = list(dict.fromkeys(keys))
-    return list(map(first.__getitem__, distinct)), distinct
+    return list(map(first.__getitem__, distinct)), list(distinct)
 
 
 def _missing_pinned(

@@ -114,16 +114,21 @@ def entities_pack(entities: list[str], keys: list[str], text: str) -> bytes:
     )
 
 
-def entities_unpack(data: bytes, text: str) -> tuple[list[str], list[str]]:
-    """(entities, keys) from what `entities_pack` gave for `text`."""
+def entities_unpack(
+    data: bytes, text: str, keys: list[str] | None = None
+) -> tuple[list[str], list[str]]:
+    """(entities, keys) from what `entities_pack` gave for `text`; `keys`, when the
+    caller has them already (`entity_keys_unpack` of the same), are not cut again."""
     if data[0] == 1:  # one byte a number and no tail: nearly always
         entities = _cut(text, data)
-        return entities, list(map(str.lower, entities))
+        return entities, list(map(str.lower, entities)) if keys is None else keys
     starts, lengths, literals, own_keys = _spans(data)
     entities = [text[at : at + n] for at, n in zip(starts, lengths, strict=True)]
     if literals:
         held = iter(literals)
         entities = [entity or next(held) for entity in entities]
+    if keys is not None:
+        return entities, keys
     keys = list(map(str.lower, entities))
     for n, key in own_keys.items():
         keys[int(n)] = key

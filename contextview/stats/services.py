@@ -243,7 +243,9 @@ def entities_for_blobs(
     known, missing = _cached("entities", blobs if pks is None else pks)
     if missing:
         packed, missing = _cached("packed entities", missing)
-        found = {pk: entities_unpack(data, blobs[pk]) for pk, data in packed.items()}
+        # Their keys were cut with the message (`messages_cached`): not cut again.
+        cut, _ = _cached("entity keys", packed)
+        found = {pk: entities_unpack(data, blobs[pk], cut.get(pk)) for pk, data in packed.items()}
         if missing:
             found.update(_entities_stored(blobs, sorted(missing)))
         for pk, keyed in found.items():
