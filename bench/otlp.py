@@ -9,8 +9,10 @@ user, assistant and tool messages of 100 B to 3 KB) and every call adds the
 previous reply and a tool result; every --compact-every calls the agent compacts:
 the oldest half of its history becomes one summary message (and the call reports
 ``gen_ai.conversation.compacted``). The spans are made with the OpenTelemetry SDK
-before the clock starts, then every session's calls are exported in order, in
-exports of --batch spans, one thread per session, through ``OTLPSpanExporter``.
+before the clock starts, which also waits for the server to answer (``/healthz``,
+then a few empty exports at once: a server still starting is not measured); then
+every session's calls are exported in order, in exports of --batch spans, one
+thread per session, through ``OTLPSpanExporter``.
 
 Reports spans accepted per second (the exports alone), spans per second end to end
 (until every step's statistics are ready: run a worker), the p50/p99 latency of an
@@ -29,6 +31,8 @@ import logging
 import random
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -152,6 +156,36 @@ def make_spans(args: argparse.Namespace) -> tuple[list[list[ReadableSpan]], int,
     return out, distinct, [s.name for s in sessions]
 
 
+def server_ready(url: str, key: str, callers: int, wait_s: float = 60.0) -> None:
+    """Wait until the server answers: ``/healthz``, then `callers` empty exports at
+    once, so web workers that are still starting (importing the URLconf) are not
+    what the clock measures. Empty exports store nothing."""
+    base = url.rstrip("/")
+    deadline = time.monotonic() + wait_s
+
+    def answered(request: urllib.request.Request) -> bool:
+        while True:
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    return bool(response.status == 200)
+            except (urllib.error.URLError, OSError):
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.2)
+
+    if not answered(urllib.request.Request(f"{base}/healthz")):
+        raise SystemExit(f"{base}/healthz did not answer 200 within {wait_s:.0f} s")
+    empty = urllib.request.Request(
+        f"{base}/v1/traces",
+        data=b"",
+        method="POST",
+        headers={"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {key}"},
+    )
+    with ThreadPoolExecutor(max_workers=callers) as pool:
+        if not all(pool.map(lambda _: answered(empty), range(callers))):
+            raise SystemExit(f"{base}/v1/traces did not take an empty export")
+
+
 def export_session(
     exporter: OTLPSpanExporter, spans: list[ReadableSpan], batch: int, deadline: float
 ) -> tuple[int, int, list[float]]:
@@ -205,6 +239,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         headers={"Authorization": f"Bearer {args.key}"},
         timeout=args.export_timeout,
     )
+    server_ready(args.url, args.key, 2 * len(by_session))
     deadline = time.monotonic() + args.time_limit
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=len(by_session)) as pool:
