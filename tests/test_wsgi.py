@@ -29,3 +29,13 @@ def test_it_leaves_what_it_loaded_out_of_the_garbage_collectors_walks() -> None:
     # Frozen objects are skipped by every collection (none are frozen unless asked).
     script = "import gc, contextview.wsgi; print(gc.get_freeze_count() > 0)"
     assert _run(script) == ["True"]
+
+
+def test_it_sets_up_celerys_sending_side_without_connecting_to_the_broker() -> None:
+    # A broker on a port nothing listens on: loading must neither connect nor fail.
+    script = (
+        "import os; os.environ['CELERY_BROKER_URL'] = 'redis://127.0.0.1:9/0'; "
+        "import contextview.wsgi as w; app = w.celery_app; "
+        "print(app.finalized, app._pool is not None)"
+    )
+    assert _run(script) == ["True", "True"]
