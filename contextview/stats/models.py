@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from contextview.sessions.models import Blob
+from contextview.sessions.models import Blob, Session
 
 
 class BlobInfo(models.Model):
@@ -27,3 +27,26 @@ class BlobInfo(models.Model):
 
     class Meta:
         db_table = "cv_blob_info"
+
+
+class ReplayTotals(models.Model):
+    """What a session's replay under one policy summed (``core.replay.Totals``), kept
+    so that the project overview's savings table replays a session again only once
+    it changed: its step count (a new or late step) or its statistics epoch (which
+    every recomputation of its steps moves) differ from those stored here."""
+
+    # found by the unique (session, policy) index
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, db_constraint=False, db_index=False, related_name="+"
+    )
+    # the policy as sorted JSON, after the version of the replay that summed it
+    policy = models.TextField()
+    step_count = models.IntegerField()
+    stats_epoch = models.BigIntegerField()
+    totals = models.JSONField()
+
+    class Meta:
+        db_table = "cv_replay_totals"
+        constraints = [
+            models.UniqueConstraint(fields=["session", "policy"], name="replay_totals_policy")
+        ]

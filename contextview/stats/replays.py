@@ -9,18 +9,28 @@ statistics workers use, which count and store what no worker has yet.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, fields
 from itertools import tee
+from typing import Any
 
 import orjson
 from django.db import connection
 
 from contextview.core.model import Message
 from contextview.core.parts import Reading
-from contextview.core.replay import Policy, RecordedStep, Replay, ReplayedStep
+from contextview.core.replay import (
+    Policy,
+    RecordedStep,
+    Replay,
+    ReplayedStep,
+    Totals,
+    policy_from_json,
+)
 from contextview.core.stats import TextCache
 from contextview.sessions.models import Session
 from contextview.sessions.selectors import contexts_by_refs
+from contextview.stats.models import ReplayTotals
 from contextview.stats.services import (
     entities_for_blobs,
     session_encoding,
@@ -66,6 +76,54 @@ def session_replays(
     # Driven in step (zip), the copies of the recorded steps never run ahead.
     feeds = tee(_recorded(session, tokens, cache), len(runs))
     return runs, zip(*(run.steps(feed) for run, feed in zip(runs, feeds, strict=True)), strict=True)
+
+
+# Moved on whenever what a replay sums changes: totals kept before are then not read.
+REPLAY_VERSION = 1
+_TOTALS_FIELDS = frozenset(f.name for f in fields(Totals))
+
+
+def replay_totals(*, session: Session, policies: Sequence[Mapping[str, Any]]) -> list[Totals]:
+    """The totals of `session` replayed under each of `policies` (JSON objects that
+    ``policy_from_json`` reads), as kept for the session as it is now (``ReplayTotals``);
+    when any is not, the session is replayed under all of them (its steps read once)
+    and what they summed is kept."""
+    keys = [_policy_key(p) for p in policies]
+    kept = dict(
+        ReplayTotals.objects.filter(
+            session=session,
+            policy__in=keys,
+            step_count=session.step_count,
+            stats_epoch=session.stats_epoch,
+        ).values_list("policy", "totals")
+    )
+    if all(isinstance(kept.get(k), dict) and kept[k].keys() == _TOTALS_FIELDS for k in keys):
+        return [Totals(**kept[k]) for k in keys]
+    runs, steps = session_replays(session=session, policies=[policy_from_json(p) for p in policies])
+    for _ in steps:
+        pass
+    # As the session was read before the replay: a step stored meanwhile moves the
+    # session on, and the next look replays it again.
+    ReplayTotals.objects.bulk_create(
+        [
+            ReplayTotals(
+                session=session,
+                policy=key,
+                step_count=session.step_count,
+                stats_epoch=session.stats_epoch,
+                totals=asdict(run.totals),
+            )
+            for key, run in zip(keys, runs, strict=True)
+        ],
+        update_conflicts=True,
+        unique_fields=["session", "policy"],
+        update_fields=["step_count", "stats_epoch", "totals"],
+    )
+    return [run.totals for run in runs]
+
+
+def _policy_key(policy: Mapping[str, Any]) -> str:
+    return f"{REPLAY_VERSION}:" + orjson.dumps(policy, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def _recorded(

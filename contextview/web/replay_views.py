@@ -23,7 +23,7 @@ from contextview.core.errors import InputError
 from contextview.core.model import PARTITIONS
 from contextview.core.replay import DEGRADATION_ORDER, MODE_POLICIES, Policy, policy_from_json
 from contextview.sessions.models import Session
-from contextview.stats.replays import session_replays
+from contextview.stats.replays import replay_totals, session_replays
 from contextview.web import selectors as web
 from contextview.web.views import (
     HtmxHttpRequest,
@@ -264,7 +264,6 @@ def savings_rows(*, project: Any, start: Any, end: Any) -> Savings:
     ).order_by("-started_at", "-pk")
     total = sessions.count()
     rows: dict[tuple[str | None, str | None], SavingsRow] = {}
-    policies = [policy_from_json(p) for p in SAVINGS_POLICIES]
     replayed: list[Session] = []
     too_long: list[Session] = []
     steps_left = SAVINGS_STEPS
@@ -277,17 +276,16 @@ def savings_rows(*, project: Any, start: Any, end: Any) -> Savings:
         steps_left -= session.step_count
         replayed.append(session)
     for session in replayed:
-        (sliding, masking), steps = session_replays(session=session, policies=policies)
-        for _ in steps:
-            pass
+        # Replayed once a session changed, else as kept from the last look.
+        sliding, masking = replay_totals(session=session, policies=SAVINGS_POLICIES)
         key = (session.agent or None, session.mode or None)
         row = rows.setdefault(key, SavingsRow(agent=key[0], mode=key[1]))
         row.sessions += 1
-        row.recorded += sliding.totals.recorded
-        row.sliding_saved += sliding.totals.recorded - sliding.totals.tokens
-        row.sliding_amnesia += sliding.totals.amnesia
-        row.masking_saved += masking.totals.recorded - masking.totals.tokens
-        row.masking_amnesia += masking.totals.amnesia
+        row.recorded += sliding.recorded
+        row.sliding_saved += sliding.recorded - sliding.tokens
+        row.sliding_amnesia += sliding.amnesia
+        row.masking_saved += masking.recorded - masking.tokens
+        row.masking_amnesia += masking.amnesia
     ordered = sorted(rows.values(), key=lambda r: (r.agent or "", r.mode or ""))
     return Savings(ordered, total, len(replayed), too_long)
 

@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 
 from contextview.sessions.models import Session
+from tests.api_client import step
 from tests.replay.sessions import growing_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -190,14 +191,7 @@ def test_it_leaves_out_a_session_too_long_to_replay_in_one_request_and_names_it(
     short = seed(growing_session("short", turns=1), stats=False)  # 2 steps
     long = seed(growing_session("long"), stats=False)  # 7 steps, the most recent
     monkeypatch.setattr(replay_views, "SAVINGS_STEPS", 5)
-    replayed_ids: list[int] = []
-    replays = replay_views.session_replays
-
-    def counted(*, session: Session, policies: object) -> object:
-        replayed_ids.append(session.pk)
-        return replays(session=session, policies=policies)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(replay_views, "session_replays", counted)
+    replayed_ids = _replays_counted(monkeypatch)
     answer = login("viewer").get(
         f"/projects/{short.project.slug}/overview/replay/", HTTP_HX_REQUEST="true"
     )
@@ -212,3 +206,51 @@ def test_it_leaves_out_a_session_too_long_to_replay_in_one_request_and_names_it(
         f'href="/sessions/{long.pk}/replay/?kind=sliding&amp;keep_last=20">long</a> (7 steps)'
         in (note.group(1))
     )
+
+
+def test_the_savings_table_replays_a_session_again_only_once_it_changed(
+    login: Callable[..., Client], seed: Callable[..., Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = growing_session("chat")
+    events.insert(
+        0, {"type": "session", "id": "s", "body": {"session_id": "chat", "agent": "support-bot"}}
+    )
+    for event in events[1:]:
+        event["body"]["mode"] = "full"
+    session = seed(events)
+    replayed = _replays_counted(monkeypatch)
+    client = login("viewer")
+    url = f"/projects/{session.project.slug}/overview/replay/"
+
+    def recorded() -> int:
+        html = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+        row = re.search(r"<td>support-bot</td><td>full</td>(.*?)</tr>", html, re.S)
+        assert row, html
+        return int(re.findall(r'class="num">([-\d,]+)<', row.group(1))[1].replace(",", ""))
+
+    first = recorded()
+    assert recorded() == first
+    assert replayed == [session.pk]  # the second look read what the first kept
+    # The agent goes on: a new step, and the table counts it.
+    messages = [
+        *events[-1]["body"]["obs"]["messages"],
+        {"id": "a9", "role": "assistant", "content": "A12345 is valid until 2027."},
+    ]
+    seed([step("chat", len(events) - 1, messages, mode="full")])
+    assert recorded() > first
+    assert replayed == [session.pk, session.pk]
+
+
+def _replays_counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The pks of the sessions the overview's savings table replays, as it does."""
+    from contextview.stats import replays
+
+    replayed: list[int] = []
+    replay = replays.session_replays
+
+    def counted(*, session: Session, policies: object) -> object:
+        replayed.append(session.pk)
+        return replay(session=session, policies=policies)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(replays, "session_replays", counted)
+    return replayed
