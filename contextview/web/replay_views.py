@@ -21,7 +21,13 @@ from django.views.decorators.http import require_GET
 
 from contextview.core.errors import InputError
 from contextview.core.model import PARTITIONS
-from contextview.core.replay import DEGRADATION_ORDER, MODE_POLICIES, Policy, policy_from_json
+from contextview.core.replay import (
+    DEGRADATION_ORDER,
+    MODE_POLICIES,
+    Policy,
+    Totals,
+    policy_from_json,
+)
 from contextview.sessions.models import Session
 from contextview.stats.replays import replay_totals, session_replays
 from contextview.web import selectors as web
@@ -137,14 +143,7 @@ def replay_view(*, session: Session, policy: Policy) -> ReplayView:
             lost_count += 1
             if len(lost) < LOST_SHOWN:
                 lost.append((step.index, text))
-    row = PolicyRow(
-        label=policy_label(chosen),
-        tokens=run.totals.tokens,
-        tokens_saved=run.totals.recorded - run.totals.tokens,
-        peak_tokens=run.totals.peak_tokens,
-        amnesia=run.totals.amnesia,
-        chosen=True,
-    )
+    row = policy_row(chosen, run.totals, chosen=True)
     amnesia = (session.aggregates or {}).get("amnesia")
     return ReplayView(
         policy=chosen,
@@ -156,6 +155,18 @@ def replay_view(*, session: Session, policy: Policy) -> ReplayView:
         rows=[row],
         recorded_amnesia=len(amnesia) if isinstance(amnesia, list) else None,
         pending=[(policy_label(p), policy_query(p)) for p in compared],
+    )
+
+
+def policy_row(raw: dict[str, Any], totals: Totals, *, chosen: bool = False) -> PolicyRow:
+    """A row of the comparison: what the policy `raw` (its JSON) summed."""
+    return PolicyRow(
+        label=policy_label(raw),
+        tokens=totals.tokens,
+        tokens_saved=totals.recorded - totals.tokens,
+        peak_tokens=totals.peak_tokens,
+        amnesia=totals.amnesia,
+        chosen=chosen,
     )
 
 
@@ -186,9 +197,10 @@ def replay_panel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         status = 400
     else:
         if request.GET.get("row"):
-            # One row of the comparison, which the panel asks for once it shows.
-            (row,) = replay_view(session=session, policy=policy).rows
-            row.chosen = False
+            # One row of the comparison, which the panel asks for once it shows: its
+            # totals alone, replayed once the session changed (else as kept).
+            (totals,) = replay_totals(session=session, policies=[policy.as_dict()])
+            row = policy_row(policy.as_dict(), totals)
             return render(request, "session/_replay_row.html", {"row": row})
         # The chosen policy alone, so a request costs one replay however long the
         # session: with htmx the comparison then comes row by row, each its own

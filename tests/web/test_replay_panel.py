@@ -254,3 +254,17 @@ def _replays_counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(replays, "session_replays", counted)
     return replayed
+
+
+def test_a_compared_row_is_replayed_once_and_then_read_as_kept(
+    login: Callable[..., Client], seed: Callable[..., Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = seed(growing_session("chat"))
+    replayed = _replays_counted(monkeypatch)
+    client = login("viewer")
+    url = f"/sessions/{session.pk}/replay/"
+    query = {"kind": "mask_observations", "keep_last": "3", "row": "1"}
+    first = client.get(url, query, HTTP_HX_REQUEST="true").content.decode()
+    assert first.startswith("<tr><td>mask_observations 3</td>")
+    assert client.get(url, query, HTTP_HX_REQUEST="true").content.decode() == first
+    assert replayed == [session.pk]
