@@ -502,11 +502,23 @@
     if (message && !window.confirm(message)) ev.preventDefault();
   });
 
+  // The list page a step opened from elsewhere (a chart point, a link in the panel)
+  // was last asked for: asked once, so a step the list cannot show is not asked again.
+  let listAskedFor = null;
+
   function markCurrentStep() {
     const view = document.getElementById("step-view");
     document.querySelectorAll("tr.current").forEach(function (tr) { tr.classList.remove("current"); });
     if (!view) return;
     const row = document.getElementById("step-row-" + view.dataset.step);
+    const steps = document.getElementById("steps");
+    if (!row && steps && steps.dataset.url && window.htmx && listAskedFor !== view.dataset.step) {
+      // Not on the list's page: the page that shows it, which marks it once it settles.
+      listAskedFor = view.dataset.step;
+      window.htmx.ajax("GET", steps.dataset.url + "?step=" + encodeURIComponent(view.dataset.step),
+                       { target: "#steps", swap: "innerHTML" });
+      return;
+    }
     if (row) {
       row.classList.add("current");
       // Scrolled within the list's own box only: the page, and the chart above the

@@ -261,8 +261,11 @@ def _steps_window(
     request: HttpRequest, session: Session, around: int | None = None
 ) -> dict[str, Any]:
     """The page of the step list the request asks for; with `around` (a step opened
-    directly), the page that shows that step."""
+    directly) or ``?step=N`` (a step the page opened that its list does not show),
+    the page that shows that step."""
     after, before = _int(request.GET.get("after")), _int(request.GET.get("before"))
+    if around is None:
+        around = _int(request.GET.get("step"))
     if around is not None and after is None and before is None and around >= STEPS_PER_PAGE:
         after = around - STEPS_PER_PAGE // 2
     return _window(session, after=after, before=before)

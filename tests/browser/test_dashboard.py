@@ -15,18 +15,20 @@ from tests.web.conftest import order_session_events
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def _click_chart_step(page: Any, index: int) -> None:
-    """Click the chart where step `index`'s operation marker is drawn."""
+def _click_chart_step(page: Any, index: int, trace: str = "op") -> None:
+    """Click the chart where step `index`'s point of a trace is drawn: its operation
+    marker (`trace` "op"), or its point on the first line that has one ("")."""
     x, y = page.evaluate(
-        """(index) => {
+        """([index, meta]) => {
             const gd = document.getElementById("occupancy-chart");
-            const marker = gd.data.find((t) => t.meta === "op" && t.x.includes(index));
+            const marker = gd.data.find((t) => (!meta || t.meta === meta) && t.x.includes(index)
+                                              && typeof t.y[t.x.indexOf(index)] === "number");
             const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
             const box = gd.getBoundingClientRect();
             const value = marker.y[marker.x.indexOf(index)];
             return [box.left + xa._offset + xa.l2p(index), box.top + ya._offset + ya.l2p(value)];
         }""",
-        index,
+        [index, trace],
     )
     page.mouse.move(x, y)
     page.mouse.click(x, y)
@@ -88,6 +90,36 @@ def test_it_walks_through_a_session_in_the_browser(
         ("restore", ["tool_result_32"], 0)
     ]
     assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
+
+
+def test_a_step_opened_from_the_chart_beyond_the_lists_page_brings_that_page(
+    api: Api, open_page: Callable[..., Watched]
+) -> None:
+    messages: list[dict[str, Any]] = [{"id": "sys", "role": "system", "content": "Be brief."}]
+    events = []
+    for n in range(150):  # the list shows 100 steps a page
+        messages = [*messages, {"id": f"u{n}", "role": "user", "content": f"Question {n}?"}]
+        events.append(step("long-walk", n, messages))
+    seed_session(api, events)
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    open_session(page, "long-walk")
+    assert page.locator("#step-row-140").count() == 0  # not on the first page
+
+    _click_chart_step(page, 140, trace="")
+    page.wait_for_selector('#step-view[data-step="140"]')
+    row = page.wait_for_selector("#step-row-140.current")
+    assert row.is_visible()
+    # In view within the list's own box.
+    inside = page.evaluate(
+        """() => {
+            const row = document.getElementById("step-row-140").getBoundingClientRect();
+            const list = document.getElementById("steps").getBoundingClientRect();
+            return row.top >= list.top && row.bottom <= list.bottom;
+        }"""
+    )
+    assert inside
+    assert not watched.errors
 
 
 def test_it_shows_a_mode_switch_pending_then_applied(
