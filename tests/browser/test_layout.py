@@ -1,5 +1,5 @@
-"""In the browser: the unseen band of the occupancy chart, and a step's context by kind
-with the position of its pinned text and task."""
+"""In the browser: the unseen band of the occupancy chart, a step's context by kind
+with the position of its pinned text and task, and the sessions list at a laptop's width."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from contextview.core.stats import FLAGS
+from contextview.sessions.models import Session
 from tests.api_client import Api
 from tests.browser.conftest import Watched, seed_session
 from tests.stats.test_loss import amnesia_session, waste_session
@@ -94,4 +96,42 @@ def test_it_lists_amnesia_and_re_billed_results_and_opens_the_step_that_needed_i
     assert "Re-billed tokens" in rebilled.inner_text()
     assert page.locator(".unreferenced-list", has_text="read_log").is_visible()
     _shot(page.locator("#loss-section"), "rebilled-lists.png")
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
+
+
+LAPTOP = {"width": 1280, "height": 800}
+# A swe-agent trajectory's name: one long word, with no hyphen or space to break at.
+LONG_ID = "trajectories_demonstrations_replay__marshmallow_code__marshmallow_1867__function_calling"
+
+# How far the page reaches past the window's right edge, in CSS pixels (0: it fits).
+OVERFLOW = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+
+
+def _every_flag(session: Session) -> None:
+    """As if the session's steps had raised every flag, a dozen times each."""
+    aggregates = {**session.aggregates, "flag_counts": dict.fromkeys(FLAGS, 12)}
+    Session.objects.filter(pk=session.pk).update(aggregates=aggregates)
+
+
+def test_it_fits_the_sessions_list_in_a_laptops_width_with_every_flag_readable(
+    api: Api, open_page: Callable[..., Watched]
+) -> None:
+    _every_flag(seed_session(api, layout_session(LONG_ID)))
+    seed_session(api, amnesia_session("forgetful-laptop"))
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.set_viewport_size(LAPTOP)
+    page.reload()
+    table = page.locator("table.sessions").bounding_box()
+    assert table and table["x"] + table["width"] <= LAPTOP["width"], table
+    assert page.evaluate(OVERFLOW) <= 1
+    flags = page.locator("table.sessions tr", has_text=LONG_ID).locator(".flag")
+    assert flags.count() == len(FLAGS)
+    for flag in flags.all():
+        # Whole: inside the window, and nothing of its name cut off inside its box.
+        box = flag.bounding_box()
+        assert box and box["x"] + box["width"] <= LAPTOP["width"], flag.inner_text()
+        assert flag.evaluate("(el) => el.scrollWidth <= el.clientWidth"), flag.inner_text()
+    assert "token_estimate_off 12" in flags.all_inner_texts()
+    _shot(page, "sessions-laptop.png")
     assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
