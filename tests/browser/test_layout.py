@@ -1,10 +1,12 @@
 """In the browser: the unseen band of the occupancy chart, a step's context by kind
-with the position of its pinned text and task, and the sessions list at a laptop's width."""
+with the position of its pinned text and task, and the pages at a phone's width and at a
+laptop's."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +14,7 @@ import pytest
 from contextview.core.stats import FLAGS
 from contextview.sessions.models import Session
 from tests.api_client import Api
-from tests.browser.conftest import Watched, seed_session
+from tests.browser.conftest import Watched, open_session, seed_session
 from tests.stats.test_loss import amnesia_session, waste_session
 from tests.web.test_layout import PINNED, layout_session
 
@@ -99,6 +101,7 @@ def test_it_lists_amnesia_and_re_billed_results_and_opens_the_step_that_needed_i
     assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
 
 
+PHONE = {"width": 390, "height": 844}
 LAPTOP = {"width": 1280, "height": 800}
 # A swe-agent trajectory's name: one long word, with no hyphen or space to break at.
 LONG_ID = "trajectories_demonstrations_replay__marshmallow_code__marshmallow_1867__function_calling"
@@ -111,6 +114,76 @@ def _every_flag(session: Session) -> None:
     """As if the session's steps had raised every flag, a dozen times each."""
     aggregates = {**session.aggregates, "flag_counts": dict.fromkeys(FLAGS, 12)}
     Session.objects.filter(pk=session.pk).update(aggregates=aggregates)
+
+
+def test_it_fits_every_page_in_a_phones_width(
+    api: Api, open_page: Callable[..., Watched], browser: Any, live_server: Any, tmp_path: Path
+) -> None:
+    forgetful = seed_session(api, amnesia_session("forgetful-phone"))
+    seed_session(api, layout_session(LONG_ID))
+    watched = open_page(api.project, "admin")
+    page = watched.page
+    page.set_viewport_size(PHONE)
+    base, slug = live_server.url, api.project.slug
+    wide: dict[str, int] = {}
+
+    def measure(name: str, path: str) -> None:
+        page.goto(f"{base}{path}")
+        page.wait_for_load_state("networkidle")
+        if (overflow := page.evaluate(OVERFLOW)) > 1:
+            wide[name] = overflow
+        # The top bar's controls are all within the window.
+        for control in page.locator("header.top a, header.top button:visible").all():
+            box = control.bounding_box()
+            assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], (
+                name, control.inner_text(),
+            )  # fmt: skip
+
+    measure("sessions", f"/?project={slug}")
+    measure("session", f"/sessions/{forgetful.pk}/steps/2/")
+    measure("overview", f"/projects/{slug}/overview/")
+    measure("alerts", f"/projects/{slug}/alerts/")
+    measure("incidents", f"/projects/{slug}/incidents/")
+    measure("keys", f"/projects/{slug}/keys/")
+    measure("members", f"/projects/{slug}/members/")
+    report = tmp_path / "report.html"
+    report.write_text(
+        page.context.request.get(f"{base}/sessions/{forgetful.pk}/report.html").text()
+    )
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
+
+    # Signed out, and the report as the file it downloads as.
+    phone = browser.new_context(viewport=PHONE)
+    try:
+        other = phone.new_page()
+        for name, url in (("login", f"{base}/login/"), ("report", report.as_uri())):
+            other.goto(url)
+            if (overflow := other.evaluate(OVERFLOW)) > 1:
+                wide[name] = overflow
+    finally:
+        phone.close()
+    assert wide == {}, f"pages that scroll sideways (by px): {wide}"
+
+
+def test_it_stacks_the_session_pages_panes_on_a_phone(
+    api: Api, open_page: Callable[..., Watched]
+) -> None:
+    seed_session(api, amnesia_session("forgetful-stack"))
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.set_viewport_size(PHONE)
+    open_session(page, "forgetful-stack")
+    page.click('table.steps a[data-step="2"]')
+    page.wait_for_selector('#step-view[data-step="2"]')
+    steps, view = page.locator("#steps").bounding_box(), page.locator("#step-view").bounding_box()
+    assert steps and view
+    # The step view is below the list, not beside it, and both fit in the window.
+    assert view["y"] >= steps["y"] + steps["height"]
+    for box in (steps, view):
+        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], box
+    assert page.evaluate(OVERFLOW) <= 1
+    _shot(page, "session-phone.png")
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
 
 
 def test_it_fits_the_sessions_list_in_a_laptops_width_with_every_flag_readable(
