@@ -181,6 +181,9 @@ def test_it_stacks_the_session_pages_panes_on_a_phone(
     assert view["y"] >= steps["y"] + steps["height"]
     for box in (steps, view):
         assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], box
+    # Right under it: the rest of the left pane (what the session lost, its notes) follows.
+    losses = page.locator("#loss-section").bounding_box()
+    assert losses and view["y"] + view["height"] <= losses["y"], (view, losses)
     assert page.evaluate(OVERFLOW) <= 1
     _shot(page, "session-phone.png")
     assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
