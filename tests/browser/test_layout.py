@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from contextview.core.stats import FLAGS
+from contextview.demo.scenarios import mode_customer_chat
 from contextview.sessions.models import Session
 from tests.api_client import Api
 from tests.browser.conftest import Watched, open_session, seed_session
@@ -210,4 +211,26 @@ def test_it_fits_the_sessions_list_in_a_laptops_width_with_every_flag_readable(
         assert flag.evaluate("(el) => el.scrollWidth <= el.clientWidth"), flag.inner_text()
     assert "token_estimate_off 12" in flags.all_inner_texts()
     _shot(page, "sessions-laptop.png")
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
+
+
+def test_it_fits_the_step_list_and_its_flags_in_a_laptops_width(
+    api: Api, open_page: Callable[..., Watched]
+) -> None:
+    seed_session(api, mode_customer_chat())
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.set_viewport_size(LAPTOP)
+    open_session(page, "mode-customer-chat")
+    steps = page.locator("#steps")
+    # The list scrolls down in its own box, never sideways: its flags column is whole.
+    assert steps.evaluate("(el) => el.scrollWidth <= el.clientWidth")
+    box = steps.bounding_box()
+    assert box
+    right = box["x"] + box["width"]
+    flags = steps.locator(".flag")
+    assert flags.count()
+    for flag in flags.all():
+        box = flag.bounding_box()
+        assert box and box["x"] + box["width"] <= right, flag.inner_text()
     assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
