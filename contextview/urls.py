@@ -33,7 +33,6 @@ urlpatterns = [
     path("sessions/<int:pk>/replay/", replay_views.replay_panel, name="web-replay"),
     path("sessions/<int:pk>/restore/", views.restore_send, name="web-restore-send"),
     path("sessions/<int:pk>/mode/", views.mode_switch, name="web-mode"),
-    path("sessions/<int:pk>/directives/", views.directives_fragment, name="web-directives"),
     path("sessions/<int:pk>/live/", views.live_tail, name="web-live"),
     path("sessions/<int:pk>/notes/", views.notes, name="web-notes"),
     path("sessions/<int:pk>/notes/<int:aid>/", views.note_save, name="web-note"),

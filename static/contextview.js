@@ -607,10 +607,9 @@
   document.addEventListener("directive-sent", function () {
     document.querySelectorAll(".sent-note").forEach(function (el) { el.hidden = false; });
   });
-  document.addEventListener("directives-settled", redrawOverview);
   document.addEventListener("session-ended", redrawOverview);
   function redrawOverview() {
-    // A directive was applied: redraw the header and the timeline from the server.
+    // The session ended: redraw the header and the timeline from the server.
     const url = window.location.pathname.replace(/steps\/\d+\/.*$/, "");
     if (!window.htmx) return;
     ["#overview", "#overview-chart"].forEach(function (part) {

@@ -21,7 +21,7 @@ from urllib.parse import quote
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import connection
-from django.db.models import BooleanField, ExpressionWrapper, F, FloatField, Q, QuerySet
+from django.db.models import BooleanField, Count, ExpressionWrapper, F, FloatField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
@@ -573,8 +573,8 @@ class DirectiveRow:
         """Applied by the agent, and its step not in yet (for a while after the answer).
 
         The SDK acknowledges a directive a moment before it sends the step that
-        shows it (or seconds before, when that step waits for a retry); the page
-        keeps watching until the step lands, so its header and timeline show it.
+        shows it (or seconds before, when that step waits for a retry); the panel
+        says so until the step lands.
         """
         d = self.directive
         return (
@@ -627,6 +627,15 @@ def session_directives(*, session: Session, limit: int = 20) -> list[DirectiveRo
             who = "—"
         rows.append(DirectiveRow(d, who, d.applied_step, expired))  # type: ignore[attr-defined]
     return rows
+
+
+def directives_answered(*, session: Session) -> tuple[int, int]:
+    """How many directives the session was sent and how many of them its agent (or a
+    step) answered: a page that saw other counts shows an out-of-date panel."""
+    counts = Directive.objects.filter(session=session).aggregate(
+        sent=Count("id"), answered=Count("resolved_at")
+    )
+    return counts["sent"], counts["answered"]
 
 
 # --- one step --------------------------------------------------------------------------

@@ -286,18 +286,24 @@ def _window(
 
 
 def _live_version(session: Session) -> str:
-    """What a watching page has seen of the session: a change means redraw."""
+    """What a watching page has seen of the session: a change means redraw. Besides
+    its steps and statistics: the directives it was sent and those answered, whether it
+    went stale (which expires those pending), and its mode, which the agent may change
+    without a step."""
     return ".".join(
         str(v)
         for v in (session.step_count, session.stats_steps_done, session.stats_status,
-                  session.status)
+                  session.status, session.mode, *web.directives_answered(session=session),
+                  web.session_liveness(session).stale)
     )  # fmt: skip
 
 
-def _live(session: Session, *, start: int | None, tail: bool) -> dict[str, Any]:
+def _live(
+    session: Session, *, start: int | None, tail: bool, version: str | None = None
+) -> dict[str, Any]:
     """The live tail's state and the address it polls: the list shown starts after
     `start`; at the list's end (`tail`), new steps join it as they arrive."""
-    query = {"v": _live_version(session), "tail": "1" if tail else ""}
+    query = {"v": version or _live_version(session), "tail": "1" if tail else ""}
     if start is not None:
         query["after"] = str(start)
     return {
@@ -342,7 +348,6 @@ def _session_page(
             modes=modes,
             reported_modes=reported_modes,
             directives=directives,
-            watching=_watching(directives),
             flag_help=web.FLAG_HELP,
             **window,
             **step,
@@ -366,19 +371,22 @@ def live_tail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """A running session's page asking what is new (every LIVE_POLL_SECONDS).
 
     Nothing new: only the live bar, saying how long the agent has been silent.
-    New steps or statistics: the step list (grown at its end when the page showed
-    the end), the chart and flags, the step count, and the links of the step open in
-    the panel (`open`, sent by the page), whose next step may just have arrived, and,
-    to a page that has shown no step yet (`first`), the compare form; the header is
+    New steps or statistics, a directive sent or answered, a new mode: the step list
+    (grown at its end when the page showed the end), the chart and flags, the step
+    count, the mode, the directives panel, and the links of the step open in the
+    panel (`open`, sent by the page), whose next step may just have arrived, and, to
+    a page that has shown no step yet (`first`), the compare form; the header is
     redrawn by the page when the session ends.
     """
     session, _ = _session_or_404(request, pk)
-    if request.GET.get("v") == _live_version(session):
+    version = _live_version(session)
+    if request.GET.get("v") == version:
         start = _int(request.GET.get("after"))
+        tail = bool(request.GET.get("tail"))
         response = render(
             request,
             "session/_live.html",
-            {"session": session, **_live(session, start=start, tail=bool(request.GET.get("tail")))},
+            {"session": session, **_live(session, start=start, tail=tail, version=version)},
         )
         response["HX-Retarget"] = "#live-tail"
         response["HX-Reswap"] = "outerHTML"
@@ -402,6 +410,7 @@ def live_tail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             "opened": opened,
             "first": bool(request.GET.get("first")),
             "n": None if opened is None else web.step_neighbors(session=session, index=opened),
+            "directives": directives,
             **window,
         },
     )
@@ -617,29 +626,18 @@ def restore_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
     )
 
 
-def _watching(directives: list[web.DirectiveRow]) -> bool:
-    """Whether the panel polls: an agent has not answered, or has and its step is not in."""
-    return any(
-        (d.directive.status == Directive.Status.PENDING and not d.expired) or d.awaits_step
-        for d in directives
-    )
-
-
 def _directives_response(
     request: HtmxHttpRequest, session: Session, *, error: str = "", status: int = 200
 ) -> HttpResponse:
+    # The panel has no poll of its own: the live tail redraws it when a directive
+    # is sent or answered.
     directives = web.session_directives(session=session)
-    watching = _watching(directives)
-    response = render(
+    return render(
         request,
         "session/_directives.html",
-        {"session": session, "directives": directives, "watching": watching, "error": error},
+        {"session": session, "directives": directives, "error": error},
         status=status,
     )
-    if request.GET.get("polling") and not watching:
-        # The last directive settled and its step is in: the page redraws its overview.
-        response["HX-Trigger"] = "directives-settled"
-    return response
 
 
 def _direct(request: HtmxHttpRequest, pk: int, **fields: Any) -> HttpResponse:
@@ -675,13 +673,6 @@ def restore_send(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def mode_switch(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _direct(request, pk, type=Directive.Type.SET_MODE, mode=request.POST.get("mode", ""))
-
-
-@login_required
-@require_GET
-def directives_fragment(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    session, _ = _session_or_404(request, pk)
-    return _directives_response(request, session)
 
 
 # --- annotations -----------------------------------------------------------------------

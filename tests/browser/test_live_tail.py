@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import requests
+from playwright.sync_api import expect
 
 from tests.api_client import Api, step
 from tests.browser.conftest import Watched, seed_session
@@ -127,4 +128,38 @@ def test_a_page_opened_before_any_step_gains_the_compare_form_with_the_first_ste
     page.click(".left-col .compare-form button[type=submit]")
     page.wait_for_selector('#compare-view[data-from="0"][data-to="1"]')
     assert "/compare/" in page.url
+    assert watched.errors == []
+
+
+def test_the_directives_panel_and_the_mode_follow_the_agent_without_a_reload(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    session = seed_session(api, order_session_events())
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.goto(f"{live_server.url}/sessions/{session.pk}/")
+    page.wait_for_selector("#live-tail")
+    page.evaluate("() => { window.stillTheSamePage = true; }")
+    panel, mode = page.locator("#directives-panel"), page.locator("#current-mode")
+    assert "No directives sent" in panel.inner_text() and mode.inner_text() == "sliding"
+
+    # A mode switch sent through the API (not from this page) shows up pending...
+    auth = {"Authorization": f"Bearer {api.issued.secret}"}
+    sessions = f"{live_server.url}/api/v1/sessions/order-debug-42"
+    sent = requests.post(f"{sessions}/directives", json={"type": "set_mode", "mode": "hybrid"},
+                         headers=auth, timeout=10)  # fmt: skip
+    assert sent.status_code == 201, sent.text
+    expect(panel.locator(".state-pending")).to_be_visible(timeout=15_000)
+    assert "mode → hybrid" in panel.inner_text()
+    # ...then applied once the agent acknowledges it, and the header follows the step
+    # the agent sends in its new mode.
+    acked = requests.post(f"{sessions}/control/{sent.json()['id']}/ack",
+                          json={"status": "applied"}, headers=auth, timeout=10)  # fmt: skip
+    assert acked.status_code == 200, acked.text
+    expect(panel.locator(".state-applied")).to_be_visible(timeout=15_000)
+    send(api, live_server, [step("order-debug-42", 3, [{"id": "sys"}, {"id": "u1"}],
+                                 mode="hybrid")])  # fmt: skip
+    expect(mode).to_have_text("hybrid", timeout=15_000)
+    expect(panel).to_contain_text("at step 3", timeout=15_000)
+    assert page.evaluate("() => window.stillTheSamePage") is True
     assert watched.errors == []

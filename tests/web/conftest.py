@@ -6,7 +6,9 @@ statistics are computed by the same service the Celery worker runs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from html import unescape
 from typing import Any
 
 import pytest
@@ -33,6 +35,15 @@ SYSTEM = {"id": "sys", "role": "system", "content": "You debug checkout problems
 QUESTION = {"id": "u1", "role": "user", "content": "Why does order SO20260101007 time out?"}
 LOG = {"id": "tool_result_32", "role": "tool", "tool": "read_file", "content": NGINX_504}
 SUMMARY = {"id": "sum_1", "role": "tool", "content": "504 from inventory-svc after 3 s"}
+
+
+def live_url(page: str) -> str:
+    """The address a session page (or a live tail's answer) polls next."""
+    match = re.search(r'id="live-tail"[^>]*hx-get="([^"]+)"', page)
+    assert match, "no live tail on the page"
+    return unescape(match.group(1))
+
+
 THOUGHT = {
     "id": "a1",
     "role": "assistant",

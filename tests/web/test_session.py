@@ -10,6 +10,7 @@ from django.test import Client
 
 from contextview.sessions.models import Directive, Session
 from tests.api_client import Api, step
+from tests.web.conftest import live_url
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -229,6 +230,7 @@ def test_it_switches_modes_and_shows_pending_then_applied(
     api: Api, login: Callable[..., Client], order_session: Session
 ) -> None:
     editor = login("editor")
+    url = live_url(editor.get(f"/sessions/{order_session.pk}/").content.decode())
     response = editor.post(f"/sessions/{order_session.pk}/mode/", {"mode": "hybrid"}, **HTMX)
     assert (
         "mode → hybrid" in response.content.decode()
@@ -236,24 +238,25 @@ def test_it_switches_modes_and_shows_pending_then_applied(
     )
     directive = Directive.objects.get(session=order_session)
     assert directive.created_by_user.username == "editor-user"
-    panel = editor.get(f"/sessions/{order_session.pk}/directives/?polling=1", **HTMX)
-    assert "HX-Trigger" not in panel and 'hx-trigger="every 2s"' in panel.content.decode()
 
+    # The page's live tail brings the step in the new mode: the directive applied at
+    # that step, and the header's mode.
     api.ingest({"batch": [step("order-debug-42", 3, [{"id": "sys"}], mode="hybrid")]})
-    panel = editor.get(f"/sessions/{order_session.pk}/directives/?polling=1", **HTMX)
-    text = panel.content.decode()
-    assert "state-applied" in text and "at step 3" in text and "every 2s" not in text
-    assert panel["HX-Trigger"] == "directives-settled"
+    text = editor.get(url, **HTMX).content.decode()
+    panel = text[text.index('id="directives-panel" hx-swap-oob="true"') :]
+    assert "state-applied" in panel and "at step 3" in panel
+    assert '<dd id="current-mode" hx-swap-oob="true">hybrid</dd>' in text
     page = editor.get(f"/sessions/{order_session.pk}/").content.decode()
     meta = _chart(page, "meta")
     assert meta["directives"] == [{"step": 3, "label": "mode → hybrid", "by": "editor-user"}]
 
 
-def test_it_keeps_watching_an_acknowledged_mode_switch_until_its_step_arrives(
+def test_it_says_an_acknowledged_mode_switch_waits_for_its_step(
     api: Api, login: Callable[..., Client], order_session: Session
 ) -> None:
     editor = login("editor")
     editor.post(f"/sessions/{order_session.pk}/mode/", {"mode": "hybrid"}, **HTMX)
+    url = live_url(editor.get(f"/sessions/{order_session.pk}/").content.decode())
     directive = Directive.objects.get(session=order_session)
     # The SDK acknowledges first and sends the step in the new mode a moment later.
     acked = api.post(
@@ -261,20 +264,16 @@ def test_it_keeps_watching_an_acknowledged_mode_switch_until_its_step_arrives(
         {"status": "applied", "detail": "building in hybrid mode"},
     )
     assert acked.status_code == 200, acked.text
-    panel = editor.get(f"/sessions/{order_session.pk}/directives/?polling=1", **HTMX)
-    text = panel.content.decode()
-    assert "state-applied" in text and "waiting for the agent's next step" in text
-    # Still polling, and no redraw of the header yet: it would show the old mode.
-    assert "HX-Trigger" not in panel and 'hx-trigger="every 2s"' in text
+    text = editor.get(url, **HTMX).content.decode()
+    panel = text[text.index('id="directives-panel"') :]
+    assert "state-applied" in panel and "waiting for the agent's next step" in panel
+    # The header keeps the mode the agent last reported.
+    assert '<dd id="current-mode" hx-swap-oob="true">sliding</dd>' in text
 
     api.ingest({"batch": [step("order-debug-42", 3, [{"id": "sys"}], mode="hybrid")]})
-    panel = editor.get(f"/sessions/{order_session.pk}/directives/?polling=1", **HTMX)
-    text = panel.content.decode()
-    assert "at step 3 (acknowledged)" in text and "every 2s" not in text
-    assert panel["HX-Trigger"] == "directives-settled"
-    assert (
-        'id="current-mode">hybrid<' in editor.get(f"/sessions/{order_session.pk}/").content.decode()
-    )
+    text = editor.get(live_url(text), **HTMX).content.decode()
+    assert "at step 3 (acknowledged)" in text[text.index('id="directives-panel"') :]
+    assert '<dd id="current-mode" hx-swap-oob="true">hybrid</dd>' in text
 
 
 def test_it_lets_viewers_look_but_not_direct(
