@@ -63,6 +63,22 @@ def metric_check(value: Any) -> str:
     return str(value)
 
 
+def metric_text(metric: str, value: float | None, *, exact: bool = False) -> str:
+    """A metric's value as people read it: occupancy as a percentage (1.066 -> "107%"),
+    a count with thousands separators, a tool result's jump as times its median. With
+    `exact` (a threshold someone typed), a tenth of a percent or of a time is kept."""
+    if value is None:
+        return "—"
+    if metric in MAX_METRICS:
+        number, unit = value * 100, "%"
+    elif metric == TOOL_RESULT_JUMP:
+        number, unit = value, "×"
+    else:
+        return f"{value:,.0f}"
+    digits = 1 if exact or metric == TOOL_RESULT_JUMP else 0
+    return f"{number:,.{digits}f}".removesuffix(".0") + unit
+
+
 def session_value(metric: str, aggregates: Mapping[str, Any]) -> float | None:
     """One session's value of a max or sum metric; absent counts read as 0."""
     if metric in MAX_METRICS:

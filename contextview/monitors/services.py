@@ -30,6 +30,7 @@ from contextview.core.monitors import (
     TOOL_RESULT_JUMP,
     Reading,
     metric_check,
+    metric_text,
     sessions_reading,
     threshold_check,
     tool_jump_reading,
@@ -265,7 +266,8 @@ def email_send(*, alert_id: int, event: str) -> None:
     alert = Alert.objects.select_related("monitor").filter(pk=alert_id).first()
     if alert is None or not alert.monitor.email:
         return
-    subject = f"[contextview] {alert.monitor.name} {event} ({alert.monitor.metric} {alert.value:g})"
+    value = metric_text(alert.monitor.metric, alert.value)
+    subject = f"[contextview] {alert.monitor.name} {event} ({alert.monitor.metric} {value})"
     send_mail(
         subject,
         notification_body(alert.monitor, alert, event).decode(),

@@ -9,6 +9,7 @@ import pytest
 from contextview.core.errors import InputError
 from contextview.core.monitors import (
     ToolResult,
+    metric_text,
     sessions_reading,
     threshold_check,
     tool_jump_reading,
@@ -57,3 +58,13 @@ def test_it_refuses_a_threshold_that_is_not_a_finite_number_from_zero(bad: objec
     with pytest.raises(InputError) as raised:
         threshold_check(bad)
     assert raised.value.field == "threshold"
+
+
+def test_it_reads_occupancy_as_a_percentage_counts_as_counts_and_jumps_as_times() -> None:
+    assert metric_text("peak_occupancy", 1.066) == "107%"
+    assert metric_text("mean_occupancy", 0.925, exact=True) == "92.5%"
+    assert metric_text("mean_occupancy", 0.9, exact=True) == "90%"
+    assert metric_text("amnesia", 1234.0) == "1,234"
+    assert metric_text("tool_result_jump", 12.34) == "12.3×"
+    assert metric_text("tool_result_jump", 10.0, exact=True) == "10×"
+    assert metric_text("peak_occupancy", None) == "—"

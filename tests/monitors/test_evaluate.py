@@ -74,3 +74,15 @@ def test_it_mails_a_monitor_with_an_email_when_mail_is_configured(
     email_send(alert_id=alert.pk, event="firing")
     assert [m.to for m in mailoutbox] == [["ops@example.com"]]
     assert "loss firing" in mailoutbox[0].subject and '"sessions": ["a"]' in mailoutbox[0].body
+    assert mailoutbox[0].subject.endswith("(amnesia 2)")
+
+
+def test_it_mails_an_occupancy_as_a_percentage(api: Api, settings: Any, mailoutbox: Any) -> None:
+    from contextview.monitors.services import email_send
+
+    settings.EMAIL_HOST = "mail.example.com"
+    rule = {"name": "full", "metric": "peak_occupancy", "threshold": 1, "email": "ops@example.com"}
+    monitor = monitor_create(project=api.project, payload=rule).monitor
+    alert = Alert.objects.create(project=api.project, monitor=monitor, value=1.066, sessions=["a"])
+    email_send(alert_id=alert.pk, event="firing")
+    assert mailoutbox[0].subject == "[contextview] full firing (peak_occupancy 107%)"

@@ -93,3 +93,25 @@ def test_it_filters_the_sessions_list_on_an_alerts_sessions(
     assert f"alert={alert.pk}" in alerts
     listed = client.get("/", {"project": api.project.slug, "alert": alert.pk}).content.decode()
     assert "hot-1" in listed and "hot-2" in listed and "calm" not in listed
+
+
+def test_it_shows_occupancy_as_a_percentage_and_counts_with_separators(
+    api: Api, login: Callable[..., Client]
+) -> None:
+    client = login()
+    client.post(f"/projects/{api.project.slug}/monitors/", _form(threshold="0.925"))
+    rule = _form(name="lost a lot", metric="amnesia", threshold="1000")
+    client.post(f"/projects/{api.project.slug}/monitors/", rule)
+    by_name = {m["name"]: m["id"] for m in api.get("/monitors").json()["monitors"]}
+    Alert.objects.create(
+        project=api.project, monitor_id=by_name["near the limit"], value=1.066, sessions=["a"]
+    )
+    Alert.objects.create(
+        project=api.project, monitor_id=by_name["lost a lot"], value=1234.0, sessions=["b"]
+    )
+    alerts = client.get(f"/projects/{api.project.slug}/alerts/").content.decode()
+    assert "(peak_occupancy ≥ 92.5%)" in alerts and '<td class="num">107%</td>' in alerts
+    assert "(amnesia ≥ 1,000)" in alerts and '<td class="num">1,234</td>' in alerts
+    assert "1.066" not in alerts
+    overview = client.get(f"/projects/{api.project.slug}/overview/").content.decode()
+    assert '<td class="num">92.5%</td>' in overview and '<td class="num">1,000</td>' in overview

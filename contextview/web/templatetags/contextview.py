@@ -13,6 +13,7 @@ from django.utils.dateparse import parse_datetime
 
 from contextview.core.liveness import Liveness, duration_text
 from contextview.core.model import content_text
+from contextview.core.monitors import metric_text
 from contextview.core.parts import Block
 from contextview.core.parts import blocks as parts_blocks
 from contextview.projects import selectors as projects
@@ -42,6 +43,18 @@ def percent(value: Any) -> str:
         return f"{float(value) * 100:.0f}%"
     except (TypeError, ValueError):
         return "—"
+
+
+@register.filter
+def metric_value(value: float | None, metric: str) -> str:
+    """An alert's value in its monitor's metric: 1.066 of peak_occupancy -> "107%"."""
+    return metric_text(metric, value)
+
+
+@register.filter
+def metric_threshold(value: float, metric: str) -> str:
+    """A monitor's threshold in its metric, as precise as it was typed (to a tenth)."""
+    return metric_text(metric, value, exact=True)
 
 
 @register.filter
