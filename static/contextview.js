@@ -101,8 +101,16 @@
   // layout's height (over what follows): plotly's own container is given that height
   // (CSSOM styles are not inline styles: the CSP allows them). Not the chart's element:
   // htmx copies the style attribute of an element it swaps by id, which the CSP refuses.
+  // Every chart's toolbar is set here. plotly names its buttons (aria-label); it would
+  // also offer "Share chart..." (a post of the chart's data to plotly's cloud: the
+  // product runs air-gapped, and the data is an agent's context) and selection tools
+  // that select nothing here, each a stop for the keyboard on the way to the steps.
+  const CONFIG = {
+    responsive: true, displaylogo: false, showSendToCloud: false,
+    modeBarButtonsToRemove: ["select2d", "lasso2d"],
+  };
   function plot(el, traces, layout, config) {
-    return window.Plotly.newPlot(el, traces, layout, config).then(function (gd) {
+    return window.Plotly.newPlot(el, traces, layout, Object.assign({}, CONFIG, config)).then(function (gd) {
       const box = el.querySelector(".plot-container");
       if (box && layout.height) box.style.minHeight = layout.height + "px";
       return gd;
@@ -234,7 +242,7 @@
       layout.yaxis2 = { domain: [0, strip / plotHeight], type: "category", categoryarray: flagNames,
                         tickfont: { size: 10, color: "#912018" }, fixedrange: true };
     }
-    plot(el, traces, layout, { responsive: true, displaylogo: false });
+    plot(el, traces, layout);
     el.on("plotly_click", function (ev) {
       if (!ev.points || !ev.points.length) return;
       loadStep(meta.step_url + ev.points[0].x + "/");
@@ -289,7 +297,7 @@
       yaxis: occupancy ? { title: { text: "occupancy after" }, tickformat: ".0%", rangemode: "tozero" }
                        : { title: { text: "tokens after" }, rangemode: "tozero" },
       legend: { orientation: "h", y: -0.2 },
-    }, { responsive: true, displaylogo: false });
+    });
   }
 
   // --- project trends ------------------------------------------------------------------
@@ -316,7 +324,7 @@
         title: { text: text(box.dataset.title), font: { size: 13 }, x: 0.02 }, height: 220,
         margin: { l: 50, r: 12, t: 34, b: 36 }, showlegend: false, yaxis: yaxis,
         xaxis: range ? { type: "date", range: range } : { type: "date" },
-      }, { responsive: true, displaylogo: false, displayModeBar: false });
+      }, { displayModeBar: false });
     });
   }
 
@@ -369,7 +377,7 @@
       layout.xaxis2 = { anchor: "y2", range: [0, data.total], title: { text: "position in the after context (tokens)", standoff: 2 } };
       layout.yaxis2 = { domain: [0, 0.24], type: "category", fixedrange: true };
     }
-    plot(el, traces, layout, { responsive: true, displaylogo: false, displayModeBar: false });
+    plot(el, traces, layout, { displayModeBar: false });
   }
 
   const DRAW = { occupancy: drawChart, compare: drawCompare, trends: drawTrends, composition: drawComposition };

@@ -253,3 +253,22 @@ def test_it_runs_nothing_an_agent_sent(
     assert page.locator("#step-panel").is_visible()  # no injected style hid the page
     assert not watched.dialogs, watched.dialogs
     assert not watched.errors, watched.errors
+
+
+def test_the_charts_toolbar_has_named_buttons_only_and_sends_nothing_away(
+    api: Api, open_page: Callable[..., Watched]
+) -> None:
+    seed_session(api, order_session_events())
+    page = open_page(api.project, "viewer").page
+    open_session(page, "order-debug-42")
+    # What a keyboard reaches in the toolbar: each button says what it does.
+    buttons = page.evaluate(
+        """() => Array.from(document.querySelectorAll("#occupancy-chart .modebar-btn"))
+                 .filter((b) => b.tabIndex >= 0).map((b) => b.getAttribute("aria-label"))"""
+    )
+    assert buttons and all(name and name.strip() for name in buttons), buttons
+    # Nothing that sends the chart to plotly's cloud (the product runs air-gapped), nor
+    # selection tools that select nothing here: fewer stops on the way to the steps.
+    assert "Share chart..." not in buttons
+    assert "Box Select" not in buttons and "Lasso Select" not in buttons
+    assert {"Download plot as a PNG", "Reset axes"} <= set(buttons)
