@@ -11,10 +11,27 @@
   // Where each occupancy line goes and how it looks the server says (data-meta,
   // data-lines), as it does the partitions' order and colours: the report's chart,
   // drawn on the server, looks the same.
-  // Steps are whole numbers: a short session gets a tick at each step, not at 0.2, 0.4...
+  // Steps are whole numbers: a step axis has ticks 1, 2, 5, 10, 20... steps apart, about
+  // eight over the range shown, never 0.5 (plotly's own ticks go there on a short
+  // range, where a "d" format labels 3 and 3.5 both as 3); zoomed in, they follow.
+  function stepDtick(span) {
+    const raw = span / 8;
+    if (!(raw > 1)) return 1;
+    const power = Math.pow(10, Math.floor(Math.log10(raw)));
+    return [1, 2, 5, 10].map(function (m) { return m * power; }).find(function (d) { return d >= raw; });
+  }
+
   function stepTicks(steps) {
     const last = steps.reduce(function (a, b) { return b > a ? b : a; }, 0);
-    return last <= 10 ? { tick0: 0, dtick: 1 } : { tickformat: "d" };
+    return { tickmode: "linear", tick0: 0, dtick: stepDtick(last), tickformat: "d" };
+  }
+
+  function followSteps(el) {
+    el.on("plotly_relayout", function () {
+      const range = el.layout.xaxis.range;
+      const dtick = range && stepDtick(range[1] - range[0]);
+      if (dtick && dtick !== el.layout.xaxis.dtick) window.Plotly.relayout(el, { "xaxis.dtick": dtick });
+    });
   }
 
   function lineStyle(line) { return [line.color || "#6b7280", line.dash || "dot"]; }
@@ -243,6 +260,7 @@
                         tickfont: { size: 10, color: "#912018" }, fixedrange: true };
     }
     plot(el, traces, layout);
+    followSteps(el);
     el.on("plotly_click", function (ev) {
       if (!ev.points || !ev.points.length) return;
       loadStep(meta.step_url + ev.points[0].x + "/");
@@ -298,6 +316,7 @@
                        : { title: { text: "tokens after" }, rangemode: "tozero" },
       legend: { orientation: "h", y: -0.2 },
     });
+    followSteps(el);
   }
 
   // --- project trends ------------------------------------------------------------------

@@ -102,6 +102,14 @@ def nice_ticks(top: float, count: int = 5) -> list[float]:
     return [k * step for k in range(int(top // step) + 1)]
 
 
+def step_ticks(first: int, last: int) -> list[int]:
+    """Whole steps from `first` to `last`, about eight of them: a step has no halves."""
+    span = last - first
+    if span <= 1:
+        return list(dict.fromkeys([first, last]))
+    return [first + int(t) for t in nice_ticks(span, 8) if float(t).is_integer() and t <= span]
+
+
 def _label(value: float) -> str:
     if value >= 1_000_000:
         return f"{value / 1_000_000:g}M"
@@ -167,7 +175,6 @@ def occupancy_chart(
     for y, ln in rules_at:
         color, dash = line_style(str(ln.get("flag", "")))
         rules.append(Rule(y_of(y), f"{ln.get('label', '')} {round(y):,}", color, _DASHES[dash]))
-    x_values = [first + t for t in nice_ticks(span, 8) if t <= span] if span > 1 else [first, last]
     marks = [
         Mark(x, y_of(total), int(r[0]), ", ".join(str(f) for f in r[5]))
         for x, total, r in zip(xs, stacks, rows, strict=True)
@@ -183,7 +190,7 @@ def occupancy_chart(
         bottom=bottom,
         bands=drawn,
         rules=rules,
-        x_ticks=[Tick(x_of(v), f"{v:g}") for v in dict.fromkeys(x_values)],
+        x_ticks=[Tick(x_of(v), str(v)) for v in step_ticks(first, last)],
         y_ticks=[Tick(y_of(v), _label(v)) for v in y_values],
         marks=marks,
         legend=legend,

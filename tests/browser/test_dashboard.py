@@ -6,6 +6,7 @@ from urllib.parse import quote
 
 import pytest
 from django.contrib.auth.models import User
+from playwright.sync_api import expect
 
 from contextview.postmortems.services import annotation_create, incident_mark
 from tests.api_client import Api, step
@@ -272,3 +273,29 @@ def test_the_charts_toolbar_has_named_buttons_only_and_sends_nothing_away(
     assert "Share chart..." not in buttons
     assert "Box Select" not in buttons and "Lasso Select" not in buttons
     assert {"Download plot as a PNG", "Reset axes"} <= set(buttons)
+
+
+def test_the_step_axis_labels_whole_steps_however_far_one_zooms(
+    api: Api, open_page: Callable[..., Watched]
+) -> None:
+    messages = [{"id": "sys", "role": "system", "content": "You help with orders."}]
+    head = {"id": "long-start", "type": "session", "body": {"session_id": "long-run"}}
+    seed_session(api, [head] + [
+        step("long-run", i, [*messages, {"id": f"u{i}", "role": "user", "content": f"Order {i}?"}])
+        for i in range(30)
+    ])  # fmt: skip
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    open_session(page, "long-run")
+    ticks = """() => Array.from(document.querySelectorAll("#occupancy-chart .xtick text"))
+                     .map((t) => t.textContent)"""
+    labels = page.evaluate(ticks)
+    assert all(t.isdigit() for t in labels) and len(set(labels)) == len(labels) > 2, labels
+    # Zoomed in on a few steps: a label per step, none at a half step (was 3, 4, 4).
+    shown = page.locator("#occupancy-chart .xtick text")
+    for steps, want in (([3, 4.2], ["3", "4"]), ([3, 6], ["3", "4", "5", "6"])):
+        page.evaluate("(r) => Plotly.relayout('occupancy-chart', {'xaxis.range': r})", steps)
+        expect(shown).to_have_text(want, timeout=3_000)
+    page.evaluate("() => Plotly.relayout('occupancy-chart', {'xaxis.autorange': true})")
+    expect(shown).to_have_text(labels, timeout=3_000)
+    assert watched.errors == []

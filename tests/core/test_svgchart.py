@@ -31,3 +31,18 @@ def test_it_picks_round_ticks() -> None:
     assert nice_ticks(1050) == [0, 500, 1000]
     assert nice_ticks(8400) == [0, 2000, 4000, 6000, 8000]
     assert nice_ticks(0) == [0.0, 1.0]
+
+
+def test_it_labels_only_whole_steps() -> None:
+    def labels(last: int, first: int = 0) -> list[str]:
+        rows = [_row(i, {"tool": 100 + i}) for i in range(first, last + 1)]
+        chart = occupancy_chart(rows, max_tokens=None, lines=[])
+        assert chart is not None
+        return [t.label for t in chart.x_ticks]
+
+    assert labels(2) == ["0", "1", "2"]  # was 0, 0.5, 1, 1.5, 2
+    assert labels(3) == ["0", "1", "2", "3"]
+    assert labels(4, first=1) == ["1", "2", "3", "4"]
+    assert labels(40) == ["0", "5", "10", "15", "20", "25", "30", "35", "40"]
+    assert labels(1) == ["0", "1"]
+    assert labels(2_000_000, first=1_999_990)[-1] == "2000000"

@@ -350,6 +350,16 @@ def test_it_escapes_what_an_agent_sent_in_the_html_report(
     assert "&lt;/script&gt;&lt;script&gt;window.__pwned=1" in page
 
 
+def test_it_labels_the_reports_step_axis_with_whole_steps(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    page = login("viewer").get(f"/sessions/{order_session.pk}/report.html").content.decode()
+    chart = page.split('id="occupancy-chart"')[1].split("</svg>")[0]
+    # Steps 0 to 2: one label each, no 0.5 or 1.5.
+    steps = re.findall(r'text-anchor="middle" font-size="11" fill="#4b5563">([^<]*)<', chart)
+    assert steps == ["0", "1", "2"]
+
+
 def test_it_keeps_reports_to_the_sessions_project(
     make_api: Callable[[str], Api], login: Callable[..., Client], seed: Callable[..., Session]
 ) -> None:
