@@ -96,6 +96,7 @@ SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "false")
 # Health checks probe the container over plain HTTP from inside.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", "")
+CSRF_FAILURE_VIEW = "contextview.web.views.csrf_failure"
 
 DATABASES = {
     "default": database_from_url(

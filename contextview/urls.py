@@ -63,5 +63,6 @@ urlpatterns = [
     path("projects/<slug:slug>/keys/<int:key_pk>/revoke/", views.key_revoke, name="web-key-revoke"),
 ]
 
+handler403 = "contextview.web.views.forbidden"
 handler404 = "contextview.web.views.not_found"
 handler500 = "contextview.web.views.server_error"

@@ -15,12 +15,12 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
-    HttpResponseForbidden,
     HttpResponseServerError,
     JsonResponse,
     StreamingHttpResponse,
@@ -29,6 +29,7 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
@@ -147,6 +148,39 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     reason = exception.args[0] if exception.args and isinstance(exception.args[0], str) else ""
     context = _page(request, request_path=request.path, reason=reason)
     return render(request, "404.html", context, status=404)
+
+
+def _refusal(request: HttpRequest, *, title: str, reason: str, hint: str = "") -> HttpResponse:
+    """A 403 as the asker can show it: JSON to a script that asked for JSON, the reason
+    in plain text to htmx (said above the page it was asked from), else a page of the
+    site with a way back."""
+    if "application/json" in request.headers.get("Accept", ""):
+        return JsonResponse({"error": reason}, status=403)
+    if request.headers.get("HX-Request"):
+        return HttpResponse(reason, status=403, content_type="text/plain")
+    referer = request.headers.get("Referer", "")
+    back = referer if url_has_allowed_host_and_scheme(referer, {request.get_host()}) else ""
+    context = _page(request, title=title, reason=reason, hint=hint, back=back)
+    return render(request, "403.html", context, status=403)
+
+
+def forbidden(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Our 403 page: a user without the role for what was asked."""
+    reason = exception.args[0] if exception.args and isinstance(exception.args[0], str) else ""
+    return _refusal(
+        request, title="Not allowed", reason=reason or "Your role here does not allow this."
+    )
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """A form sent without its page's current security token (CSRF_FAILURE_VIEW)."""
+    return _refusal(
+        request,
+        title="Not sent",
+        reason="The form was refused: it came without this site's current security token.",
+        hint="Its page was likely opened before you last signed in, or cookies are off for "
+        "this site: reload the page and send it again.",
+    )
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
@@ -643,7 +677,7 @@ def _directives_response(
 def _direct(request: HtmxHttpRequest, pk: int, **fields: Any) -> HttpResponse:
     session, access = _session_or_404(request, pk)
     if not access.can_direct:
-        return HttpResponseForbidden("Only editors and admins can send directives.")
+        raise PermissionDenied("Only editors and admins can send directives.")
     try:
         directive_create(session=session, user=request.user, **fields)
     except InputError as exc:
@@ -809,7 +843,7 @@ def _edit_form(
 def note_edit(request: HtmxHttpRequest, pk: int, aid: int) -> HttpResponse:
     session, access, annotation = _own_annotation(request, pk, aid)
     if annotation.author_id != request.user.pk:
-        return HttpResponseForbidden("Only its author may edit an annotation.")
+        raise PermissionDenied("Only its author may edit an annotation.")
     return _edit_form(request, session, access, annotation, request.GET)
 
 
@@ -825,7 +859,7 @@ def note_save(request: HtmxHttpRequest, pk: int, aid: int) -> HttpResponse:
             label=request.POST.get("label") or annotation.label,
         )
     except NotAllowed:
-        return HttpResponseForbidden("Only its author may edit an annotation.")
+        raise PermissionDenied("Only its author may edit an annotation.") from None
     except InputError as exc:
         annotation.refresh_from_db()
         return _edit_form(request, session, access, annotation, request.POST, error=str(exc))
@@ -842,7 +876,7 @@ def note_delete(request: HtmxHttpRequest, pk: int, aid: int) -> HttpResponse:
     try:
         annotation_delete(annotation=annotation, user=request.user)
     except NotAllowed:
-        return HttpResponseForbidden("Only its author may delete an annotation.")
+        raise PermissionDenied("Only its author may delete an annotation.") from None
     if not _fragment(request):
         return redirect(place)
     return _notes_changed()
@@ -882,7 +916,7 @@ def _incident_response(
 def incident_save(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session, access = _session_or_404(request, pk)
     if not access.can_mark_incidents:
-        return HttpResponseForbidden("Only editors and admins mark incidents.")
+        raise PermissionDenied("Only editors and admins mark incidents.")
     try:
         incident = incident_mark(
             session=session,
@@ -900,7 +934,7 @@ def incident_save(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def incident_close(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     session, access = _session_or_404(request, pk)
     if not access.can_mark_incidents:
-        return HttpResponseForbidden("Only editors and admins resolve incidents.")
+        raise PermissionDenied("Only editors and admins resolve incidents.")
     incident = Incident.objects.filter(session=session).first()
     if incident is None:
         raise Http404("this session is not an incident")
@@ -1106,7 +1140,7 @@ def monitor_new(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """The overview's monitor form: the same rules and errors as the API."""
     access = _project_or_404(request, slug)
     if not access.can_direct:
-        return HttpResponseForbidden("Only the project's editors and admins create monitors.")
+        raise PermissionDenied("Only the project's editors and admins create monitors.")
     form = request.POST
     payload: dict[str, Any] = {
         "name": form.get("name", "").strip(),
@@ -1168,7 +1202,7 @@ def keys_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     if access is None:
         raise Http404("no such project")
     if not access.can_manage_keys:
-        return HttpResponseForbidden("Only the project's admins manage its API keys.")
+        raise PermissionDenied("Only the project's admins manage its API keys.")
     if request.method == "POST":
         issued = apikey_create(
             project=access.project,
@@ -1202,7 +1236,7 @@ def key_revoke(request: HtmxHttpRequest, slug: str, key_pk: int) -> HttpResponse
     if access is None:
         raise Http404("no such project")
     if not access.can_manage_keys:
-        return HttpResponseForbidden("Only the project's admins manage its API keys.")
+        raise PermissionDenied("Only the project's admins manage its API keys.")
     key = ApiKey.objects.filter(project=access.project, pk=key_pk).first()
     if key is None:
         raise Http404("no such key")
@@ -1246,7 +1280,7 @@ def members_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     if request.method == "GET":
         return _members_response(request, access)
     if not access.can_manage_members:
-        return HttpResponseForbidden("Only the project's admins manage its members.")
+        raise PermissionDenied("Only the project's admins manage its members.")
     try:
         membership_add(
             project=access.project,
@@ -1264,7 +1298,7 @@ def member_change(request: HtmxHttpRequest, slug: str, member_pk: int) -> HttpRe
     """An admin sets a member's role, or (``remove``) takes them out of the project."""
     access = _project_or_404(request, slug)
     if not access.can_manage_members:
-        return HttpResponseForbidden("Only the project's admins manage its members.")
+        raise PermissionDenied("Only the project's admins manage its members.")
     membership = _member_or_404(access, member_pk)
     try:
         if request.POST.get("remove"):

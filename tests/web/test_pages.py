@@ -166,6 +166,45 @@ def test_it_requires_csrf_on_posts(api: Api, order_session: Session) -> None:
     assert client.post(f"/projects/{api.project.slug}/keys/", {"name": "x"}).status_code == 403
 
 
+def test_it_shows_a_refusal_as_a_page_of_the_site_with_a_way_back(
+    api: Api, login: Callable[..., Client], order_session: Session
+) -> None:
+    viewer = login("viewer")
+    session_url = f"/sessions/{order_session.pk}/"
+    refused = viewer.post(f"{session_url}mode/", {"mode": "rag"}, HTTP_REFERER=session_url)
+    assert refused.status_code == 403
+    page = refused.content.decode()
+    # The site's header, what was refused and why, and links back.
+    assert '<header class="top">' in page and "contextview.css" in page
+    assert "<h1>Not allowed</h1>" in page and "Only editors and admins can send directives" in page
+    assert f'href="http://testserver{session_url}"' in page or f'href="{session_url}"' in page
+    assert 'href="/"' in page
+    keys = viewer.get(f"/projects/{api.project.slug}/keys/").content.decode()
+    assert "<h1>Not allowed</h1>" in keys and "admins manage its API keys" in keys
+    # Asked by htmx, the reason alone, said above the page it was asked from.
+    htmx = viewer.post(f"{session_url}mode/", {"mode": "rag"}, HTTP_HX_REQUEST="true")
+    assert htmx.status_code == 403 and htmx["Content-Type"].startswith("text/plain")
+    assert htmx.content.decode() == "Only editors and admins can send directives."
+
+
+def test_it_shows_a_failed_csrf_check_as_a_page_of_the_site(
+    api: Api, order_session: Session
+) -> None:
+    user = User.objects.create_user("stale-form", password="pw")
+    membership_set(user=user, project=api.project, role="admin")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    refused = client.post(f"/sessions/{order_session.pk}/mode/", {"mode": "rag"})
+    assert refused.status_code == 403
+    page = refused.content.decode()
+    assert '<header class="top">' in page and "<h1>Not sent</h1>" in page
+    assert "reload the page" in page and 'href="/"' in page
+    assert "CSRF verification failed" not in page  # Django's own page
+    # Signed out, the sign-in form left open too long says the same.
+    anonymous = Client(enforce_csrf_checks=True).post("/login/", {"username": "x"})
+    assert anonymous.status_code == 403 and "<h1>Not sent</h1>" in anonymous.content.decode()
+
+
 def test_it_serves_pages_under_a_strict_csp(
     login: Callable[..., Client], order_session: Session
 ) -> None:
