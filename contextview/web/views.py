@@ -1161,8 +1161,10 @@ def monitor_new(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 
 
 def _number(text: str) -> float | str:
+    # Occupancy is shown as a percentage: "90%" is typed as readily as 0.9.
+    percent = text.strip().endswith("%")
     try:
-        return float(text)
+        return float(text.strip().removesuffix("%")) / (100 if percent else 1)
     except ValueError:
         return text  # refused by the service, naming the field
 

@@ -99,10 +99,12 @@ def test_it_shows_occupancy_as_a_percentage_and_counts_with_separators(
     api: Api, login: Callable[..., Client]
 ) -> None:
     client = login()
-    client.post(f"/projects/{api.project.slug}/monitors/", _form(threshold="0.925"))
+    client.post(f"/projects/{api.project.slug}/monitors/", _form(threshold="92.5%"))
     rule = _form(name="lost a lot", metric="amnesia", threshold="1000")
     client.post(f"/projects/{api.project.slug}/monitors/", rule)
-    by_name = {m["name"]: m["id"] for m in api.get("/monitors").json()["monitors"]}
+    monitors = api.get("/monitors").json()["monitors"]
+    assert {m["name"]: m["threshold"] for m in monitors}["near the limit"] == 0.925  # "92.5%"
+    by_name = {m["name"]: m["id"] for m in monitors}
     Alert.objects.create(
         project=api.project, monitor_id=by_name["near the limit"], value=1.066, sessions=["a"]
     )
