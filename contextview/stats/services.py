@@ -88,7 +88,25 @@ def session_encoding(session: Session) -> EncodingChoice:
 # What this worker process read or worked out per stored content. Messages, token
 # counts and entities never change once stored (content is addressed by its hash,
 # ids are never reused), so the next chunk of a session reads only what is new.
-_CACHE: SizedLRU[tuple[Any, ...], Any] = SizedLRU(settings.STATS_CACHE_MB << 20)
+# Keyed by a number made of the kind of value and the pk it is of (`_key`): a tuple key
+# would be built and hashed at every look-up, and walked by the garbage collector.
+_CACHE: SizedLRU[int, Any] = SizedLRU(settings.STATS_CACHE_MB << 20)
+_KIND_BITS = 6
+_KINDS: dict[str, int] = {}
+
+
+def _kind(kind: str) -> int:
+    code = _KINDS.get(kind)
+    if code is None:
+        if len(_KINDS) >= 1 << _KIND_BITS:
+            raise RuntimeError(f"more than {1 << _KIND_BITS} kinds of cached values")
+        code = _KINDS[kind] = len(_KINDS)
+    return code
+
+
+def _key(kind: str, n: int) -> int:
+    """The cache key of the value of `kind` for pk `n`."""
+    return (n << _KIND_BITS) | _kind(kind)
 
 
 def caches_clear() -> None:
@@ -98,9 +116,11 @@ def caches_clear() -> None:
     forms_of_key.cache_clear()
 
 
-def _cached(kind: str, keys: Iterable[Any]) -> tuple[dict[Any, Any], list[Any]]:
-    found, missing = _CACHE.get_many((kind, key) for key in keys)
-    return {key[1]: value for key, value in found.items()}, [key[1] for key in missing]
+def _cached(kind: str, keys: Iterable[int]) -> tuple[dict[int, Any], list[int]]:
+    code = _kind(kind)
+    found, missing = _CACHE.get_many([(key << _KIND_BITS) | code for key in keys])
+    shift = _KIND_BITS
+    return {key >> shift: value for key, value in found.items()}, [key >> shift for key in missing]
 
 
 def messages_cached(pks: Iterable[int], *, encoding: str) -> dict[int, StoredMessage]:
@@ -117,19 +137,19 @@ def messages_cached(pks: Iterable[int], *, encoding: str) -> dict[int, StoredMes
         cursor.execute(_messages_counted_sql(encoding), [sorted(missing)])
         rows = cursor.fetchall()
     tokens_kind = f"tokens:{encoding}"
-    cached: list[tuple[tuple[str, int], Any, int]] = []
+    cached: list[tuple[int, Any, int]] = []
     for row in rows:
         pk, blob_pk, tokens, entities = row[0], row[1], row[-2], row[-1]
         stored = StoredMessage(pk=pk, blob_pk=blob_pk, message=message_from_row(row[2:-2]))
         found[pk] = stored
-        cached.append((("message", pk), stored, 300 + len(stored.message.text)))
+        cached.append((_key("message", pk), stored, 300 + len(stored.message.text)))
         if tokens is not None:
-            cached.append(((tokens_kind, blob_pk), tokens, 100))
+            cached.append((_key(tokens_kind, blob_pk), tokens, 100))
         if entities is not None:
             # Most are asked for their keys alone, all of them, right after this.
             keys = entity_keys_unpack(entities, stored.message.text)
-            cached.append((("entity keys", blob_pk), keys, _keys_size(keys)))
-            cached.append((("packed entities", blob_pk), entities, 100 + len(entities)))
+            cached.append((_key("entity keys", blob_pk), keys, _keys_size(keys)))
+            cached.append((_key("packed entities", blob_pk), entities, 100 + len(entities)))
     _CACHE.put_many(cached)
     return found
 
@@ -194,12 +214,12 @@ def _tokens_stored(
                     continue
                 text = _text_of(blobs[pk])
                 keyed = extract_entities_keyed(text)
-                _CACHE.put(("entities", pk), keyed, _entities_size(keyed))
+                _CACHE.put(_key("entities", pk), keyed, _entities_size(keyed))
                 packed.append(entities_pack(*keyed, text))
             _info_write(cursor, missing, packed, (encoding, counts))
             known.update(zip(missing, counts, strict=True))
     for pk, tokens in known.items():
-        _CACHE.put((f"tokens:{encoding}", pk), tokens, 100)
+        _CACHE.put(_key(f"tokens:{encoding}", pk), tokens, 100)
     return known
 
 
@@ -249,7 +269,7 @@ def entities_for_blobs(
         if missing:
             found.update(_entities_stored(blobs, sorted(missing)))
         for pk, keyed in found.items():
-            _CACHE.put(("entities", pk), keyed, _entities_size(keyed))
+            _CACHE.put(_key("entities", pk), keyed, _entities_size(keyed))
         known.update(found)
     return known
 
@@ -292,7 +312,7 @@ def entity_keys_for_blobs(*, blobs: dict[int, str]) -> dict[int, list[str]]:
     if pks:
         for pk, (_, keys) in entities_for_blobs(blobs={pk: blobs[pk] for pk in pks}).items():
             known[pk] = keys
-            _CACHE.put(("entity keys", pk), keys, _keys_size(keys))
+            _CACHE.put(_key("entity keys", pk), keys, _keys_size(keys))
     return known
 
 
@@ -358,7 +378,7 @@ class _Run:
 
 def _compute_chunks(session_id: int) -> int:
     total = 0
-    run = _CACHE.pop(("run", session_id)) or _Run()
+    run = _CACHE.pop(_key("run", session_id)) or _Run()
     carried = True  # whether the next run may start from this one
     size = CHUNK
     refs: int | None = FIRST_CHUNK_REFS * settings.STATS_CHUNK_MS // 1000
@@ -369,7 +389,7 @@ def _compute_chunks(session_id: int) -> int:
         total += done
         if not more:
             if carried and run.epoch is not None:
-                _CACHE.put(("run", session_id), run, _run_size(run))
+                _CACHE.put(_key("run", session_id), run, _run_size(run))
             return total
         size = _chunk_size(done, time.perf_counter() - started)
         if len(run.computed) > CARRIED_STEPS:

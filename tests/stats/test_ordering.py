@@ -169,7 +169,7 @@ def test_a_run_carried_past_another_workers_run_is_not_used(api: Api) -> None:
     assert api.ingest({"batch": [start, *steps[:2], *steps[3:5]]}).status_code == 207
     session = Session.objects.get(external_id="carried")
     services.session_stats_compute(session_id=session.pk)
-    kept = services._CACHE.pop(("run", session.pk))
+    kept = services._CACHE.pop(services._key("run", session.pk))
     assert kept is not None
     # Another worker computes the late step 2 (the summary that loses SO20260101007),
     # and with it steps 3 and 4 again.
@@ -177,7 +177,7 @@ def test_a_run_carried_past_another_workers_run_is_not_used(api: Api) -> None:
     services.caches_clear()
     assert services.session_stats_compute(session_id=session.pk) == 3
     # This process's run, from before that, is still at hand when step 5 comes.
-    services._CACHE.put(("run", session.pk), kept, 1)
+    services._CACHE.put(services._key("run", session.pk), kept, 1)
     assert api.ingest({"batch": steps[5:]}).status_code == 207
     assert services.session_stats_compute(session_id=session.pk) == 2
     carried = _stats_and_aggregates(session)
@@ -205,4 +205,4 @@ def test_a_run_past_the_steps_it_carries_reads_the_sums_back_and_nothing_else(
     # The loss tracker went on from chunk to chunk: no chunk started from the store.
     assert read_back == []
     assert _stats_and_aggregates(session) == whole
-    assert services._CACHE.pop(("run", session.pk)) is None  # nothing carried
+    assert services._CACHE.pop(services._key("run", session.pk)) is None  # nothing carried
