@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from contextview.core.model import Message
-from contextview.core.parts import listed_calls, part_kind
+from contextview.core.parts import all_results, listed_calls, part_kind
 
 _CALL_PARTS = frozenset({"tool_call", "tool_use", "function_call"})
 _ARG_KEYS = ("arguments", "args", "input", "tool_input")
@@ -27,8 +27,9 @@ RESULT_ROLES = frozenset({"tool", "tool_result"})
 
 
 def is_tool_result(message: Message) -> bool:
-    """Whether a message is a tool's result: it names its tool, or has a tool's role."""
-    return message.tool is not None or message.role in RESULT_ROLES
+    """Whether a message is a tool's result: it names its tool, has a tool's role, or
+    its content is tool results' parts (``parts.all_results``)."""
+    return message.tool is not None or message.role in RESULT_ROLES or all_results(message.content)
 
 
 def args_key(arguments: Any) -> str:

@@ -76,6 +76,17 @@ def part_kind(part: Mapping[str, Any]) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+def all_results(content: Any) -> bool:
+    """Whether `content` is parts that are all tools' results: how Anthropic (a user
+    message of ``tool_result`` blocks), OTel GenAI (``tool_call_response``) and the
+    Responses API (``function_call_output``) send what a tool gave back."""
+    return (
+        type(content) is list
+        and bool(content)
+        and all(isinstance(p, Mapping) and part_kind(p) in _RESULT_TYPES for p in content)
+    )
+
+
 def listed_calls(extra: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     """The calls a message's ``tool_calls`` field lists (OpenAI's spelling): the
     objects of that list; nothing when it is no list."""

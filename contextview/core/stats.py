@@ -427,12 +427,16 @@ def _relative_error(reported: int | None, measured: int) -> float | None:
 def _new_call(
     before: Sequence[Message], prev_ids: Set[str] | None
 ) -> tuple[str, str | None] | None:
-    """(tool, arguments key) of the latest tool message the previous step's context did not have."""
+    """(tool, arguments key) of the latest tool result the previous step's context did
+    not have: its tool named by the message or by the call it answers (``result_call``,
+    whatever the provider's spelling)."""
     for i in range(len(before) - 1, -1, -1):
         m = before[i]
-        if m.tool is not None and (prev_ids is None or m.id not in prev_ids):
-            call = result_call(before, i)
-            return (m.tool, call[1] if call is not None else None)
+        if prev_ids is not None and m.id in prev_ids:
+            continue
+        call = result_call(before, i)
+        if call is not None and call[0]:
+            return call
     return None
 
 

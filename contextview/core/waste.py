@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
-from contextview.core.calls import RESULT_ROLES, is_tool_result, said_text
+from contextview.core.calls import is_tool_result, said_text
 from contextview.core.model import Message
 from contextview.core.stats import Delta, TextCache, TokensOf, context_delta
 
@@ -174,18 +174,17 @@ class WasteTracker:
         events: dict[str, Any],
     ) -> None:
         # Net change per result text: a message that moved is neither gone nor new.
-        # (is_tool_result, written out: these loops run for every changed message.)
         change: dict[str, int] = {}
         first: dict[str, Message] = {}
         get = change.get
         for m in removed:
-            if m.tool is not None or m.role in RESULT_ROLES:
+            if is_tool_result(m):
                 text = m.text
                 if text:
                     change[text] = get(text, 0) - 1
         removed_ids = {m.id for m in removed} if removed else ()
         for m in added:
-            if m.tool is not None or m.role in RESULT_ROLES:
+            if is_tool_result(m):
                 text = m.text
                 if text:
                     change[text] = get(text, 0) + 1

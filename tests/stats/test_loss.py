@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -180,3 +181,46 @@ def test_it_sums_the_tokens_re_billed_for_duplicate_and_unreferenced_results(
     resumed = api.get("/sessions/waste-resumed").json()["aggregates"]
     for key in ("duplicate_results", "unreferenced_results", "rebilled_tokens"):
         assert resumed[key] == aggregates[key], key
+
+
+def _openai_call(n: int, path: str) -> list[dict[str, Any]]:
+    args = json.dumps({"p": path})
+    return [
+        {
+            "id": f"a{n}",
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": f"c{n}", "type": "function", "function": {"name": "read", "arguments": args}}
+            ],
+        },
+        {"id": f"t{n}", "role": "tool", "tool_call_id": f"c{n}", "content": f"contents of {path}"},
+    ]
+
+
+def _anthropic_call(n: int, path: str) -> list[dict[str, Any]]:
+    use = {"type": "tool_use", "id": f"c{n}", "name": "read", "input": {"p": path}}
+    answer = {"type": "tool_result", "tool_use_id": f"c{n}", "content": f"contents of {path}"}
+    return [
+        {"id": f"a{n}", "role": "assistant", "content": [use]},
+        {"id": f"t{n}", "role": "user", "content": [answer]},
+    ]
+
+
+@pytest.mark.parametrize("spelling", [_openai_call, _anthropic_call])
+def test_a_repeated_call_is_seen_whatever_the_providers_spelling(
+    api: Api, spelling: Any, celery_worker_process: Any
+) -> None:
+    # Step 0 reads x, step 1 reads x again, step 2 reads y: no message names its tool
+    # but the call it answers.
+    name = f"calls-{spelling.__name__.strip('_')}"
+    context: list[dict[str, Any]] = [SYS, ASK]
+    events = []
+    for n, path in enumerate(["x", "x", "y"]):
+        context = [*context, *spelling(n, path)]
+        events.append(step(name, n, context))
+    assert api.ingest({"batch": events}).status_code == 207
+    wait_for(lambda: api.get(f"/sessions/{name}").json()["stats_status"] == "ready")
+    steps = [api.get(f"/sessions/{name}/steps/{n}").json()["stats"] for n in range(3)]
+    assert [s["new_tool"] for s in steps] == ["read", "read", "read"]
+    assert ["repeated_tool_call" in s["flags"] for s in steps] == [False, True, False]
