@@ -895,9 +895,16 @@ def _chunk_read(
             blobs[s.blob_pk] = m.text
     counts = tokens_for_blobs(blobs=blobs, encoding=encoding)
     tokens = {id(s.message): counts[s.blob_pk] for s in stored.values()}
+    counter = token_counter(encoding)
 
     def tokens_of(message: CoreMessage) -> int:
-        return tokens[id(message)]
+        found = tokens.get(id(message))
+        if found is None:
+            # A message the core made from a stored one (an inferred operation's
+            # result sent without a role takes its target's): counted as it reads.
+            content = message.reading if type(message.content) is list else message.text
+            return counter.count_readings([content])[0]
+        return found
 
     message_of = {pk: s.message for pk, s in stored.items()}.__getitem__
     contexts: dict[bytes, list[CoreMessage]] = {}
@@ -983,7 +990,9 @@ def _aggregate(session: Session, run: _Run | None = None) -> None:
     """Sum the session's step stats; `run` holds those this run stored (and those of
     the runs of this process before it that it carries, with their totals)."""
     by_index: dict[int, dict[str, Any]] | None = None
-    pending = False
+    # A step without statistics keeps the session pending; one the worker gave up on
+    # (``stats_mark_failed``) makes it failed, not pending for ever.
+    pending = failed = False
     if run is not None:
         # Statuses alone are cheap to read: when the ready steps are exactly the
         # ones the run holds, their stats need not be read back and parsed.
@@ -999,7 +1008,8 @@ def _aggregate(session: Session, run: _Run | None = None) -> None:
         ready = [index for index, is_ready in rows if is_ready]
         if len(ready) == len(computed) and all(index in computed for index in ready):
             by_index = {index: computed[index] for index in ready}
-            pending = len(ready) != len(rows)
+            pending = any(is_ready is None for _, is_ready in rows)
+            failed = any(is_ready is False for _, is_ready in rows)
     totals = run.totals if run is not None and by_index is not None else None
     if by_index is None:
         rows = (
@@ -1009,7 +1019,8 @@ def _aggregate(session: Session, run: _Run | None = None) -> None:
             .values_list("stats", "stats_status", "index")
         )
         by_index = {i: s for s, status, i in rows if status == "ready" and s is not None}
-        pending = any(status != "ready" for _, status, _ in rows)
+        pending = any(status == "pending" for _, status, _ in rows)
+        failed = any(status == "failed" for _, status, _ in rows)
     if totals is not None:
         # Only the steps after those the totals hold: they were computed from them on.
         for index in sorted(i for i in by_index if i >= totals.next_index):
@@ -1038,7 +1049,7 @@ def _aggregate(session: Session, run: _Run | None = None) -> None:
         aggregates["encoding_note"] = choice.note
     Session.objects.filter(pk=session.pk).update(
         aggregates=aggregates,
-        stats_status="pending" if pending else "ready",
+        stats_status="pending" if pending else "failed" if failed else "ready",
         stats_steps_done=len(by_index),
         stats_epoch=F("stats_epoch") + 1,
     )

@@ -124,6 +124,10 @@ def test_giving_up_marks_the_pending_steps_failed_and_keeps_the_computed_ones(
     shown = api.get("/sessions/long/steps/7").json()
     assert shown["stats_status"] == "failed" and len(shown["stats"]["error"]) == 2000
     assert api.get("/sessions/long").json()["stats_status"] == "failed"
+    # A run queued before the worker gave up (the sweep's) finds nothing to compute:
+    # the session stays failed, not pending for ever.
+    assert services.session_stats_compute(session_id=session.pk) == 0
+    assert api.get("/sessions/long").json()["stats_status"] == "failed"
     # A recompute starts them again.
     monkeypatch.undo()
     assert services.stats_recompute(session_ids=[session.pk]) == 12

@@ -224,3 +224,25 @@ def test_a_repeated_call_is_seen_whatever_the_providers_spelling(
     steps = [api.get(f"/sessions/{name}/steps/{n}").json()["stats"] for n in range(3)]
     assert [s["new_tool"] for s in steps] == ["read", "read", "read"]
     assert ["repeated_tool_call" in s["flags"] for s in steps] == [False, True, False]
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        [{"id": "q4", "content": "hi"}],  # a new message with no role
+        [{"id": "q4", "role": None, "content": "hi"}],
+        [{"id": "q3", "content": "changed"}],  # the same id, new content, no role
+    ],
+)
+def test_a_message_without_a_role_is_measured_like_any_other(
+    api: Api, second: list[dict[str, Any]], celery_worker_process: Any
+) -> None:
+    name = f"roleless-{second[0]['id']}-{second[0]['content']}"
+    events = [step(name, 0, [{"id": "q3", "role": "user", "content": "x"}]), step(name, 1, second)]
+    answer = api.ingest({"batch": events})
+    assert answer.status_code == 207
+    assert [r["status"] for r in answer.json()["results"]] == [201, 201]
+    wait_for(lambda: api.get(f"/sessions/{name}").json()["stats_status"] != "pending")
+    session = api.get(f"/sessions/{name}").json()
+    assert session["stats_status"] == "ready"
+    assert api.get(f"/sessions/{name}/steps/1").json()["stats"]["tokens"]["before"] > 0
