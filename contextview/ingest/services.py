@@ -1002,7 +1002,10 @@ def _insert_steps(
         if row.body.mode:
             s.mode = row.body.mode
     directives_settle_from_steps(
-        steps=[(r.session, r.body.index, r.body.mode or "", list(r.result.reloaded)) for r in rows]
+        steps=[
+            (r.session, r.body.index, r.body.mode or "", list(r.result.reloaded), r.result.before)
+            for r in rows
+        ]
     )
     return step_ids
 

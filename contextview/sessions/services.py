@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from contextview.core.errors import InputError
+from contextview.core.model import Message as CoreMessage
 from contextview.projects.models import ApiKey
 from contextview.sessions.models import Directive, Session, Step
 from contextview.sessions.selectors import archived_originals
@@ -136,12 +137,18 @@ def directive_ack(*, directive: Directive, status: str, detail: str = "") -> boo
     return bool(updated) or directive.status == status
 
 
-def directives_settle_from_steps(*, steps: Sequence[tuple[Session, int, str, list[str]]]) -> None:
-    """Mark applied what later steps show done: the new mode reported, the targets reloaded."""
-    by_session: dict[int, list[tuple[int, str, list[str]]]] = defaultdict(list)
-    for session, index, mode, reloaded in steps:
-        if mode or reloaded:
-            by_session[session.pk].append((index, mode, reloaded))
+def directives_settle_from_steps(
+    *, steps: Sequence[tuple[Session, int, str, list[str], Sequence[CoreMessage]]]
+) -> None:
+    """Mark applied what later steps show done: the new mode reported, the targets
+    reloaded, by an operation or back in the context the step was called with (an
+    agent that puts them back without saying so) after the step the restore named.
+
+    Each of `steps` is (session, index, mode reported, ids reloaded, its context)."""
+    by_session: dict[int, list[tuple[int, str, list[str], Sequence[CoreMessage]]]]
+    by_session = defaultdict(list)
+    for session, index, mode, reloaded, context in steps:
+        by_session[session.pk].append((index, mode, reloaded, context))
     if not by_session:
         return
     pending = Directive.objects.filter(
@@ -151,10 +158,16 @@ def directives_settle_from_steps(*, steps: Sequence[tuple[Session, int, str, lis
     for directive in pending:
         entries = by_session[directive.session_id]
         if directive.type == Directive.Type.SET_MODE:
-            done = any(mode == directive.payload.get("mode") for _, mode, _ in entries)
+            done = any(mode == directive.payload.get("mode") for _, mode, _, _ in entries)
         else:
-            reloaded = {msg_id for _, _, ids in entries for msg_id in ids}
-            done = set(directive.payload.get("targets", [])) <= reloaded
+            targets = set(directive.payload.get("targets", []))
+            reloaded = {msg_id for _, _, ids, _ in entries for msg_id in ids}
+            after = directive.payload.get("step")
+            done = targets <= reloaded or any(
+                targets <= {m.id for m in context}
+                for index, _, _, context in entries
+                if after is None or index > after
+            )
         if done:
             Directive.objects.filter(pk=directive.pk, status=Directive.Status.PENDING).update(
                 status=Directive.Status.APPLIED, resolved_at=now, resolved_via="step"

@@ -67,6 +67,22 @@ def test_it_marks_a_restore_applied_when_the_agent_reloads_it(api: Api) -> None:
     assert directive["type"] == "restore"
 
 
+def test_it_marks_a_restore_applied_when_the_restored_message_is_back_in_the_context(
+    api: Api,
+) -> None:
+    # An agent that puts the original back without a reload operation (one traced by
+    # OpenTelemetry, say): the next step's context holds it again.
+    _seed(api)
+    directive = api.post(
+        "/sessions/chat/directives", {"type": "restore", "targets": ["t1"], "step": 0}
+    ).json()
+    without = api.ingest({"batch": [step("chat", 1, [{"id": "sys"}])]}).json()
+    assert [d["id"] for d in without["directives"]] == [directive["id"]]  # not back yet
+    back = api.ingest({"batch": [step("chat", 2, [{"id": "sys"}, {"id": "t1"}])]}).json()
+    assert back["directives"] == []
+    assert api.get("/sessions/chat/control").json()["directives"] == []
+
+
 def test_it_names_what_is_wrong_with_a_directive(api: Api) -> None:
     _seed(api)
     bad_type = api.post("/sessions/chat/directives", {"type": "explode"})
