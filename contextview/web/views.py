@@ -21,6 +21,7 @@ from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
+    HttpResponseNotFound,
     HttpResponseServerError,
     JsonResponse,
     StreamingHttpResponse,
@@ -70,6 +71,7 @@ from contextview.sessions.selectors import session_get, step_get
 from contextview.sessions.services import directive_create
 from contextview.stats.selectors import agent_mode_table
 from contextview.web import selectors as web
+from contextview.web.middleware import is_machine_path
 from contextview.web.report_html import report_html
 
 STEPS_PER_PAGE = 100
@@ -144,10 +146,17 @@ def _chart_meta(session: Session, directives: list[web.DirectiveRow], **extra: A
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """Our 404 page: what was asked for, and why it is not there when a view said."""
+    """Our 404 page: what was asked for, and why it is not there when a view said. A
+    path programs call gets ``{"error"}`` instead, which needs no template."""
     reason = exception.args[0] if exception.args and isinstance(exception.args[0], str) else ""
+    if is_machine_path(request.path_info):
+        # The API's own views answer their 404s; this is a route that does not exist.
+        return JsonResponse({"error": f"no such endpoint: {request.path_info}"}, status=404)
     context = _page(request, request_path=request.path, reason=reason)
-    return render(request, "404.html", context, status=404)
+    try:
+        return render(request, "404.html", context, status=404)
+    except Exception:  # noqa: BLE001 - a 404 must not become a 500 (static files not collected)
+        return HttpResponseNotFound("<!doctype html><title>Not found</title><h1>Not found</h1>")
 
 
 def _refusal(request: HttpRequest, *, title: str, reason: str, hint: str = "") -> HttpResponse:

@@ -212,3 +212,39 @@ def test_it_answers_an_acknowledgement_it_cannot_store_with_400(api: Api) -> Non
 def test_it_refuses_a_key_holding_a_nul_as_a_bad_key(api: Api) -> None:
     response = api.client.get("/api/v1/sessions", HTTP_AUTHORIZATION="Bearer cv_ab\x00_cd")
     assert response.status_code == 401
+
+
+@pytest.mark.django_db
+def test_a_route_that_does_not_exist_or_a_method_it_does_not_take_answers_json(
+    client: Client,
+) -> None:
+    missing = client.get("/api/v1/nonexistent")
+    assert missing.status_code == 404
+    assert missing.json() == {"error": "no such endpoint: /api/v1/nonexistent"}
+    assert client.get("/api/v1/").json() == {"error": "no such endpoint: /api/v1/"}
+    for method, path, allowed in (
+        ("delete", "/api/v1/ingest", "POST"),
+        ("put", "/api/v1/sessions", "GET"),
+        ("get", "/v1/traces", "POST"),
+    ):
+        answer = getattr(client, method)(path)
+        assert answer.status_code == 405, (method, path)
+        assert answer["Allow"] == allowed
+        assert answer.json() == {
+            "error": f"{method.upper()} is not allowed on {path} (allowed: {allowed})"
+        }
+
+
+@pytest.mark.django_db
+def test_a_missing_page_is_a_404_even_before_the_static_files_are_collected(
+    client: Client, settings: Any, tmp_path: Any
+) -> None:
+    # The manifest storage cannot name the page's stylesheet without collectstatic.
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
+    settings.STATIC_ROOT = str(tmp_path)
+    page = client.get("/no-such-page/")
+    assert page.status_code == 404
+    assert "Not found" in page.content.decode()
