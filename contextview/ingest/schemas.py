@@ -9,7 +9,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from contextview.core.times import RFC3339
@@ -75,6 +83,17 @@ class Budget(Lenient):
     max_tokens: Annotated[int, Number, Field(gt=0, le=2**62)] | None = None
     reserved_tokens: Tokens = 0
     partitions: dict[str, Tokens] | None = None
+
+    @model_validator(mode="after")
+    def _room_left(self) -> Budget:
+        # What the context may hold is max_tokens less reserved_tokens: some room.
+        if self.max_tokens is not None and self.reserved_tokens >= self.max_tokens:
+            raise PydanticCustomError(
+                "budget_reserve",
+                "reserved_tokens ({reserved}) must be less than max_tokens ({max})",
+                {"reserved": self.reserved_tokens, "max": self.max_tokens},
+            )
+        return self
 
 
 class SessionBody(Lenient):

@@ -86,6 +86,8 @@ def test_it_refuses_a_timestamp_that_is_not_rfc_3339(api: Api, timestamp: Any) -
          "body.usage.input_tokens: must be a number, not a string"),
         (_session("b", budget={"max_tokens": 100, "partitions": {"tool": False}}),
          "body.budget.partitions.tool: must be a number"),
+        (_session("b", budget={"max_tokens": 100, "reserved_tokens": 120}),
+         "body.budget: reserved_tokens (120) must be less than max_tokens (100)"),
         (step("b", 0, [SYSTEM], action={"action": "keep", "target": "sys"},
               actions=[{"action": "pin", "target": "sys"}]),
          "body.action: send one operation as action or a list as actions, not both"),
