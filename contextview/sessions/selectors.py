@@ -577,6 +577,9 @@ def steps_diff(*, session: Session, start: Step, end: Step) -> dict[str, Any]:
 def session_archive(*, session: Session) -> list[dict[str, Any]]:
     folds = archived_originals(session_id=session.pk)
     stored = messages_by_pk(f.original_id for f in folds)
+    tokens = token_counts(
+        blob_pks=(s.blob_pk for s in stored.values()), encoding=session.encoding_choice().name
+    )
     return [
         {
             "id": f.original_msg_id,
@@ -588,7 +591,7 @@ def session_archive(*, session: Session) -> list[dict[str, Any]]:
             "result_id": f.result_msg_id,
             "reloaded": f.reloaded_at is not None,
             "reloaded_at": f.reloaded_at,
-            "message": message_as_dict(stored[f.original_id]),
+            "message": message_as_dict(stored[f.original_id], tokens),
         }
         for f in folds
     ]

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from contextview.core.tokens import load_encoding
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -117,6 +118,9 @@ def test_it_infers_a_silent_compaction_with_folds_stats_and_an_archive(server: S
     by_id = {entry["id"]: entry for entry in archived}
     assert set(by_id) == {"u1", "a1", "t1", "u2"}
     assert by_id["t1"]["message"]["content"] == T1["content"]
+    assert by_id["t1"]["message"]["tokens"] == len(
+        load_encoding("cl100k_base").encode(T1["content"])
+    )
     assert (by_id["t1"]["step"], by_id["t1"]["inferred"]) == (1, True)
     restore = server.post("/sessions/compact/directives", {"type": "restore", "targets": ["t1"]})
     assert restore.status_code == 201, restore.text
