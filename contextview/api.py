@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 from django.conf import settings
@@ -22,7 +21,7 @@ from contextview.core.importers import FORMATS
 from contextview.core.model import PARTITIONS
 from contextview.core.monitors import METRICS
 from contextview.core.replay import KEEP_LAST, MAX_TOKENS, policy_from_json
-from contextview.ingest.body import BodyError, batch_parse, request_body
+from contextview.ingest.body import BodyError, batch_parse, json_body, request_body
 from contextview.ingest.imports import ImportFailed, transcript_import
 from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.schemas import Envelope
@@ -771,9 +770,9 @@ def session_detail(request: HttpRequest, session_id: str) -> Any:
 
 def _json_object(request: HttpRequest) -> dict[str, Any] | JsonResponse:
     try:
-        payload = json.loads(request.body or b"{}")
-    except ValueError as exc:
-        return _error(400, f"body is not JSON: {exc}")
+        payload = json_body(request.body or b"{}")
+    except BodyError as exc:
+        return _error(exc.status, exc.message)
     if not isinstance(payload, dict):
         return _error(400, "body must be a JSON object")
     return payload

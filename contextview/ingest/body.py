@@ -27,6 +27,8 @@ from contextview.core.textsafe import json_needs_escape
 # more than any agent's log needs, far less than where Python's JSON, pydantic or
 # the pages would run out of stack.
 MAX_DEPTH = 100
+# A value Python's parser itself gave up on (past its recursion limit).
+TOO_DEEP_TO_READ = "nested too deep to read"
 
 _WS = re.compile(r"[ \t\n\r]*")
 # One token of a value being skipped over without building it: a string, a run
@@ -158,7 +160,7 @@ def _events(text: str, i: int, decoder: _Decoder, max_events: int) -> tuple[list
         except RecursionError:
             where = f"batch[{len(events)}]"
             i = _skip(text, start, what=f"{where}: an event nested too deep to read")
-            events.append(Refused(None, f"{where}: nested too deep to read"))
+            events.append(Refused(None, f"{where}: {TOO_DEEP_TO_READ}"))
         except ValueError:  # an integer past Python's 4300 digits
             where = f"batch[{len(events)}]"
             i = _skip(text, start, what=f"{where}: an event with a number too long to read")
@@ -200,12 +202,36 @@ def _checked(value: Any, text: str, start: int, end: int, not_finite: bool) -> A
                     f"{path or 'event'}: {leaf.text} is not a number JSON allows; "
                     "send a finite number or null",
                 )
+    deep = _nesting_error(value, text, start, end, whole="event")
+    return value if deep is None else Refused(event_id, deep)
+
+
+def _nesting_error(value: Any, text: str, start: int, end: int, *, whole: str) -> str | None:
+    """What is wrong with the nesting of `value`, read from ``text[start:end]``:
+    the field holding a value nested past MAX_DEPTH (`whole` if it is the value
+    itself), or None."""
     # Nesting deeper than MAX_DEPTH needs more than MAX_DEPTH openers: counting
-    # them is cheap, walking the event is left for the few that have that many.
-    if text.count("{", start, end) + text.count("[", start, end) > MAX_DEPTH:
-        deep = _too_deep(value)
-        if deep is not None:
-            return Refused(event_id, f"{deep}: nested deeper than {MAX_DEPTH} levels")
+    # them is cheap, walking the value is left for the few that have that many.
+    if text.count("{", start, end) + text.count("[", start, end) <= MAX_DEPTH:
+        return None
+    deep = _too_deep(value, whole=whole)
+    return None if deep is None else f"{deep}: nested deeper than {MAX_DEPTH} levels"
+
+
+def json_body(body: bytes) -> Any:
+    """A request body that is one JSON value (the API's writes other than ingest),
+    held to an ingest event's limit on nesting: raises BodyError (400) naming what
+    is wrong."""
+    try:
+        text = body.decode(json.detect_encoding(body))
+        value = json.loads(text)
+    except RecursionError:
+        raise BodyError(400, f"body: {TOO_DEEP_TO_READ}") from None
+    except ValueError as exc:
+        raise BodyError(400, f"body is not JSON: {exc}") from None
+    deep = _nesting_error(value, text, 0, len(text), whole="body")
+    if deep is not None:
+        raise BodyError(400, deep)
     return value
 
 
@@ -245,14 +271,15 @@ def _depth_over(value: Any, limit: int) -> bool:
 _NAMED_LEVELS = 3
 
 
-def _too_deep(value: Any) -> str | None:
-    """The field holding the first value nested past MAX_DEPTH, or None."""
+def _too_deep(value: Any, *, whole: str) -> str | None:
+    """The field holding the first value nested past MAX_DEPTH (`whole`: the value
+    itself, when it is not a field under it), or None."""
     if not isinstance(value, dict | list) or not _depth_over(value, MAX_DEPTH):
         return None
     for path, child in _leaves(value, "", levels=_NAMED_LEVELS):
         if isinstance(child, dict | list) and _depth_over(child, MAX_DEPTH - _NAMED_LEVELS):
-            return path
-    return "event"
+            return path or whole
+    return whole
 
 
 def _ws(text: str, i: int) -> int:

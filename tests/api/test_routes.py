@@ -248,3 +248,32 @@ def test_a_missing_page_is_a_404_even_before_the_static_files_are_collected(
     page = client.get("/no-such-page/")
     assert page.status_code == 404
     assert "Not found" in page.content.decode()
+
+
+# What ingest holds an event to: a value nested past 100 levels is refused, named by
+# the field it hangs from, three levels down; past Python's own limit, the whole body.
+_TOO_DEEP = [
+    (2000, "body: nested too deep to read"),
+    (120, "j[0][0]: nested deeper than 100 levels"),
+]
+
+
+@pytest.mark.parametrize("route", ["ack", "directives", "replay", "monitors"])
+@pytest.mark.parametrize(("depth", "error"), _TOO_DEEP)
+def test_it_answers_a_body_nested_too_deep_with_400_naming_it(
+    api: Api, route: str, depth: int, error: str
+) -> None:
+    directive_id = _seed(api)
+    session = f"/sessions/{quote(SESSION, safe='')}"
+    path = {
+        "ack": f"{session}/control/{directive_id}/ack",
+        "directives": f"{session}/directives",
+        "replay": f"{session}/replay",
+        "monitors": "/monitors",
+    }[route]
+    body = json.dumps(_BODIES[route])[:-1] + ', "j": ' + "[" * depth + "]" * depth + "}"
+    before = _everything()
+    response = api.client.post(f"/api/v1{path}", body, content_type="application/json", **api.auth)
+    assert response.status_code == 400, response.content
+    assert response.json() == {"error": error}
+    assert _everything() == before
