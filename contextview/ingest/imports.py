@@ -88,7 +88,10 @@ def transcript_format(*, stream: IO[bytes], name: str, format: str | None) -> st
     head = stream.read(HEAD_BYTES)
     whole = len(head) < HEAD_BYTES
     stream.seek(0)
-    found = detect(head, whole=whole)
+    try:
+        found = detect(head, whole=whole)
+    except TranscriptError as exc:
+        raise ImportFailed(422, f"{name}: {exc}") from None
     if found is None:
         raise ImportFailed(
             422,

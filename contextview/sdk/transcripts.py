@@ -180,7 +180,10 @@ def send_new_events(
     with path.open("rb") as f:
         head = f.read(HEAD_BYTES)
         f.seek(0)
-        fmt = detect(head, whole=len(head) < HEAD_BYTES)
+        try:
+            fmt = detect(head, whole=len(head) < HEAD_BYTES)
+        except TranscriptError as exc:
+            return 0, [f"{path}: {exc}"]
         if fmt is None:
             return 0, [f"{path}: not a transcript this SDK reads"]
         events = read(f, format=fmt, fallback=_session_name(path.name), live=live)

@@ -268,6 +268,47 @@ def test_it_names_a_field_of_the_wrong_type_and_stores_nothing(
     assert not Session.objects.exists()
 
 
+# Far past what Python's parser reaches, and past the 64 KiB detection reads.
+NESTED_TOO_DEEP = b"[" * 100_000 + b"]" * 100_000 + b"\n"
+
+
+@pytest.mark.parametrize(
+    ("format", "where"),
+    [
+        (None, "line 1"),
+        ("claude-code", "line 1"),
+        ("codex", "line 1"),
+        ("openhands", "file"),
+        ("swe-agent", "file"),
+        ("atif", "file"),
+    ],
+)
+def test_it_refuses_a_file_nested_too_deep_naming_where(
+    api: Api, format: str | None, where: str
+) -> None:
+    fields = {"format": format} if format else {}
+    response = upload(api, ("d.json", NESTED_TOO_DEEP), **fields)
+    assert response.status_code == 422, response.content
+    assert response.json() == {"error": f"d.json: {where}: is nested too deep to read"}
+    assert not Session.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        (b"\n" + b"[" * 2000 + b"]" * 2000, "line 2"),
+        # a document of many lines, read whole to tell its format
+        (b"[\n" + b"[" * 2000 + b"]" * 2000 + b"\n]", "file"),
+    ],
+)
+def test_it_refuses_a_small_file_nested_too_deep_naming_where(
+    api: Api, data: bytes, where: str
+) -> None:
+    response = upload(api, ("d.json", data))
+    assert response.status_code == 422, response.content
+    assert response.json() == {"error": f"d.json: {where}: is nested too deep to read"}
+
+
 def test_it_reads_a_condensation_of_a_vast_range_by_the_events_it_holds(api: Api) -> None:
     call = {"tool_call_id": "c1", "function_name": "bash"}
     events = [

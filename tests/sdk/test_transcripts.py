@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from contextview.sdk.transcripts import send_new_events
 from tests.conftest import ROOT
 from tests.waiting import wait_for
 
@@ -164,3 +165,11 @@ def test_it_says_what_it_watches_and_which_folder_is_not_there_yet(
     out, err = _stop(watcher)
     assert f"watching {missing}" in out
     assert f"{missing}: does not exist yet; watching for it" in err
+
+
+def test_it_names_a_watched_file_nested_too_deep_and_sends_nothing(tmp_path: Path) -> None:
+    deep = tmp_path / "d.json"
+    deep.write_bytes(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    with httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(500))) as http:
+        got = send_new_events(http, "http://server", "key", deep, live=True, sent=set())
+    assert got == (0, [f"{deep}: line 1: is nested too deep to read"])

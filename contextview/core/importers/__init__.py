@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from contextview.core.importers import atif, claude_code, codex, openhands, swe_agent
-from contextview.core.importers._log import Event, TranscriptError, guarded
+from contextview.core.importers._log import TOO_DEEP, Event, TranscriptError, guarded, line_error
 from contextview.core.importers.folders import ARCHIVE_SUFFIXES
 
 __all__ = [
@@ -40,15 +40,20 @@ HEAD_BYTES = 1 << 16
 
 
 def _first_line(head: bytes) -> Any:
-    line = head.lstrip().split(b"\n", 1)[0]
+    stripped = head.lstrip()
+    line = stripped.split(b"\n", 1)[0]
     try:
         return json.loads(line)
     except ValueError:
         return None
+    except RecursionError:
+        # Past Python's limit within the head alone: deep, whatever the rest holds.
+        raise line_error(head[: len(head) - len(stripped)].count(b"\n") + 1, TOO_DEEP) from None
 
 
 def detect(head: bytes, *, whole: bool = False) -> str | None:
-    """The format of a file from its first bytes (`whole`: these are all of it)."""
+    """The format of a file from its first bytes (`whole`: these are all of it);
+    raises TranscriptError for JSON nested too deep to tell."""
     first = _first_line(head)
     if isinstance(first, dict) and b"\n" in head.strip():
         # JSON Lines: the first line is an object of its own.
@@ -64,6 +69,8 @@ def detect(head: bytes, *, whole: bool = False) -> str | None:
             doc = json.loads(head)
         except ValueError:
             doc = None
+        except RecursionError:
+            raise TranscriptError("file", TOO_DEEP) from None
     if doc is not None:
         if isinstance(doc, dict) and claude_code.looks_like(doc):
             return claude_code.FORMAT

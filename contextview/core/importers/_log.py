@@ -41,6 +41,10 @@ class TranscriptError(Exception):
         return f"{self.where}: {self.message}"
 
 
+# What is said of JSON nested deeper than Python's parser (or a reader) can go.
+TOO_DEEP = "is nested too deep to read"
+
+
 def line_error(lineno: int, message: str) -> TranscriptError:
     return TranscriptError(f"line {lineno}", message)
 
@@ -78,7 +82,10 @@ def guarded(events: Iterator[Event], format: str) -> Iterator[Event]:
     _LINE.set(None)
     try:
         yield from events
-    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+    except RecursionError:
+        line = _LINE.get()
+        raise TranscriptError("file" if line is None else f"line {line}", TOO_DEEP) from None
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
         log.exception("the %s importer failed on a transcript", format)
         line = _LINE.get()
         raise TranscriptError(
@@ -110,7 +117,7 @@ def json_lines(stream: IO[bytes], *, live: bool = False) -> Iterator[tuple[int, 
                 raise line_error(lineno, f"is not UTF-8 ({where})") from None
             raise line_error(lineno, f"is not valid JSON: {exc}") from None
         except RecursionError:
-            raise line_error(lineno, "is nested too deep to read") from None
+            raise line_error(lineno, TOO_DEEP) from None
         if not isinstance(value, dict):
             raise line_error(lineno, f"must be a JSON object, not {type(value).__name__}")
         _LINE.set(lineno)
@@ -128,6 +135,8 @@ def json_document(stream: IO[bytes]) -> Any:
         raise TranscriptError(
             f"line {exc.lineno}", f"is not valid JSON: {exc.msg} (column {exc.colno})"
         ) from None
+    except RecursionError:
+        raise TranscriptError("file", TOO_DEEP) from None
 
 
 def short_hash(value: Any) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from contextview.core.importers._log import (
+    TOO_DEEP,
     Event,
     SessionLog,
     TranscriptError,
@@ -372,15 +373,18 @@ class _Reader:
             yield self.log.end(status=self.status, timestamp=self.last_ts)
 
 
-def _events(stream: IO[bytes], live: bool) -> Iterable[tuple[str, Any]]:
+def _events(stream: IO[bytes], live: bool) -> Iterator[tuple[str, Any]]:
+    # A generator, so that a file that cannot be read fails where the reader's
+    # events are taken, as every reader's does (`guarded`), not when it is opened.
     head = stream.read(1)
     while head in (b" ", b"\n", b"\r", b"\t"):
         head = stream.read(1)
     stream.seek(0)
     if head == b"[":
         doc = json_document(stream)
-        return ((f"[{n}]", e) for n, e in enumerate(doc))
-    return ((f"line {n}", e) for n, e in json_lines(stream, live=live))
+        yield from ((f"[{n}]", e) for n, e in enumerate(doc))
+    else:
+        yield from ((f"line {n}", e) for n, e in json_lines(stream, live=live))
 
 
 def event_of(data: bytes, where: str) -> Any:
@@ -393,6 +397,8 @@ def event_of(data: bytes, where: str) -> Any:
         raise TranscriptError(
             where, f"is not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
         ) from None
+    except RecursionError:
+        raise TranscriptError(where, TOO_DEEP) from None
 
 
 def read_events(
