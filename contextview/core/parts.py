@@ -16,8 +16,8 @@ below and marked estimated.
 Estimated parts
 ---------------
 - an image with ``width`` and ``height`` (on the part, its ``source`` or its
-  ``image_url``): ceil(width x height / 750) tokens (Anthropic's published rule),
-  at most 1,600;
+  ``image_url``), positive numbers of any size: ceil(width x height / 750) tokens
+  (Anthropic's published rule), at most 1,600;
 - an image without dimensions: 1,000 tokens;
 - a file, document or audio part whose text is not inline: 1,000 tokens (a
   document sent as text, such as Anthropic's ``{"source": {"type": "text"}}``,
@@ -30,6 +30,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 IMAGE_TOKENS = 1_000
@@ -185,11 +186,12 @@ class _Reader:
             self.add(part.get("text"))
 
 
-def _dimension(part: Mapping[str, Any], key: str) -> int | None:
+def _dimension(part: Mapping[str, Any], key: str) -> int | float | None:
+    """A positive number, integer or not (NaN is not one)."""
     for holder in (part, part.get("source"), part.get("image_url")):
         if isinstance(holder, Mapping):
             value = holder.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
                 return value
     return None
 
@@ -198,7 +200,12 @@ def image_tokens(part: Mapping[str, Any]) -> int:
     width, height = _dimension(part, "width"), _dimension(part, "height")
     if width is None or height is None:
         return IMAGE_TOKENS
-    return min(IMAGE_TOKENS_MAX, math.ceil(width * height / IMAGE_PIXELS_PER_TOKEN))
+    if math.inf in (width, height):  # no JSON number, but an image all the same
+        return IMAGE_TOKENS_MAX
+    # Exact: PostgreSQL gives 1e300 back as an integer of 301 digits, and a product
+    # of such numbers is past what a float holds.
+    pixels = Fraction(width) * Fraction(height)
+    return min(IMAGE_TOKENS_MAX, math.ceil(pixels / IMAGE_PIXELS_PER_TOKEN))
 
 
 def _is_image(part: Mapping[str, Any]) -> bool:

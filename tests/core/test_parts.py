@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -170,6 +171,30 @@ def test_it_counts_an_image_from_its_dimensions_when_given() -> None:
     assert reading([small]).estimated_tokens == 80  # ceil(300 * 200 / 750)
     huge = {"type": "image", "source": {"width": 4000, "height": 3000}}
     assert reading([huge]).estimated_tokens == IMAGE_TOKENS_MAX
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "tokens"),
+    [
+        (300.0, 200.0, 80),  # a JSON number with a decimal point is a dimension too
+        (10**12, 10**12, IMAGE_TOKENS_MAX),
+        (1e300, 1e300, IMAGE_TOKENS_MAX),  # a float product past the largest float
+        (10**300, 10**300, IMAGE_TOKENS_MAX),  # 1e300 as PostgreSQL gives it back
+        (10**400, 2.5, IMAGE_TOKENS_MAX),  # an integer past the largest float, with a float
+        (1e-300, 1e-300, 1),
+        (math.inf, 300, IMAGE_TOKENS_MAX),
+        (-300, 200, IMAGE_TOKENS),  # no size: counted as an image without dimensions
+        (0, 200, IMAGE_TOKENS),
+        (math.nan, 200, IMAGE_TOKENS),
+        (True, 200, IMAGE_TOKENS),
+    ],
+    ids=lambda value: repr(value)[:12],
+)
+def test_it_counts_an_image_of_any_dimensions_by_the_rule(
+    width: Any, height: Any, tokens: int
+) -> None:
+    image = {"type": "image", "width": width, "height": height}
+    assert reading([image]).estimated_tokens == tokens
 
 
 def test_it_counts_a_document_sent_as_text_as_its_text() -> None:

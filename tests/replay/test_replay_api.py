@@ -10,11 +10,13 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+from contextview.core.parts import IMAGE_TOKENS_MAX
 from contextview.core.tokens import TokenCounter
 from contextview.projects.services import apikey_create
 from contextview.sessions.models import Session
 from contextview.stats.services import session_encoding
-from tests.api_client import Api
+from contextview.stats.tasks import compute_session_stats
+from tests.api_client import Api, step
 from tests.replay.sessions import growing_session
 
 
@@ -86,6 +88,22 @@ def test_it_replays_seed_002s_degradation_order_under_a_budget(api: Api) -> None
     assert max(s["tokens"] for s in body["steps"]) <= 120
     assert "t0" not in body["steps"][-1]["messages"]
     assert "sys" in body["steps"][-1]["messages"]
+
+
+def test_it_counts_an_image_of_any_size_in_the_stats_and_the_replay(api: Api) -> None:
+    # 1e300 is read back from PostgreSQL as an integer of 301 digits.
+    image = {"type": "image", "width": 1e300, "height": 1e300}
+    message = {"id": "m", "role": "assistant", "content": [image]}
+    [stored] = api.ingest({"batch": [step("img", 0, [message])]}).json()["results"]
+    assert stored["status"] == 201
+    session = Session.objects.get(external_id="img")
+    compute_session_stats.apply(args=[session.pk])  # as a worker runs it
+    assert api.get("/sessions/img").json()["stats_status"] == "ready"
+    stats = api.get("/sessions/img/steps/0").json()["stats"]
+    assert stats["estimated_tokens"]["before"] == IMAGE_TOKENS_MAX
+    response = api.post("/sessions/img/replay", {"policy": {"kind": "full"}})
+    body = json.loads(b"".join(response.streaming_content))
+    assert [s["tokens"] for s in body["steps"]] == [IMAGE_TOKENS_MAX]
 
 
 @pytest.mark.parametrize(
