@@ -359,6 +359,39 @@ def test_it_stores_nothing_and_answers_200_for_a_transcript_before_its_first_cal
     assert upload(api, (name, data)).status_code == 201
 
 
+_OH_LINES = _lines({"id": 0, "source": "user", "action": "message", "args": {"content": "hi"}})
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "format", "found"),
+    [
+        (*fixture("codex.jsonl"), "claude-code", "line 1 has type 'session_meta'"),
+        (*fixture("claude_code.jsonl"), "codex", "line 1 has type 'file-history-snapshot'"),
+        (
+            "events.jsonl",
+            b"\n" + _OH_LINES,
+            "claude-code",
+            "line 2 has no type; its fields: 'id', 'source', 'action', 'args'",
+        ),
+    ],
+    ids=["codex-as-claude-code", "claude-code-as-codex", "openhands-as-claude-code"],
+)
+def test_it_refuses_a_file_of_another_format_than_the_one_asked_naming_both(
+    api: Api, tmp_path: Path, name: str, data: bytes, format: str, found: str
+) -> None:
+    response = upload(api, (name, data), format=format, session_id="x")
+    assert response.status_code == 422, response.content
+    error = f"is not a {format} transcript: no line of it is a {format} record ({found})"
+    assert response.json() == {"error": f"{name}: file: {error}"}
+    assert not Session.objects.exists()
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(CommandError) as raised:
+        call_command("importtranscript", api.project.slug, str(path), "--format", format)
+    assert str(raised.value) == f"{path}: file: {error}"
+    assert not Session.objects.exists()
+
+
 def test_it_leaves_a_half_written_last_line_of_a_live_transcript_for_later(api: Api) -> None:
     name, data = fixture("claude_code.jsonl")
     lines = data.splitlines(keepends=True)

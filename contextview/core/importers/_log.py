@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -122,6 +122,47 @@ def json_lines(stream: IO[bytes], *, live: bool = False) -> Iterator[tuple[int, 
             raise line_error(lineno, f"must be a JSON object, not {type(value).__name__}")
         _LINE.set(lineno)
         yield lineno, value
+
+
+def own_lines(
+    lines: Iterable[tuple[int, dict[str, Any]]],
+    *,
+    format: str,
+    recognised: Callable[[dict[str, Any]], bool],
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The lines of a JSONL transcript read as `format`, whose reader passes over the
+    lines it does not know: a file none of whose lines is `recognised` is another
+    format's (or none), and raises TranscriptError naming what its first line is.
+
+    A transcript of the format with no model call yet is no error: it has lines of
+    the format, and no step.
+    """
+    first: tuple[int, dict[str, Any]] | None = None
+    known = False
+    for lineno, line in lines:
+        if first is None:
+            first = (lineno, line)
+        known = known or recognised(line)
+        yield lineno, line
+    if first is not None and not known:
+        raise TranscriptError(
+            "file",
+            f"is not a {format} transcript: no line of it is a {format} record "
+            f"({_what_line_is(*first)})",
+        )
+
+
+def _what_line_is(lineno: int, line: dict[str, Any]) -> str:
+    kind = line.get("type")
+    if isinstance(kind, str):
+        return f"line {lineno} has type {_short(kind)}"
+    fields = ", ".join(_short(k) for k in list(line)[:6]) or "none"
+    return f"line {lineno} has no type; its fields: {fields}"
+
+
+def _short(text: str) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def json_document(stream: IO[bytes]) -> Any:

@@ -25,6 +25,7 @@ from contextview.core.importers._log import (
     SessionLog,
     json_lines,
     line_error,
+    own_lines,
     token_count,
 )
 from contextview.core.parts import part_kind
@@ -296,7 +297,8 @@ def read(
     """`live`: the file is still being written, so its last call may not be complete
     and is left for the next read."""
     reader = _Reader(session_id)
-    for lineno, entry in json_lines(stream, live=live):
+    lines = own_lines(json_lines(stream, live=live), format=FORMAT, recognised=looks_like)
+    for lineno, entry in lines:
         yield from reader.entry(lineno, entry)
     if not live:
         yield from reader.close()

@@ -23,6 +23,7 @@ from contextview.core.importers._log import (
     SessionLog,
     json_lines,
     line_error,
+    own_lines,
     short_hash,
     text_of,
     token_count,
@@ -59,6 +60,11 @@ def _legacy_meta(line: dict[str, Any]) -> bool:
 
 def looks_like(first: dict[str, Any]) -> bool:
     return (part_kind(first) in LINE_TYPES and "payload" in first) or _legacy_meta(first)
+
+
+def _recognised(line: dict[str, Any]) -> bool:
+    """A line this reader reads (it passes over the others)."""
+    return looks_like(line) or ("payload" not in line and part_kind(line) in LEGACY_ITEMS)
 
 
 def _is_output(item: dict[str, Any]) -> bool:
@@ -279,7 +285,8 @@ def read(
     stream: IO[bytes], *, session_id: str | None = None, fallback: str = "", live: bool = False
 ) -> Iterator[Event]:
     reader = _Reader(session_id or None, fallback)
-    for lineno, line in json_lines(stream, live=live):
+    lines = own_lines(json_lines(stream, live=live), format=FORMAT, recognised=_recognised)
+    for lineno, line in lines:
         yield from reader.line(lineno, line)
     if not live:
         yield from reader.finish()
