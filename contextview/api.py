@@ -248,7 +248,12 @@ def ingest(request: HttpRequest) -> HttpResponse:
         batch = batch_parse(body, max_events=settings.INGEST_MAX_EVENTS)
     except BodyError as exc:
         return _error(exc.status, exc.message)
-    outcome = batch_ingest(project=key.project, batch=batch.events, needs_escape=batch.needs_escape)
+    outcome = batch_ingest(
+        project=key.project,
+        batch=batch.events,
+        needs_escape=batch.needs_escape,
+        nesting_checked=True,
+    )
     return JsonResponse(outcome.as_dict(), status=207)
 
 

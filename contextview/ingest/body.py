@@ -202,17 +202,29 @@ def _checked(value: Any, text: str, start: int, end: int, not_finite: bool) -> A
                     f"{path or 'event'}: {leaf.text} is not a number JSON allows; "
                     "send a finite number or null",
                 )
-    deep = _nesting_error(value, text, start, end, whole="event")
+    deep = _nesting_error(value, _openers(text, start, end), whole="event")
     return value if deep is None else Refused(event_id, deep)
 
 
-def _nesting_error(value: Any, text: str, start: int, end: int, *, whole: str) -> str | None:
-    """What is wrong with the nesting of `value`, read from ``text[start:end]``:
-    the field holding a value nested past MAX_DEPTH (`whole` if it is the value
-    itself), or None."""
+def event_nesting_error(event: dict[str, Any], body_text: str) -> str | None:
+    """What is wrong with the nesting of an event the server built itself (an
+    imported transcript's, an OTLP span's), held to the rule of one sent to ingest;
+    `body_text` is its body as JSON."""
+    # The event's own brace is not in its body's text.
+    return _nesting_error(event, _openers(body_text, 0, len(body_text)) + 1, whole="event")
+
+
+def _openers(text: str, start: int, end: int) -> int:
+    return text.count("{", start, end) + text.count("[", start, end)
+
+
+def _nesting_error(value: Any, openers: int, *, whole: str) -> str | None:
+    """What is wrong with the nesting of `value`, written with `openers` brackets and
+    braces: the field holding a value nested past MAX_DEPTH (`whole` if it is the
+    value itself), or None."""
     # Nesting deeper than MAX_DEPTH needs more than MAX_DEPTH openers: counting
     # them is cheap, walking the value is left for the few that have that many.
-    if text.count("{", start, end) + text.count("[", start, end) <= MAX_DEPTH:
+    if openers <= MAX_DEPTH:
         return None
     deep = _too_deep(value, whole=whole)
     return None if deep is None else f"{deep}: nested deeper than {MAX_DEPTH} levels"
@@ -229,7 +241,7 @@ def json_body(body: bytes) -> Any:
         raise BodyError(400, f"body: {TOO_DEEP_TO_READ}") from None
     except ValueError as exc:
         raise BodyError(400, f"body is not JSON: {exc}") from None
-    deep = _nesting_error(value, text, 0, len(text), whole="body")
+    deep = _nesting_error(value, _openers(text, 0, len(text)), whole="body")
     if deep is not None:
         raise BodyError(400, deep)
     return value

@@ -43,7 +43,7 @@ from contextview.core.refs import decode_refs, encode_refs
 from contextview.core.session import SessionWalk
 from contextview.core.textsafe import written_json_needs_escape
 from contextview.db import binary_cursor, each_key_sql
-from contextview.ingest.body import Refused
+from contextview.ingest.body import TOO_DEEP_TO_READ, Refused, event_nesting_error
 from contextview.ingest.models import KEY_BYTES, event_key
 from contextview.ingest.schemas import (
     BODY_MODELS,
@@ -134,7 +134,9 @@ def _sha(text: str) -> bytes:
     return hashlib.sha256(text.encode()).digest()
 
 
-def _validate(position: int, raw: Any, now: datetime, needs_escape: bool) -> _Event | EventResult:
+def _validate(
+    position: int, raw: Any, now: datetime, needs_escape: bool, nesting_checked: bool = False
+) -> _Event | EventResult:
     if isinstance(raw, Refused):
         return EventResult(raw.event_id, 400, raw.error)
     if not isinstance(raw, dict):
@@ -143,7 +145,15 @@ def _validate(position: int, raw: Any, now: datetime, needs_escape: bool) -> _Ev
     event_id = raw_id if isinstance(raw_id, str) else None
     # The body is written out once, to be hashed; that text also tells whether any
     # string in it needs escaping, so a clean event is not walked string by string.
-    body_text: str | None = canonical_json(raw.get("body"))
+    try:
+        body_text: str | None = canonical_json(raw.get("body"))
+    except RecursionError:
+        return EventResult(event_id, 400, f"batch[{position}]: {TOO_DEEP_TO_READ}")
+    # The events of an import or an OTLP span came in no ingest body, whose parser
+    # would have held them to its limit on nesting.
+    deep = None if nesting_checked else event_nesting_error(raw, body_text)
+    if deep is not None:
+        return EventResult(event_id, 400, deep)
     if needs_escape and (
         written_json_needs_escape(body_text)
         or written_json_needs_escape(canonical_json({k: v for k, v in raw.items() if k != "body"}))
@@ -449,18 +459,25 @@ class IngestOutcome:
         }
 
 
-def batch_ingest(*, project: Project, batch: list[Any], needs_escape: bool = True) -> IngestOutcome:
+def batch_ingest(
+    *,
+    project: Project,
+    batch: list[Any],
+    needs_escape: bool = True,
+    nesting_checked: bool = False,
+) -> IngestOutcome:
     """Store a batch of events (each a decoded event, or ``body.Refused``).
 
     `needs_escape` False says that no string of the batch holds what
     ``core.textsafe`` escapes (the body parser tells from the raw bytes), so the
-    events need not be walked for it.
+    events need not be walked for it; `nesting_checked` True that the body parser
+    already refused the events nested too deep.
     """
     now = timezone.now()
     results: list[EventResult | None] = [None] * len(batch)
     events: list[_Event] = []
     for position, raw in enumerate(batch):
-        checked = _validate(position, raw, now, needs_escape)
+        checked = _validate(position, raw, now, needs_escape, nesting_checked)
         if isinstance(checked, EventResult):
             results[position] = checked
         else:

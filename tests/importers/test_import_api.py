@@ -309,6 +309,20 @@ def test_it_refuses_a_small_file_nested_too_deep_naming_where(
     assert response.json() == {"error": f"d.json: {where}: is nested too deep to read"}
 
 
+def test_it_refuses_content_nested_past_what_ingest_takes_naming_the_step(api: Api) -> None:
+    # Read, but deeper than an event sent to ingest may nest: stored, no page could show it.
+    name, data = fixture("claude_code.jsonl")
+    deep = b"[" * 150 + b"]" * 150
+    data = data.replace(b'"content": [', b'"content": [' + deep + b", ", 1)
+    response = upload(api, (name, data))
+    assert response.status_code == 422, response.content
+    assert response.json() == {
+        "error": f"{name}: step 0 of session 'cc-7f3a' was refused: "
+        "body.output.messages: nested deeper than 100 levels"
+    }
+    assert not Session.objects.exists()
+
+
 def test_it_reads_a_condensation_of_a_vast_range_by_the_events_it_holds(api: Api) -> None:
     call = {"tool_call_id": "c1", "function_name": "bash"}
     events = [

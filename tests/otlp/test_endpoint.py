@@ -476,6 +476,18 @@ def test_it_never_answers_500_to_a_hostile_body(key: str, body: bytes, expected:
     assert response.status_code == expected, response.content
 
 
+def test_it_refuses_a_span_whose_messages_nest_past_what_ingest_takes(key: str) -> None:
+    deep = "[" * 150 + "]" * 150
+    messages = f'[{{"role": "user", "parts": [{{"type": "x", "value": {deep}}}]}}]'
+    body = _span_json(("gen_ai.input.messages", messages), ("gen_ai.conversation.id", "deep"))
+    response = post(key, body, "application/json")
+    assert response.status_code == 200, response.content
+    rejected = response.json()["partialSuccess"]
+    assert rejected["rejectedSpans"] == "1"
+    assert "body.obs.messages: nested deeper than 100 levels" in rejected["errorMessage"]
+    assert not Session.objects.filter(external_id="deep").exists()
+
+
 @pytest.mark.parametrize("attribute", ["gen_ai.conversation.id", "session.id"])
 def test_it_refuses_the_span_of_a_session_id_holding_a_nul_naming_why(
     key: str, attribute: str
