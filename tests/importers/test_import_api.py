@@ -323,6 +323,29 @@ def test_it_refuses_content_nested_past_what_ingest_takes_naming_the_step(api: A
     assert not Session.objects.exists()
 
 
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "NaN", "Infinity", "-Infinity"])
+@pytest.mark.parametrize(
+    ("name", "where"),
+    [
+        ("claude_code.jsonl", "line 3: {} is not a number JSON allows"),
+        ("atif.json", "file: holds {}, not a number JSON allows"),
+        ("openhands.json", "file: holds {}, not a number JSON allows"),
+    ],
+    ids=["claude-code", "atif", "openhands"],
+)
+def test_it_refuses_a_number_ingest_would_refuse_naming_where(
+    api: Api, name: str, where: str, number: str
+) -> None:
+    # Python reads these; PostgreSQL cannot store them.
+    _, data = fixture(name)
+    part = b'{"type": "image", "width": ' + number.encode() + b', "height": 10}'
+    data = data.replace(b'"content": ', b'"content": [' + part + b'], "was": ', 1)
+    response = upload(api, (name, data))
+    assert response.status_code == 422, response.content
+    assert response.json() == {"error": f"{name}: {where.format(number)}"}
+    assert not Session.objects.exists()
+
+
 def test_it_reads_a_condensation_of_a_vast_range_by_the_events_it_holds(api: Api) -> None:
     call = {"tool_call_id": "c1", "function_name": "bash"}
     events = [

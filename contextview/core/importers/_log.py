@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -43,6 +44,34 @@ class TranscriptError(Exception):
 
 # What is said of JSON nested deeper than Python's parser (or a reader) can go.
 TOO_DEEP = "is nested too deep to read"
+
+
+class NotFinite(Exception):
+    """A number JSON does not have (NaN, Infinity) or one past a float (1e400):
+    Python reads them, PostgreSQL does not store them, and ingest refuses them."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return f"{self.text} is not a number JSON allows"
+
+
+def _not_finite(text: str) -> Any:
+    raise NotFinite(text)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise NotFinite(text)
+    return value
+
+
+def json_loads(data: bytes | str) -> Any:
+    """``json.loads``, raising NotFinite for a number ingest would refuse."""
+    return json.loads(data, parse_constant=_not_finite, parse_float=_finite)
 
 
 def line_error(lineno: int, message: str) -> TranscriptError:
@@ -108,7 +137,9 @@ def json_lines(stream: IO[bytes], *, live: bool = False) -> Iterator[tuple[int, 
         if not raw.strip():
             continue
         try:
-            value = json.loads(raw)
+            value = json_loads(raw)
+        except NotFinite as exc:
+            raise line_error(lineno, str(exc)) from None
         except ValueError as exc:
             if live and not raw.endswith(b"\n"):
                 return  # the last line, still being written
@@ -169,7 +200,9 @@ def json_document(stream: IO[bytes]) -> Any:
     """A whole-file JSON document (.traj, ATIF): these formats are one value, not lines."""
     data = stream.read()
     try:
-        return json.loads(data)
+        return json_loads(data)
+    except NotFinite as exc:
+        raise TranscriptError("file", f"holds {exc.text}, not a number JSON allows") from None
     except UnicodeDecodeError as exc:
         raise TranscriptError("file", f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:

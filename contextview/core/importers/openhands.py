@@ -24,10 +24,12 @@ from typing import IO, Any
 from contextview.core.importers._log import (
     TOO_DEEP,
     Event,
+    NotFinite,
     SessionLog,
     TranscriptError,
     json_document,
     json_lines,
+    json_loads,
     token_count,
     usage_cached_inside,
 )
@@ -124,8 +126,8 @@ def _v1_action_parts(event: dict[str, Any]) -> list[Any]:
     arguments = call.get("arguments")
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
-        except ValueError:
+            arguments = json_loads(arguments)
+        except (ValueError, RecursionError, NotFinite):
             pass  # kept as the text the model wrote
     parts.append(
         {
@@ -390,7 +392,9 @@ def _events(stream: IO[bytes], live: bool) -> Iterator[tuple[str, Any]]:
 def event_of(data: bytes, where: str) -> Any:
     """One event stored as a file of its own (an event folder's ``N.json``)."""
     try:
-        return json.loads(data)
+        return json_loads(data)
+    except NotFinite as exc:
+        raise TranscriptError(where, f"holds {exc.text}, not a number JSON allows") from None
     except UnicodeDecodeError as exc:
         raise TranscriptError(where, f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
