@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
-from contextview.core.calls import is_tool_result, said_text
+from contextview.core.calls import is_tool_result, result_call, said_text
 from contextview.core.model import Message
 from contextview.core.stats import Delta, TextCache, TokensOf, context_delta
 
@@ -159,7 +159,7 @@ class WasteTracker:
         self.last = before
         events: dict[str, Any] = {}
         if removed or added:
-            self._apply(index, removed, added, tokens_of, cache, events)
+            self._apply(index, before, removed, added, tokens_of, cache, events)
         if self.duplicate_tokens:
             events["duplicate_tokens"] = self.duplicate_tokens
         return events or None
@@ -167,6 +167,7 @@ class WasteTracker:
     def _apply(
         self,
         index: int,
+        before: Sequence[Message],
         removed: Sequence[Message],
         added: Sequence[Message],
         tokens_of: TokensOf,
@@ -194,7 +195,7 @@ class WasteTracker:
                 self._refer(m, cache, events)
         for text, n in change.items():
             if n:
-                self._count(index, text, n, first.get(text), tokens_of, cache, events)
+                self._count(index, before, text, n, first.get(text), tokens_of, cache, events)
 
     def _refer(self, m: Message, cache: TextCache, events: dict[str, Any]) -> None:
         """Mark the results that message `m`, new in the context, refers to."""
@@ -225,6 +226,7 @@ class WasteTracker:
     def _count(
         self,
         index: int,
+        before: Sequence[Message],
         text: str,
         n: int,
         message: Message | None,
@@ -239,7 +241,7 @@ class WasteTracker:
             result = _Result(
                 text=text,
                 digest=self._digest(text),
-                tool=message.tool or "",
+                tool=message.tool or _called_tool(before, message),
                 message=message.id,
                 tokens=tokens_of(message),
                 since=index,
@@ -458,3 +460,13 @@ def _largest(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return (-int(entry["tokens"]), int(step or 0))
 
     return sorted(entries, key=order)[:LIST_LIMIT]
+
+
+def _called_tool(context: Sequence[Message], result: Message) -> str:
+    """The tool of the call that `result`, a tool result of `context` that does not
+    name its tool (OpenAI's and Anthropic's spellings), answers; "" when unknown."""
+    for i in range(len(context) - 1, -1, -1):  # a new result is near the end
+        if context[i] is result:
+            call = result_call(context, i)
+            return call[0] if call is not None else ""
+    return ""

@@ -224,6 +224,9 @@ def test_a_repeated_call_is_seen_whatever_the_providers_spelling(
     steps = [api.get(f"/sessions/{name}/steps/{n}").json()["stats"] for n in range(3)]
     assert [s["new_tool"] for s in steps] == ["read", "read", "read"]
     assert ["repeated_tool_call" in s["flags"] for s in steps] == [False, True, False]
+    # The waste tracker follows their results under the tool's name too.
+    followed = [new[1] for s in steps for new in (s.get("waste") or {}).get("new", [])]
+    assert followed == ["read", "read"]  # x's result, then y's (x's again is a copy)
 
 
 @pytest.mark.parametrize(
