@@ -66,7 +66,7 @@ from contextview.sessions.selectors import (
     step_outputs,
     stored_extra,
 )
-from contextview.sessions.services import directives_pending_for, directives_settle_from_steps
+from contextview.sessions.services import directives_pending_for
 from contextview.stats.scheduling import stats_schedule
 
 
@@ -502,6 +502,7 @@ def batch_ingest(
         # committed by now, and its events are answered as duplicates, not stored twice.
         todo = _dedupe(project, events, results)
         store = _Store(project.pk)
+        step_rows: list[_StepRow] = []
         if todo:
             step_rows = _process(project, todo, states, store, results, now)
             step_ids = _write(project, states, store, step_rows, todo, results, now)
@@ -514,7 +515,12 @@ def batch_ingest(
             Session.objects.filter(pk__in=unused).delete()
         if states:
             live = [st.session for st in states.values() if st.session.pk not in unused]
-            directives = directives_pending_for(sessions=live)
+            # What the stored steps show done is marked applied, not sent back.
+            stored = [
+                (r.session, r.body.index, r.body.mode or "", r.result.reloaded, r.result.before)
+                for r in step_rows
+            ]
+            directives = directives_pending_for(sessions=live, steps=stored)
         changed = sorted(st.session.pk for st in states.values() if st.touched)
         if changed:
             transaction.on_commit(lambda: stats_schedule(session_ids=changed))
@@ -1018,12 +1024,6 @@ def _insert_steps(
         s.step_count += 1
         if row.body.mode:
             s.mode = row.body.mode
-    directives_settle_from_steps(
-        steps=[
-            (r.session, r.body.index, r.body.mode or "", list(r.result.reloaded), r.result.before)
-            for r in rows
-        ]
-    )
     return step_ids
 
 

@@ -48,15 +48,50 @@ def directive_pk(public_id: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def directives_pending_for(*, sessions: Sequence[Session]) -> list[dict[str, Any]]:
+# A step just stored, as what it shows of directives: (session, index, the mode it
+# reports, the ids its operations reloaded, the context it was called with).
+StoredStep = tuple[Session, int, str, Sequence[str], Sequence[CoreMessage]]
+
+
+def _done_by(directive: Directive, steps: Sequence[StoredStep]) -> bool:
+    """Whether `steps` (of the directive's session) show it done: the new mode reported,
+    the targets reloaded by an operation or back in a context (an agent that puts them
+    back without saying so) after the step the restore named."""
+    if not steps:
+        return False
+    if directive.type == Directive.Type.SET_MODE:
+        return any(mode == directive.payload.get("mode") for _, _, mode, _, _ in steps)
+    targets = set(directive.payload.get("targets", []))
+    reloaded = {msg_id for *_, ids, _ in steps for msg_id in ids}
+    after = directive.payload.get("step")
+    return targets <= reloaded or any(
+        targets <= {m.id for m in context}
+        for _, index, _, _, context in steps
+        if after is None or index > after
+    )
+
+
+def directives_pending_for(
+    *, sessions: Sequence[Session], steps: Sequence[StoredStep] = ()
+) -> list[dict[str, Any]]:
+    """The sessions' pending directives, less those that `steps` (just stored) show
+    done (``_done_by``), which are marked applied: one read for both."""
     if not sessions:
         return []
-    pending = (
+    pending = list(
         Directive.objects.filter(session__in=sessions, status=Directive.Status.PENDING)
         .select_related("session")
         .order_by("id")
     )
-    return [directive_as_dict(d) for d in pending]
+    by_session: dict[int, list[StoredStep]] = defaultdict(list)
+    for step in steps:
+        by_session[step[0].pk].append(step)
+    done = {d.pk for d in pending if _done_by(d, by_session.get(d.session_id, ()))}
+    if done:
+        Directive.objects.filter(pk__in=done, status=Directive.Status.PENDING).update(
+            status=Directive.Status.APPLIED, resolved_at=timezone.now(), resolved_via="step"
+        )
+    return [directive_as_dict(d) for d in pending if d.pk not in done]
 
 
 def text_storable(field: str, value: str) -> str:
@@ -135,40 +170,3 @@ def directive_ack(*, directive: Directive, status: str, detail: str = "") -> boo
         )
         directive.refresh_from_db()
     return bool(updated) or directive.status == status
-
-
-def directives_settle_from_steps(
-    *, steps: Sequence[tuple[Session, int, str, list[str], Sequence[CoreMessage]]]
-) -> None:
-    """Mark applied what later steps show done: the new mode reported, the targets
-    reloaded, by an operation or back in the context the step was called with (an
-    agent that puts them back without saying so) after the step the restore named.
-
-    Each of `steps` is (session, index, mode reported, ids reloaded, its context)."""
-    by_session: dict[int, list[tuple[int, str, list[str], Sequence[CoreMessage]]]]
-    by_session = defaultdict(list)
-    for session, index, mode, reloaded, context in steps:
-        by_session[session.pk].append((index, mode, reloaded, context))
-    if not by_session:
-        return
-    pending = Directive.objects.filter(
-        session_id__in=list(by_session), status=Directive.Status.PENDING
-    )
-    now = timezone.now()
-    for directive in pending:
-        entries = by_session[directive.session_id]
-        if directive.type == Directive.Type.SET_MODE:
-            done = any(mode == directive.payload.get("mode") for _, mode, _, _ in entries)
-        else:
-            targets = set(directive.payload.get("targets", []))
-            reloaded = {msg_id for _, _, ids, _ in entries for msg_id in ids}
-            after = directive.payload.get("step")
-            done = targets <= reloaded or any(
-                targets <= {m.id for m in context}
-                for index, _, _, context in entries
-                if after is None or index > after
-            )
-        if done:
-            Directive.objects.filter(pk=directive.pk, status=Directive.Status.PENDING).update(
-                status=Directive.Status.APPLIED, resolved_at=now, resolved_via="step"
-            )
