@@ -198,19 +198,27 @@ def _short(text: str) -> str:
 
 def json_document(stream: IO[bytes]) -> Any:
     """A whole-file JSON document (.traj, ATIF): these formats are one value, not lines."""
-    data = stream.read()
+    return json_whole(stream.read())
+
+
+def json_whole(data: bytes, where: str | None = None) -> Any:
+    """One whole JSON value: a file's (`where` None: an error names the file, or the
+    line a syntax error is on), or that of the part of a transcript named `where`."""
+    place = where or "file"
     try:
         return json_loads(data)
     except NotFinite as exc:
-        raise TranscriptError("file", f"holds {exc.text}, not a number JSON allows") from None
+        raise TranscriptError(place, f"holds {exc.text}, not a number JSON allows") from None
     except UnicodeDecodeError as exc:
-        raise TranscriptError("file", f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise TranscriptError(place, f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise TranscriptError(
-            f"line {exc.lineno}", f"is not valid JSON: {exc.msg} (column {exc.colno})"
-        ) from None
+        if where is None:
+            place, at = f"line {exc.lineno}", f"column {exc.colno}"
+        else:
+            at = f"line {exc.lineno} column {exc.colno}"
+        raise TranscriptError(place, f"is not valid JSON: {exc.msg} ({at})") from None
     except RecursionError:
-        raise TranscriptError("file", TOO_DEEP) from None
+        raise TranscriptError(place, TOO_DEEP) from None
 
 
 def short_hash(value: Any) -> str:

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from contextview.core.importers._log import (
-    TOO_DEEP,
     Event,
     NotFinite,
     SessionLog,
@@ -30,6 +29,7 @@ from contextview.core.importers._log import (
     json_document,
     json_lines,
     json_loads,
+    json_whole,
     token_count,
     usage_cached_inside,
 )
@@ -391,18 +391,7 @@ def _events(stream: IO[bytes], live: bool) -> Iterator[tuple[str, Any]]:
 
 def event_of(data: bytes, where: str) -> Any:
     """One event stored as a file of its own (an event folder's ``N.json``)."""
-    try:
-        return json_loads(data)
-    except NotFinite as exc:
-        raise TranscriptError(where, f"holds {exc.text}, not a number JSON allows") from None
-    except UnicodeDecodeError as exc:
-        raise TranscriptError(where, f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise TranscriptError(
-            where, f"is not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
-        ) from None
-    except RecursionError:
-        raise TranscriptError(where, TOO_DEEP) from None
+    return json_whole(data, where)
 
 
 def read_events(
