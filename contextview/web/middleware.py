@@ -37,28 +37,27 @@ def is_machine_path(path: str) -> bool:
 
 
 class MachineErrorsMiddleware:
-    """A 404 or 405 of a path programs call, answered as a page or bare text (a route
-    that does not exist, a method a route does not take), becomes ``{"error": ...}``
-    saying what was asked, as every other error of the API is (the Allow header kept)."""
+    """A 405 of a path programs call (a method a route does not take), which Django and
+    django-ninja answer in bare text, becomes ``{"error": ...}`` saying what was asked,
+    as every other error of the API is, its Allow header kept. (A route that does not
+    exist is the 404 handler's: ``web.views.not_found``.)"""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if response.status_code not in (404, 405) or not is_machine_path(request.path_info):
+        if response.status_code != 405 or not is_machine_path(request.path_info):
             return response
         if response.get("Content-Type", "").startswith("application/json"):
             return response
-        if response.status_code == 404:
-            message = f"no such endpoint: {request.path_info}"
-        else:
-            message = f"{request.method} is not allowed on {request.path_info}"
-            if response.has_header("Allow"):
-                message += f" (allowed: {response['Allow']})"
-        answer = JsonResponse({"error": message}, status=response.status_code)
-        if response.has_header("Allow"):
-            answer["Allow"] = response["Allow"]
+        message = f"{request.method} is not allowed on {request.path_info}"
+        allowed = response.get("Allow")
+        if allowed:
+            message += f" (allowed: {allowed})"
+        answer = JsonResponse({"error": message}, status=405)
+        if allowed:
+            answer["Allow"] = allowed
         return answer
 
 

@@ -145,14 +145,18 @@ def _chart_meta(session: Session, directives: list[web.DirectiveRow], **extra: A
     )
 
 
+def _reason(exception: Exception) -> str:
+    """What a view said when it raised Http404 or PermissionDenied ("" if nothing)."""
+    return exception.args[0] if exception.args and isinstance(exception.args[0], str) else ""
+
+
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """Our 404 page: what was asked for, and why it is not there when a view said. A
     path programs call gets ``{"error"}`` instead, which needs no template."""
-    reason = exception.args[0] if exception.args and isinstance(exception.args[0], str) else ""
     if is_machine_path(request.path_info):
         # The API's own views answer their 404s; this is a route that does not exist.
         return JsonResponse({"error": f"no such endpoint: {request.path_info}"}, status=404)
-    context = _page(request, request_path=request.path, reason=reason)
+    context = _page(request, request_path=request.path, reason=_reason(exception))
     try:
         return render(request, "404.html", context, status=404)
     except Exception:  # noqa: BLE001 - a 404 must not become a 500 (static files not collected)
@@ -175,10 +179,8 @@ def _refusal(request: HttpRequest, *, title: str, reason: str, hint: str = "") -
 
 def forbidden(request: HttpRequest, exception: Exception) -> HttpResponse:
     """Our 403 page: a user without the role for what was asked."""
-    reason = exception.args[0] if exception.args and isinstance(exception.args[0], str) else ""
-    return _refusal(
-        request, title="Not allowed", reason=reason or "Your role here does not allow this."
-    )
+    reason = _reason(exception) or "Your role here does not allow this."
+    return _refusal(request, title="Not allowed", reason=reason)
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
@@ -315,16 +317,23 @@ def _steps_window(
 
 
 def _window(
-    session: Session, *, after: int | None = None, before: int | None = None
+    session: Session,
+    *,
+    after: int | None = None,
+    before: int | None = None,
+    version: str | None = None,
 ) -> dict[str, Any]:
+    """A page of the step list, and the live tail's state for it (`version`: the
+    session's ``_live_version`` when the caller worked it out already)."""
     rows, has_prev, has_next = web.step_rows(
         session=session, after=after, before=before, limit=STEPS_PER_PAGE
     )
+    start = rows[0].index - 1 if rows else None
     return {
         "steps": rows,
         "steps_prev": rows[0].index if rows and has_prev else None,
         "steps_next": rows[-1].index if rows and has_next else None,
-        **_live(session, start=rows[0].index - 1 if rows else None, tail=not has_next),
+        **_live(session, start=start, tail=not has_next, version=version),
     }
 
 
@@ -434,10 +443,11 @@ def live_tail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         response["HX-Retarget"] = "#live-tail"
         response["HX-Reswap"] = "outerHTML"
         return response
-    window = _window(session, after=_int(request.GET.get("after")))
+    window = _window(session, after=_int(request.GET.get("after")), version=version)
     if request.GET.get("tail") and window["steps_next"] is not None:
         # The end was in view and the list has outgrown its page: show the last page.
-        window = _window(session, before=web.last_step_index(session=session) + 1)
+        last = web.last_step_index(session=session)
+        window = _window(session, before=last + 1, version=version)
     rows, _ = web.session_chart(session=session)
     directives = web.session_directives(session=session)
     step_url = reverse("web-step", args=[session.pk, 0])[: -len("0/")]
