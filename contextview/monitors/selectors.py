@@ -11,8 +11,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from contextview.core.monitors import ToolResult
 from contextview.monitors.models import Alert, Monitor, WebhookDelivery
 from contextview.projects.models import Project
-from contextview.sessions.models import Session, Step
-from contextview.stats.blob_info import tokens_by_name_sql
+from contextview.sessions.models import Session, StatsStatus, Step
 
 
 def monitor_list(*, project: Project) -> QuerySet[Monitor]:
@@ -103,29 +102,36 @@ def window_sessions(*, monitor: Monitor, now: datetime) -> list[tuple[str, dict[
 
 
 def window_tool_results(*, monitor: Monitor, now: datetime) -> list[ToolResult]:
-    """The tool results of the window's sessions, in the order the server recorded
-    them, with their tokens in the session's encoding (as the statistics worker
-    counted them; a result not yet counted is left out)."""
-    where = ["s.project_id = %s", "s.aggregates IS NOT NULL"]
-    params: list[Any] = [monitor.project_id]
+    """The tool results that arrived in the contexts of the window's steps, in the
+    order they arrived, each under the tool of the call it answers and with its
+    tokens, as the statistics worker found them: its waste tracker's ``new`` events
+    (``core.waste``), which name the tool of a result in any spelling (a ``tool``
+    message, an Anthropic ``tool_result`` block, an OTel result part). A result the
+    same as one still in the context is that result again, not a new one; one whose
+    call is not in the context (no tool to compare with) and steps not computed yet
+    are left out."""
+    where = ["s.project_id = %s"]
+    params: list[Any] = [window_start(monitor, now), StatsStatus.READY, monitor.project_id]
     if monitor.agent:
         where.append("s.agent = %s")
         params.append(monitor.agent)
     if monitor.mode:
         where.append("s.mode = %s")
         params.append(monitor.mode)
-    params.append(window_start(monitor, now))
-    tokens = tokens_by_name_sql("s.aggregates->>'encoding'")
+    # "new" is a key of the packed statistics' text only inside "waste" (the other
+    # keys that start so are "new_tool" and "new_call"): a step without it is not parsed.
     sql = f"""
-        SELECT s.external_id, m.tool, {tokens}
+        SELECT s.external_id, e.item ->> 1, (e.item ->> 2)::bigint
         FROM cv_session s
-        JOIN cv_session_message sm ON sm.session_id = s.id
-        JOIN cv_message m ON m.id = sm.message_id AND m.tool IS NOT NULL
-             AND m.role IS DISTINCT FROM 'assistant'
-        JOIN cv_blob_info i ON i.blob_id = m.blob_id
-        WHERE {" AND ".join(where)} AND {tokens} IS NOT NULL
-          AND EXISTS (SELECT 1 FROM cv_step st WHERE st.session_id = s.id AND st.timestamp >= %s)
-        ORDER BY sm.created_at, sm.seq, sm.session_id
+        JOIN cv_step st ON st.session_id = s.id AND st.timestamp >= %s
+        JOIN cv_step_stats ss ON ss.step_id = st.id AND ss.status = %s
+             AND strpos(ss.stats ->> 'z', '"new":') > 0
+        CROSS JOIN LATERAL (SELECT (ss.stats ->> 'z')::jsonb -> 'waste' -> 'new' AS new) w
+        CROSS JOIN LATERAL jsonb_array_elements(
+            CASE WHEN jsonb_typeof(w.new) = 'array' THEN w.new END
+        ) WITH ORDINALITY AS e(item, n)
+        WHERE {" AND ".join(where)} AND coalesce(e.item ->> 1, '') <> ''
+        ORDER BY st.timestamp, st.session_id, st.index, e.n
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -53,12 +53,6 @@ def tokens_sql(encoding: str, row: str = "i") -> str:
     return f"({row}.tokens_other->>'{_checked(encoding)}')::int"
 
 
-def tokens_by_name_sql(name: str, row: str = "i") -> str:
-    """`tokens_sql` for an encoding given by the SQL expression `name`."""
-    columns = " ".join(f"WHEN '{e}' THEN {row}.{c}" for e, c in TOKEN_COLUMNS.items())
-    return f"CASE {name} {columns} ELSE ({row}.tokens_other->>({name}))::int END"
-
-
 def tokens_write_sql(encoding: str, tokens: str) -> tuple[str, str, str]:
     """How to write `tokens` (an SQL value, null when not counted) in `encoding`
     into cv_blob_info: (column, value to insert, assignment on conflict), the

@@ -116,6 +116,47 @@ def test_it_fires_for_a_tool_result_ten_times_its_tools_median(
     assert signed_by(monitor["secret"], receiver.requests[0])
 
 
+def _anthropic_call(n: int, tool: str) -> list[dict[str, Any]]:
+    """A call and its result as Claude Code logs them: a ``tool_use`` block, then a
+    user message of one ``tool_result`` block that names only the call's id."""
+    words = 250 if n == 3 else 20
+    return [
+        {
+            "id": f"c{n}",
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": f"toolu_{n}", "name": tool, "input": {"n": n}}],
+        },
+        {
+            "id": f"r{n}",
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": f"toolu_{n}",
+                    "content": f"page {n}: " + " ".join(["row"] * words),
+                }
+            ],
+        },
+    ]
+
+
+def test_it_names_the_tool_of_a_result_that_only_names_its_call(
+    api: Api, receiver: Receiver, celery_worker_process: Any, celery_beat_process: Any
+) -> None:
+    # Read's results stay small; Grep's fourth is ten times its earlier ones. Neither
+    # result message says its tool: the jump is Grep's only through the calls.
+    calls = [m for n in range(4) for m in _anthropic_call(n, "Grep")]
+    reads = [m for n in range(3) for m in _anthropic_call(n, "Read")]
+    _session(api, "grep", calls, seconds_ago=0)
+    _session(api, "read", reads, seconds_ago=0)
+    _ready(api, "grep", "read")
+    _monitor(api, receiver, metric="tool_result_jump", threshold=10)
+
+    alerts = wait_for(lambda: _alerts(api), seconds=10, what="an alert")
+    assert [(a["state"], a["sessions"]) for a in alerts] == [("firing", ["grep"])]
+    assert alerts[0]["value"] >= 10
+
+
 def test_it_stays_quiet_when_no_tool_result_jumps(
     api: Api, receiver: Receiver, celery_worker_process: Any, celery_beat_process: Any
 ) -> None:

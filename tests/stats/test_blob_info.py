@@ -10,7 +10,6 @@ from contextview.core.entities import entity_key, extract_entities_keyed
 from contextview.stats.blob_info import (
     entities_pack,
     entities_unpack,
-    tokens_by_name_sql,
     tokens_sql,
 )
 from tests.core.entity_corpus import LABELLED
@@ -71,6 +70,5 @@ def test_it_keeps_keys_that_are_not_the_entities_lowercased() -> None:
 def test_it_names_the_column_of_each_encoding() -> None:
     assert tokens_sql("cl100k_base") == "i.tokens_cl100k"
     assert tokens_sql("p50k_base", "r") == "(r.tokens_other->>'p50k_base')::int"
-    assert "WHEN 'o200k_base' THEN i.tokens_o200k" in tokens_by_name_sql("s.encoding")
     with pytest.raises(ValueError):
         tokens_sql("x'; DROP TABLE cv_blob; --")
