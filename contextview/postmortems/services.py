@@ -8,6 +8,7 @@ from django.utils import timezone
 from contextview.core.errors import InputError
 from contextview.postmortems.models import Annotation, Incident
 from contextview.sessions.models import Session, Step
+from contextview.sessions.selectors import step_contexts
 
 MAX_BODY = 20_000
 
@@ -35,20 +36,24 @@ def annotation_create(
     message_id: str = "",
 ) -> Annotation:
     _check(body, label)
-    if (
-        step_index is not None
-        and not Step.objects.filter(session=session, index=step_index).exists()
-    ):
-        raise InputError("step", f"session {session.external_id!r} has no step {step_index}")
     if message_id and step_index is None:
         raise InputError("message", "a message is annotated within a step")
+    if step_index is not None:
+        step = Step.objects.filter(session=session, index=step_index).first()
+        if step is None:
+            raise InputError("step", f"session {session.external_id!r} has no step {step_index}")
+        # A note on a message the step does not show would be found by no one: its
+        # link (#m-<id>) would lead nowhere on the step's page.
+        before, after = step_contexts([step])[step.pk] if message_id else ([], [])
+        if message_id and message_id not in {s.message.id for s in (*before, *after)}:
+            raise InputError("message", f"step {step_index} has no message {message_id!r}")
     return Annotation.objects.create(
         session=session,
         author=author,
         body=body,
         label=label,
         step_index=step_index,
-        message_id=message_id[:200],
+        message_id=message_id,
     )
 
 

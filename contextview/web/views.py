@@ -789,15 +789,19 @@ def notes(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         if not _fragment(request):
             return redirect(_annotation_url(session, None, scope_step))
         return _annotations_response(request, session, scope=scope, step=scope_step)
-    step = _int(request.POST.get("step"))
+    step_text = request.POST.get("step", "").strip()
+    step = _int(step_text)
     try:
+        if step_text and step is None:
+            # Not the session's note instead: the author meant a step.
+            raise InputError("step", f"a step index (a whole number), not {step_text!r}")
         annotation = annotation_create(
             session=session,
             author=request.user,
             body=request.POST.get("body", ""),
             label=request.POST.get("label") or Annotation.Label.NOTE,
             step_index=step,
-            message_id=request.POST.get("message", "").strip() if step is not None else "",
+            message_id=request.POST.get("message", "").strip(),
         )
     except InputError as exc:
         if _fragment(request):

@@ -129,6 +129,32 @@ def test_it_names_the_field_of_an_annotation_it_refuses(
     assert not Annotation.objects.exists()
 
 
+def test_it_refuses_a_note_on_a_step_or_message_it_cannot_place(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    client = login("viewer")
+    url = f"/sessions/{order_session.pk}/notes/"
+    # A step that is not a number is refused, not saved as a note on the whole session.
+    for index in ("abc", "1.5", "two"):
+        refused = client.post(url, {"body": "x", "step": index})
+        assert refused.status_code == 400, index
+        said = refused.content.decode()
+        assert said == f"Not saved: step: a step index (a whole number), not {index!r}"
+    # A message the step does not show: its link would lead nowhere.
+    refused = client.post(url, {"scope": "step", "step": "0", "message": "u9", "body": "x"}, **HTMX)
+    assert "Not saved: message: step 0 has no message &#x27;u9&#x27;" in refused.content.decode()
+    assert client.post(url, {"body": "x", "message": "u1"}).status_code == 400  # no step
+    assert not Annotation.objects.exists()
+    # A message that left in the step (before) and one that came (after) both take notes.
+    for message in ("tool_result_32", "sum_1"):
+        placed = client.post(url, {"step": "0", "message": message, "body": message})
+        assert placed.status_code == 302
+    assert sorted(Annotation.objects.values_list("message_id", flat=True)) == [
+        "sum_1",
+        "tool_result_32",
+    ]
+
+
 # --- incidents -------------------------------------------------------------------------
 
 
