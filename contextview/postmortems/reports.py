@@ -102,7 +102,7 @@ def _loss_lists(session: Session) -> dict[str, Any]:
 
 def session_report(session: Session) -> dict[str, Any]:
     timeline = list(session_timeline(session))
-    flagged = [t["index"] for t in timeline if t.get("flags")][:MAX_FLAGGED]
+    flagged = [t["index"] for t in timeline if t.get("flags")]
     annotations = Annotation.objects.filter(session=session).select_related("author")
     directives = (
         Directive.objects.filter(session=session)
@@ -123,7 +123,9 @@ def session_report(session: Session) -> dict[str, Any]:
             else None
         ),
         "timeline": timeline,
-        "flagged_steps": _flagged_details(session, flagged),
+        "flagged_steps": _flagged_details(session, flagged[:MAX_FLAGGED]),
+        # How many steps raised a flag: more than the details above when it passed the cap.
+        "flagged_total": len(flagged),
         "lost_entities": [
             {"step": t["index"], "entities": t["lost"]} for t in timeline if t.get("lost")
         ],
@@ -288,6 +290,17 @@ def _md_loss(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def flagged_cut(report: dict[str, Any]) -> str:
+    """What a report says when it details fewer flagged steps than there are, else ""."""
+    shown, total = len(report["flagged_steps"]), report["flagged_total"]
+    if total <= shown:
+        return ""
+    return (
+        f"The first {shown} of {total:,} flagged steps in detail; "
+        "the timeline gives every step's flags."
+    )
+
+
 def report_markdown(report: dict[str, Any]) -> str:
     s = report["session"]
     lines = [f"# Session {_md(s['session_id'])}", ""]
@@ -317,6 +330,8 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines += ["", "## Flagged steps", ""]
     if not report["flagged_steps"]:
         lines.append("No step raised a flag.")
+    elif cut := flagged_cut(report):
+        lines += [cut, ""]
     for f in report["flagged_steps"]:
         lines += [f"### Step {f['index']}", ""]
         if f["reason"]:

@@ -22,6 +22,7 @@ from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 
 from contextview.core.svgchart import occupancy_chart
+from contextview.postmortems.reports import flagged_cut
 from contextview.sessions.models import Session
 from contextview.web import selectors as web
 
@@ -69,6 +70,9 @@ def report_html(
             "report": report,
             "s": report["session"],
             "annotations": annotations,
+            # The flagged steps detailed below the timeline (the first MAX_FLAGGED).
+            "detailed": {f["index"] for f in report["flagged_steps"]},
+            "flagged_cut": flagged_cut(report),
             "chart": chart,
             "generated_at": generated_at,
             "link": link,

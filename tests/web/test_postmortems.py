@@ -18,6 +18,7 @@ from django.test import Client
 
 from contextview.core.stats import OVER_70, OVER_90
 from contextview.demo.scenarios import cm_order_timeout, mode_customer_chat
+from contextview.postmortems import reports
 from contextview.postmortems.models import Annotation, Incident
 from contextview.postmortems.services import annotation_create, incident_mark
 from contextview.sessions.models import Session
@@ -333,6 +334,25 @@ def test_it_reports_a_demo_session_as_one_self_contained_html_file(
     added = flagged.split('class="cell k-added"')[1].split('class="cell')[0]
     assert "tool_result_18" in removed and "upstream timed out" in removed and "sum_2" in added
     assert "The error-log summary dropped <strong>SO20260101007</strong>." in body
+
+
+def test_it_says_when_a_report_details_only_the_first_flagged_steps(
+    login: Callable[..., Client], order_session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reports, "MAX_FLAGGED", 1)
+    client = login("viewer")
+    timeline = json.loads(_text(client.get(f"/sessions/{order_session.pk}/report.json")))
+    flagged = [t["index"] for t in timeline["report"]["timeline"] if t.get("flags")]
+    assert len(flagged) > 1
+    assert timeline["report"]["flagged_total"] == len(flagged)
+    said = f"The first 1 of {len(flagged)} flagged steps in detail"
+    text = _text(client.get(f"/sessions/{order_session.pk}/report.md"))
+    assert said in text.split("## Flagged steps")[1].split("### Step")[0]
+    page = _text(client.get(f"/sessions/{order_session.pk}/report.html"))
+    assert said in page and f"Flagged steps (1 of {len(flagged)})" in page
+    # The timeline links only to the steps the report details: no link leads nowhere.
+    assert page.count('href="#flagged-') == 1 and f'id="flagged-{flagged[0]}"' in page
+    assert f'href="#flagged-{flagged[1]}"' not in page
 
 
 def test_it_reports_a_demo_session_as_markdown_and_json(
