@@ -17,23 +17,24 @@ from typing import Any
 from django.db.models import QuerySet
 
 from contextview.core.distinct import Distinct
-from contextview.core.parts import call_fields
-from contextview.core.textsafe import restore_json
 from contextview.projects.models import Project
 from contextview.sessions.models import Operation, Session, Step
-from contextview.sessions.selectors import StoredMessage, sessions_filtered, step_contexts
+from contextview.sessions.selectors import (
+    StoredMessage,
+    message_as_dict,
+    sessions_filtered,
+    step_contexts,
+)
 
 CHUNK = 200
 
 
 def _message(stored: StoredMessage) -> dict[str, Any]:
-    m = stored.message
-    out: dict[str, Any] = {"id": m.id, "role": m.role, "partition": m.partition}
-    if m.tool:
-        out["tool"] = m.tool
-    # Contents and calls as they were sent (core.textsafe), as the read API gives them.
-    out["content"] = restore_json(m.content)
-    out.update(restore_json(call_fields(m.extra)))
+    """A message as the read API gives it (its pinned and expirable marks, the fields it
+    was sent with, contents as sent), without its tokens: a training row reads the same
+    context as the step endpoint, and a pin or expire shows in the after context."""
+    out = message_as_dict(stored)
+    del out["tokens"]
     return out
 
 

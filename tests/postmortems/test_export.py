@@ -71,3 +71,27 @@ def test_it_filters_the_export_like_the_sessions_list(api: Api) -> None:
     call_command("exportdataset", "acme", "--status", "succeeded", stdout=out, stderr=StringIO())
     rows = [json.loads(line) for line in out.getvalue().splitlines()]
     assert {r["session_id"] for r in rows} == {"good"}
+
+
+@pytest.mark.django_db
+def test_it_exports_messages_as_the_read_api_gives_them(api: Api) -> None:
+    messages = [
+        {"id": "u1", "role": "user", "name": "alice", "content": "Order A12345?", "pinned": True},
+        {"id": "t1", "role": "tool", "tool_call_id": "call_7", "content": "shipped"},
+    ]
+    batch = [step("marks", 0, messages, action={"action": "expire", "target": "t1"})]
+    assert api.ingest({"batch": batch}).status_code == 207
+    session_stats_compute(session_id=Session.objects.get(external_id="marks").pk)
+    (row,) = [
+        json.loads(line)
+        for line in b"".join(api.get("/export/steps.jsonl").streaming_content).splitlines()
+    ]
+    read = api.get("/sessions/marks/steps/0").json()
+    for side, given in (("obs", "before"), ("after", "after")):
+        exported = [row["messages"][str(n)] for n in row[side]]
+        assert exported == [{k: v for k, v in m.items() if k != "tokens"} for m in read[given]]
+    # The pin, the name the message was sent with, and what the expire changed.
+    obs = [row["messages"][str(n)] for n in row["obs"]]
+    after = [row["messages"][str(n)] for n in row["after"]]
+    assert obs[0]["pinned"] is True and obs[0]["name"] == "alice"
+    assert "expirable" not in obs[1] and after[1]["expirable"] is True
