@@ -63,6 +63,7 @@ urlpatterns = [
     path("projects/<slug:slug>/keys/<int:key_pk>/revoke/", views.key_revoke, name="web-key-revoke"),
 ]
 
+handler400 = "contextview.web.views.bad_request"
 handler403 = "contextview.web.views.forbidden"
 handler404 = "contextview.web.views.not_found"
 handler500 = "contextview.web.views.server_error"

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, TooManyFieldsSent
 from django.db import connection
 from django.http import (
     Http404,
@@ -163,18 +163,42 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
         return HttpResponseNotFound("<!doctype html><title>Not found</title><h1>Not found</h1>")
 
 
-def _refusal(request: HttpRequest, *, title: str, reason: str, hint: str = "") -> HttpResponse:
-    """A 403 as the asker can show it: JSON to a script that asked for JSON, the reason
-    in plain text to htmx (said above the page it was asked from), else a page of the
-    site with a way back."""
+def _refusal(
+    request: HttpRequest, *, title: str, reason: str, hint: str = "", status: int = 403
+) -> HttpResponse:
+    """A 403 (or 400) as the asker can show it: JSON to a script that asked for JSON, the
+    reason in plain text to htmx (said above the page it was asked from), else a page of
+    the site with a way back."""
     if "application/json" in request.headers.get("Accept", ""):
-        return JsonResponse({"error": reason}, status=403)
+        return JsonResponse({"error": reason}, status=status)
     if request.headers.get("HX-Request"):
-        return HttpResponse(reason, status=403, content_type="text/plain")
+        return HttpResponse(reason, status=status, content_type="text/plain")
     referer = request.headers.get("Referer", "")
     back = referer if url_has_allowed_host_and_scheme(referer, {request.get_host()}) else ""
     context = _page(request, title=title, reason=reason, hint=hint, back=back)
-    return render(request, "403.html", context, status=403)
+    return render(request, "403.html", context, status=status)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Our 400 page: a request Django would not read (a form too large, too many fields),
+    said plainly where Django's own page said only "Bad Request"."""
+    if isinstance(exception, RequestDataTooBig):
+        reason = (
+            f"The form sent more than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes, "
+            "the most this site reads from one form."
+        )
+    elif isinstance(exception, TooManyFieldsSent):
+        reason = (
+            f"The form sent more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS:,} fields, "
+            "the most this site reads from one form."
+        )
+    else:
+        # Say no more: a bad Host header, say, is not the asker's to be told about, and
+        # this request's host cannot be read for a page.
+        return HttpResponse("The request could not be read.", status=400, content_type="text/plain")
+    if is_machine_path(request.path_info):
+        return JsonResponse({"error": reason}, status=400)
+    return _refusal(request, title="Not sent", reason=reason, status=400)
 
 
 def forbidden(request: HttpRequest, exception: Exception) -> HttpResponse:

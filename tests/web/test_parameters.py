@@ -55,3 +55,20 @@ def test_it_answers_a_nul_in_a_form_field_with_400_naming_it(
     assert note.status_code == 400 and note.content.decode().startswith("body: must not")
     mode = client.post(f"/sessions/{order_session.pk}/mode/", {"mode": "rag\x00"})
     assert mode.status_code == 400 and mode.content.decode().startswith("mode: must not")
+
+
+def test_it_says_why_it_refused_a_form_too_large_to_read(
+    login: Callable[..., Client], order_session: Session, settings: Any
+) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    client = login()
+    url = f"/sessions/{order_session.pk}/notes/"
+    page = client.post(url, {"body": "a pasted log " * 2_000})
+    assert page.status_code == 400
+    assert "The form sent more than 10,000 bytes" in page.content.decode()
+    htmx = client.post(url, {"body": "x" * 20_000}, HTTP_HX_REQUEST="true")
+    assert htmx.status_code == 400 and htmx["Content-Type"] == "text/plain"
+    assert htmx.content.decode().startswith("The form sent more than 10,000 bytes")
+    fields = client.post(url, {"body": "x", **{f"f{n}": "1" for n in range(1_001)}})
+    assert fields.status_code == 400
+    assert "The form sent more than 1,000 fields" in fields.content.decode()
