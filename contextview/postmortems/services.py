@@ -11,6 +11,7 @@ from contextview.sessions.models import Session, Step
 from contextview.sessions.selectors import step_contexts
 
 MAX_BODY = 20_000
+MAX_TITLE = 200  # Incident.title holds no more
 
 
 class NotAllowed(Exception):
@@ -73,13 +74,16 @@ def annotation_delete(*, annotation: Annotation, user: User) -> None:
 
 
 def incident_mark(*, session: Session, user: User, title: str, severity: str) -> Incident:
-    if not title.strip():
+    title = title.strip()
+    if not title:
         raise InputError("title", "an incident needs a title")
+    if len(title) > MAX_TITLE:
+        raise InputError("title", f"at most {MAX_TITLE} characters, not {len(title):,}")
     if severity not in Incident.Severity.values:
         raise InputError("severity", f"one of {', '.join(Incident.Severity.values)}")
     incident, _ = Incident.objects.update_or_create(
         session=session,
-        defaults={"title": title.strip()[:200], "severity": severity, "created_by": user},
+        defaults={"title": title, "severity": severity, "created_by": user},
     )
     return incident
 

@@ -106,6 +106,19 @@ def test_it_lets_only_the_author_change_an_annotation(lossy_session: Session) ->
         annotation_create(session=lossy_session, author=alice, body="x", step_index=9)
 
 
+@pytest.mark.django_db
+def test_it_refuses_an_incident_title_longer_than_it_keeps(lossy_session: Session) -> None:
+    alice = User.objects.create(username="alice")
+    with pytest.raises(InputError, match="title: at most 200 characters, not 201"):
+        incident_mark(session=lossy_session, user=alice, title="t" * 201, severity="sev2")
+    # Kept whole, never cut: 200 characters once the spaces around them are trimmed.
+    title = "Order SO20260101007 lost in the summary; " * 4 + "x" * 36
+    incident = incident_mark(
+        session=lossy_session, user=alice, title=f"  {title}\n", severity="sev2"
+    )
+    assert len(title) == 200 and incident.title == title
+
+
 def test_it_renders_annotation_markdown_without_active_content() -> None:
     from contextview.postmortems.markdown import render_markdown
 
