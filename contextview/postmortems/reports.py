@@ -329,7 +329,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         )
     lines += ["", "## Flagged steps", ""]
     if not report["flagged_steps"]:
-        lines.append("No step raised a flag.")
+        lines += ["No step raised a flag.", ""]
     elif cut := flagged_cut(report):
         lines += [cut, ""]
     for f in report["flagged_steps"]:
@@ -361,13 +361,13 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines += _md_loss(report)
     lines += ["", "## Annotations", ""]
     if not report["annotations"]:
-        lines.append("No annotations.")
+        lines += ["No annotations.", ""]
     for a in report["annotations"]:
         where = f"step {a['step']}" if a["step"] is not None else "session"
         if a["message"]:
             where += f", message {_md(a['message'])}"
         lines += [
-            f"**{a['label']}** by {a['author']} on {where} ({a['created_at']}):",
+            f"**{a['label']}** by {_md(a['author'])} on {where} ({a['created_at']}):",
             "",
             _md_body(a["body"]),
             "",

@@ -184,3 +184,19 @@ def test_it_writes_a_markdown_report_a_reader_can_read(api: Api) -> None:
     assert "{" not in text.split("- budget:")[1].splitlines()[0]
     assert "# Session order-debug-bot-7" in text and "agent: order-debug-bot;" in text
     assert "<script" not in text and "**Look** &lt;script>alert(1)" in text
+
+
+@pytest.mark.django_db
+def test_it_sets_every_section_of_a_markdown_report_apart(api: Api) -> None:
+    batch = [step("quiet", 0, [{"id": "u1", "role": "user", "content": "hi"}])]
+    api.ingest({"batch": batch})
+    session = Session.objects.get(external_id="quiet")
+    session_stats_compute(session_id=session.pk)
+    text = api.get("/sessions/quiet/report.md").content.decode()
+    assert "No step raised a flag." in text and "No annotations." in text
+    lines = text.splitlines()
+    # A heading stands after a blank line, never glued to the sentence before it.
+    assert all(lines[n - 1] == "" for n, line in enumerate(lines) if n and line.startswith("#"))
+    annotation_create(session=session, author=User.objects.create(username="_ops_"), body="x")
+    text = api.get("/sessions/quiet/report.md").content.decode()
+    assert "**note** by \\_ops\\_ on session" in text  # a username read as is, not in italics
