@@ -135,6 +135,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "contextview.web.middleware.RefuseNulMiddleware",
     "contextview.web.middleware.MachineErrorsMiddleware",
+    "contextview.web.middleware.HeadAsGetMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

@@ -61,6 +61,26 @@ class MachineErrorsMiddleware:
         return answer
 
 
+class HeadAsGetMiddleware:
+    """HEAD on a path programs call is answered as GET is, without the body (the server
+    leaves it out): a client checking that a session or a report exists asks for its
+    headers only. django-ninja routes a method only to what declares it, so HEAD was a
+    405 on every read of the API. The request says HEAD again once answered, so a 405
+    (a route without GET) names the method that was asked."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.method != "HEAD" or not is_machine_path(request.path_info):
+            return self.get_response(request)
+        request.method = "GET"
+        try:
+            return self.get_response(request)
+        finally:
+            request.method = "HEAD"
+
+
 NUL = "\x00"
 
 

@@ -277,3 +277,16 @@ def test_it_answers_a_body_nested_too_deep_with_400_naming_it(
     assert response.status_code == 400, response.content
     assert response.json() == {"error": error}
     assert _everything() == before
+
+
+def test_head_on_a_read_answers_as_get_does_without_the_body(api: Api) -> None:
+    _seed(api)
+    path = f"/api/v1/sessions/{quote(SESSION, safe='')}"
+    got = api.client.get(path, **api.auth)
+    head = api.client.head(path, **api.auth)
+    assert (head.status_code, head["Content-Type"]) == (200, got["Content-Type"])
+    assert head.content == b"" and got.json()["session_id"] == SESSION
+    assert api.client.head("/api/v1/sessions/nobody", **api.auth).status_code == 404
+    assert api.client.head(path).status_code == 401
+    refused = api.client.head("/api/v1/ingest", **api.auth)
+    assert (refused.status_code, refused["Allow"]) == (405, "POST")
