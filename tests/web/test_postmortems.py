@@ -42,6 +42,10 @@ def _jsonl(response: Any) -> list[dict[str, Any]]:
 # --- annotations -----------------------------------------------------------------------
 
 
+def session_notes(client: Client, url: str) -> str:
+    return str(client.get(f"{url}?scope=session", **HTMX).content.decode())
+
+
 def test_it_lets_a_viewer_annotate_but_not_change_anothers_annotation(
     login: Callable[..., Client], order_session: Session
 ) -> None:
@@ -101,6 +105,14 @@ def test_it_annotates_a_step_and_a_message_and_shows_them_there(
     plain = editor.post(url, {"step": "1", "message": "u1", "body": "plain post"})
     assert plain.status_code == 302
     assert plain["Location"] == f"/sessions/{order_session.pk}/steps/1/#m-u1"
+    # A screen reader tells one note's buttons from another's: each names its note.
+    Annotation.objects.filter(body="this summary").update(
+        created_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    )
+    names = re.findall(r'aria-label="((?:Edit|Delete) [^"]*)"', session_notes(editor, url))
+    assert "Edit the contributing of 2026-01-02 03:04:05" in names
+    assert "Delete the contributing of 2026-01-02 03:04:05" in names
+    assert len(set(names)) == len(names) == 6
 
 
 def test_it_renders_annotations_as_sanitized_markdown(

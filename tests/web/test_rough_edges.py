@@ -171,3 +171,9 @@ def test_it_opens_a_step_url_as_the_whole_session_page_with_that_step(
     fragment = client.get(f"/sessions/{order_session.pk}/steps/1/", HTTP_HX_REQUEST="true")
     assert 'id="step-view" data-step="1"' in fragment.content.decode()
     assert 'id="occupancy-chart"' not in fragment.content.decode()
+
+
+def test_a_nearly_empty_context_reads_under_one_percent_not_zero() -> None:
+    from contextview.web.templatetags.contextview import percent
+
+    assert [percent(v) for v in (80 / 16_000, 0, 0.734, None)] == ["<1%", "0%", "73%", "—"]
