@@ -21,6 +21,7 @@ from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
+    HttpResponseBadRequest,
     HttpResponseNotFound,
     HttpResponseServerError,
     JsonResponse,
@@ -1086,11 +1087,14 @@ def report_page(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def export_steps(request: HtmxHttpRequest, slug: str) -> StreamingHttpResponse:
+def export_steps(request: HtmxHttpRequest, slug: str) -> HttpResponse | StreamingHttpResponse:
     """The training dataset of the sessions the list shows with the same filters: one JSON
     line per step, streamed, so a project of any size is never held in memory."""
     access = _project_or_404(request, slug)
-    filters = web.SessionFilters.from_query(request.GET)
+    filters, errors = web.SessionFilters.parse(request.GET)
+    if errors:
+        # Not the whole project instead: a refused filter would filter nothing.
+        return HttpResponseBadRequest("\n".join(errors), content_type="text/plain; charset=utf-8")
     sessions = web.session_queryset(project=access.project, filters=filters)
     response = StreamingHttpResponse(sessions_jsonl(sessions), content_type="application/x-ndjson")
     as_attachment(response, f"{download_name(slug)}-steps.jsonl")

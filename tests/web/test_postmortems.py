@@ -535,6 +535,11 @@ def test_it_exports_the_steps_of_the_listed_sessions_as_jsonl(
     }
     flagged = _jsonl(client.get("/projects/acme/export/steps.jsonl?flag=reload_regret"))
     assert {r["session_id"] for r in flagged} == {"cm-order-timeout"}
+    # A filter it cannot read is said, not dropped for the whole project's steps.
+    refused = client.get("/projects/acme/export/steps.jsonl?status=bogus&since=May")
+    assert refused.status_code == 400
+    assert "status: 'bogus' is not one of" in refused.content.decode()
+    assert "since: 'May' is not a date" in refused.content.decode()
 
 
 def test_it_streams_the_export_a_chunk_of_steps_at_a_time(
