@@ -81,9 +81,11 @@ def incident_mark(*, session: Session, user: User, title: str, severity: str) ->
         raise InputError("title", f"at most {MAX_TITLE} characters, not {len(title):,}")
     if severity not in Incident.Severity.values:
         raise InputError("severity", f"one of {', '.join(Incident.Severity.values)}")
+    # Marked again (a new title or severity): still the incident its first author marked.
     incident, _ = Incident.objects.update_or_create(
         session=session,
-        defaults={"title": title, "severity": severity, "created_by": user},
+        defaults={"title": title, "severity": severity},
+        create_defaults={"title": title, "severity": severity, "created_by": user},
     )
     return incident
 

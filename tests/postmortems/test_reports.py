@@ -200,3 +200,13 @@ def test_it_sets_every_section_of_a_markdown_report_apart(api: Api) -> None:
     annotation_create(session=session, author=User.objects.create(username="_ops_"), body="x")
     text = api.get("/sessions/quiet/report.md").content.decode()
     assert "**note** by \\_ops\\_ on session" in text  # a username read as is, not in italics
+
+
+@pytest.mark.django_db
+def test_an_incident_edited_by_another_stays_marked_by_its_first_author(
+    lossy_session: Session,
+) -> None:
+    alice, bob = User.objects.create(username="alice"), User.objects.create(username="bob")
+    incident_mark(session=lossy_session, user=alice, title="Order id lost", severity="sev3")
+    edited = incident_mark(session=lossy_session, user=bob, title="Order id lost", severity="sev1")
+    assert (edited.severity, edited.created_by.username) == ("sev1", "alice")
