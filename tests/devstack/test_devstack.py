@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import urllib.request
@@ -65,6 +66,22 @@ def test_exec_and_manage_run_a_command_against_the_stacks_servers(db: None) -> N
     )  # fmt: skip
     assert manage.returncode == 0 and "project slug" in manage.stdout
     assert "exec" in build_parser().format_help() and "manage" in build_parser().format_help()
+
+
+def test_the_readmes_commands_reach_the_embedded_stack_through_devstack() -> None:
+    """README.md's shell commands must work as written with DATABASE_URL and
+    CELERY_BROKER_URL unset: manage.py, celery and gunicorn run bare would reach
+    127.0.0.1:5432 and :6379, not the embedded servers."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```sh\n(.*?)^```", readme, re.S | re.M)
+    lines = [line for block in blocks for line in block.splitlines()]
+    bare = [
+        line
+        for line in lines
+        for found in re.finditer(r"python manage\.py|celery -A|gunicorn contextview", line)
+        if not line[: found.start()].endswith("contextview.devstack exec ")
+    ]
+    assert len(lines) > 20 and not bare, bare
 
 
 def _environ(pid: int) -> dict[str, str]:
