@@ -18,7 +18,12 @@ venv_python() {
 }
 
 requirements_hash() {
-    cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1
+    # sha256sum (GNU coreutils), else shasum (macOS and the BSDs)
+    if command -v sha256sum >/dev/null 2>&1; then
+        cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1
+    else
+        cat requirements.txt requirements-dev.txt | shasum -a 256 | cut -d' ' -f1
+    fi
 }
 
 ensure_venv() {

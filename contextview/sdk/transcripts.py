@@ -270,7 +270,7 @@ def watch_main(
                 for problem in problems:
                     print(problem, file=sys.stderr)
                 if stored:
-                    print(f"{path}: {stored} new steps", flush=True)
+                    print(f"{path}: {stored} new step{'' if stored == 1 else 's'}", flush=True)
             done += 1
             sleep(interval)
     except KeyboardInterrupt:

@@ -34,7 +34,9 @@ class Command(BaseCommand):
         started = time.perf_counter()
         for n, (pk, external_id) in enumerate(ids, 1):
             steps = stats_recompute(session_ids=[pk])
-            self.stderr.write(f"[{n}/{len(ids)}] session {external_id}: {steps} steps")
+            self.stderr.write(
+                f"[{n}/{len(ids)}] session {external_id}: {steps} step{'' if steps == 1 else 's'}"
+            )
         elapsed = time.perf_counter() - started
         noun = "session" if len(ids) == 1 else "sessions"
         self.stdout.write(f"recomputed {len(ids)} {noun} in {elapsed:.1f} s")
