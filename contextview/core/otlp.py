@@ -12,7 +12,13 @@ convention it follows:
   ``gen_ai.conversation.compacted``;
 - OpenInference: ``llm.input_messages.{i}.message.*`` (``content``, ``contents``,
   ``tool_calls``, ``tool_call_id``, ``name``), ``llm.output_messages.*``,
-  ``llm.tools.{i}.tool.*``, ``llm.token_count.*``, ``llm.model_name``, ``session.id``.
+  ``llm.tools.{i}.tool.*``, ``llm.token_count.*``, ``llm.model_name``, ``session.id``;
+- OpenLLMetry (Traceloop), beyond the contract's list: a span with ``llm.request.type``
+  ``chat`` or ``completion``, its messages flattened as ``gen_ai.prompt.{i}.*`` and
+  ``gen_ai.completion.{i}.*`` (``role``, ``content``, ``tool_call_id``,
+  ``tool_calls.{j}.*``; a content list written as JSON text is read as its parts),
+  its tools as ``llm.request.functions.{i}.*``; its session, when it names none of
+  the contract's, from ``traceloop.association.properties.session_id``.
 
 Messages come out in the contract's v1.1 form: ``content`` a string when the message
 is one text, else a list of parts (``text``, ``tool_call``, ``tool_result``,
@@ -63,6 +69,11 @@ _MESSAGE_EVENTS = {
 _OI_INPUT = "llm.input_messages."
 _OI_OUTPUT = "llm.output_messages."
 _OI_TOOLS = "llm.tools."
+_TL_PROMPT = "gen_ai.prompt."
+_TL_COMPLETION = "gen_ai.completion."
+_TL_FUNCTIONS = "llm.request.functions."
+_TL_REQUEST_TYPES = frozenset({"chat", "completion"})
+_TL_SESSION = "traceloop.association.properties.session_id"
 # Limits of the ingest schema that a span's values must fit.
 MAX_NAME = 200
 # How much of a tool span's status message is kept.
@@ -416,6 +427,74 @@ def _oi_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     return tools or None
 
 
+# --- OpenLLMetry flattened attributes ---------------------------------------------------
+
+
+def _listed_parts(content: str) -> list[Any] | None:
+    """A content list that OpenLLMetry wrote as JSON text (OpenAI content parts,
+    Anthropic blocks): its parts, when it is one; else None (the text is the content)."""
+    if not content.startswith("["):
+        return None
+    try:
+        value = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return None
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(p, Mapping) and isinstance(p.get("type"), str) for p in value)
+    ):
+        return value
+    return None
+
+
+def tl_message(flat: Mapping[str, Any], role: str) -> dict[str, Any]:
+    """An OpenLLMetry message from its ``gen_ai.prompt.{i}.*`` or
+    ``gen_ai.completion.{i}.*`` attributes; `role` when it names none (a completion
+    request's prompt is ``gen_ai.prompt.0.user``)."""
+    sent_role = flat.get("role")
+    if isinstance(sent_role, str) and sent_role:
+        role = sent_role
+    content = flat.get("content", flat.get("user"))
+    parts: list[Any] = []
+    if isinstance(content, str):
+        listed = _listed_parts(content)
+        if listed is not None:
+            parts.extend(genai_part(p) for p in listed)
+        elif content:
+            parts.append({"type": "text", "text": content})
+    elif content is not None:
+        parts.append({"type": "text", "text": json.dumps(content, ensure_ascii=False)})
+    call_id = flat.get("tool_call_id")
+    if role == "tool" and call_id:
+        result: Any = content_of(parts) if parts else ""
+        parts = [{"type": "tool_result", "tool_call_id": call_id, "content": result}]
+    for call in _indexed(flat, "tool_calls."):
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": call.get("id"),
+                "name": call.get("name"),
+                "arguments": call.get("arguments"),
+            }
+        )
+    out: dict[str, Any] = {"role": role, "content": content_of(parts) if parts else ""}
+    for key in ("finish_reason", "refusal"):
+        if isinstance(flat.get(key), str):
+            out[key] = flat[key]
+    return out
+
+
+def _tl_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
+    tools: list[Any] = []
+    for item in _indexed(attrs, _TL_FUNCTIONS):
+        tool = dict(item)
+        if "parameters" in tool:
+            tool["parameters"] = _structured(tool["parameters"], "llm.request.functions.parameters")
+        tools.append(tool)
+    return tools or None
+
+
 # --- ids --------------------------------------------------------------------------------
 
 
@@ -482,6 +561,7 @@ def is_llm_call(attrs: Mapping[str, Any]) -> bool:
     return (
         attrs.get("gen_ai.operation.name") in LLM_OPERATIONS
         or attrs.get("openinference.span.kind") == "LLM"
+        or attrs.get("llm.request.type") in _TL_REQUEST_TYPES
     )
 
 
@@ -493,8 +573,11 @@ def is_tool_run(attrs: Mapping[str, Any]) -> bool:
 
 
 def session_of(attrs: Mapping[str, Any], trace_id: str) -> str:
-    """The session a span belongs to: its conversation, else its session, else its trace."""
-    session = attrs.get("gen_ai.conversation.id") or attrs.get("session.id")
+    """The session a span belongs to: its conversation, else its session (the
+    contract's or OpenLLMetry's), else its trace."""
+    session = (
+        attrs.get("gen_ai.conversation.id") or attrs.get("session.id") or attrs.get(_TL_SESSION)
+    )
     return str(session) if session else trace_id
 
 
@@ -595,6 +678,9 @@ def _input(p: _Pending, previous: _Context | None) -> _Context:
     flat = _indexed(attrs, _OI_INPUT)
     if flat:
         return _context([("oi", item) for item in flat], previous)
+    flat = _indexed(attrs, _TL_PROMPT)
+    if flat:
+        return _context([("tl", item) for item in flat], previous)
     for event in p.span.events:
         role = _MESSAGE_EVENTS.get(event.name)
         if role is not None:
@@ -615,6 +701,8 @@ def _convert(item: tuple[str, Any]) -> dict[str, Any]:
         return _system_message(value)
     if form == "oi":
         return oi_message(value)
+    if form == "tl":
+        return tl_message(value, "user")
     role, attrs = value
     return event_message(role, attrs)
 
@@ -627,6 +715,9 @@ def _output(p: _Pending) -> list[dict[str, Any]] | None:
     flat = _indexed(attrs, _OI_OUTPUT)
     if flat:
         return [oi_message(m) for m in flat]
+    flat = _indexed(attrs, _TL_COMPLETION)
+    if flat:
+        return [tl_message(m, "assistant") for m in flat]
     out = []
     for event in p.span.events:
         if event.name == "gen_ai.choice":
@@ -643,7 +734,7 @@ def _output(p: _Pending) -> list[dict[str, Any]] | None:
 def _tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     if "gen_ai.tool.definitions" in attrs:
         return _list(attrs["gen_ai.tool.definitions"], "gen_ai.tool.definitions") or None
-    return _oi_tools(attrs)
+    return _oi_tools(attrs) or _tl_tools(attrs)
 
 
 def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:

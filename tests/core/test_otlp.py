@@ -191,6 +191,80 @@ def test_it_reads_openinference_flattened_attributes(agent: Agent) -> None:
     assert call.usage == {"input_tokens": 200, "output_tokens": 20, "cache_read_tokens": 100}
 
 
+def test_it_reads_openllmetry_flattened_attributes(agent: Agent) -> None:
+    # As Traceloop's OpenAI and Anthropic instrumentations write a chat call: no
+    # gen_ai.operation.name, the request type instead; a content list as JSON text.
+    p, c = "gen_ai.prompt", "gen_ai.completion"
+    blocks = [{"type": "tool_result", "tool_use_id": "c2", "content": "200 OK"}]
+    span(
+        agent,
+        {
+            "llm.request.type": "chat",
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": "gpt-4o",
+            "traceloop.association.properties.session_id": "tl-1",
+            f"{p}.0.role": "system",
+            f"{p}.0.content": "You debug orders.",
+            f"{p}.1.role": "user",
+            f"{p}.1.content": "Why does SO20260101007 time out?",
+            f"{p}.2.role": "assistant",
+            f"{p}.2.tool_calls.0.id": "c1",
+            f"{p}.2.tool_calls.0.name": "read_file",
+            f"{p}.2.tool_calls.0.arguments": '{"path": "a.log"}',
+            f"{p}.3.role": "tool",
+            f"{p}.3.tool_call_id": "c1",
+            f"{p}.3.content": "504",
+            f"{p}.4.role": "user",
+            f"{p}.4.content": json.dumps(blocks),
+            f"{p}.5.role": "user",
+            f"{p}.5.content": "[not JSON, just brackets]",
+            f"{c}.0.role": "assistant",
+            f"{c}.0.finish_reason": "tool_calls",
+            f"{c}.0.tool_calls.0.id": "c3",
+            f"{c}.0.tool_calls.0.name": "read_file",
+            f"{c}.0.tool_calls.0.arguments": '{"path": "b.log"}',
+            "llm.request.functions.0.name": "read_file",
+            "llm.request.functions.0.parameters": '{"type": "object"}',
+            "gen_ai.usage.prompt_tokens": 300,
+            "gen_ai.usage.completion_tokens": 20,
+        },
+    )
+    (call,) = calls(agent)
+    assert (call.session_id, call.model) == ("tl-1", "gpt-4o")
+    call_part = {"type": "tool_call", "id": "c1", "name": "read_file"}
+    assert contents(call) == [
+        ("system", "You debug orders."),
+        ("user", "Why does SO20260101007 time out?"),
+        ("assistant", [{**call_part, "arguments": '{"path": "a.log"}'}]),
+        ("tool", [{"type": "tool_result", "tool_call_id": "c1", "content": "504"}]),
+        ("user", blocks),
+        ("user", "[not JSON, just brackets]"),
+    ]
+    assert call.output == [
+        {
+            "role": "assistant",
+            "content": [{**call_part, "id": "c3", "arguments": '{"path": "b.log"}'}],
+            "finish_reason": "tool_calls",
+        }
+    ]
+    assert call.tools == [{"name": "read_file", "parameters": {"type": "object"}}]
+    assert call.usage == {"input_tokens": 300, "output_tokens": 20}
+
+
+def test_it_reads_an_openllmetry_completion_request(agent: Agent) -> None:
+    span(
+        agent,
+        {
+            "llm.request.type": "completion",
+            "gen_ai.prompt.0.user": "Summarize the log.",
+            "gen_ai.completion.0.content": "A 504 from inventory-svc.",
+        },
+    )
+    (call,) = calls(agent)
+    assert contents(call) == [("user", "Summarize the log.")]
+    assert call.output == [{"role": "assistant", "content": "A 504 from inventory-svc."}]
+
+
 def test_it_gives_a_message_the_same_id_while_it_stays_the_same(agent: Agent) -> None:
     first = [text("user", "a"), text("user", "ok"), text("assistant", "b")]
     agent.call(first)
