@@ -346,9 +346,7 @@ def event_message(role: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
     sent_role = body.get("role")
     if isinstance(sent_role, str) and sent_role:
         role = sent_role
-    if role == "tool" and body.get("id") is not None:
-        result: Any = content_of(parts) if parts else ""
-        parts = [{"type": "tool_result", "tool_call_id": body.get("id"), "content": result}]
+    parts = _answered(role, parts, body.get("id"))
     parts.extend(_call_parts(_structured(body.get("tool_calls"), "tool_calls")))
     return {"role": role, "content": content_of(parts) if parts else ""}
 
@@ -369,6 +367,29 @@ def _indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
     return [groups[i] for i in sorted(groups)]
 
 
+def _answered(role: Any, parts: list[Any], call_id: Any) -> list[Any]:
+    """A tool message's parts as the one result of the call it names (the flattened
+    forms give the call's id beside the content); other messages' parts unchanged."""
+    if role == "tool" and call_id:
+        result: Any = content_of(parts) if parts else ""
+        return [{"type": "tool_result", "tool_call_id": call_id, "content": result}]
+    return parts
+
+
+def _flat_calls(flat: Mapping[str, Any], prefix: str, fields: str, id_key: str) -> list[Any]:
+    """The tool calls flattened under ``prefix{j}.``: ``{fields}name`` and
+    ``{fields}arguments`` of each, and its id under `id_key`."""
+    return [
+        {
+            "type": "tool_call",
+            "id": call.get(id_key),
+            "name": call.get(f"{fields}name"),
+            "arguments": call.get(f"{fields}arguments"),
+        }
+        for call in _indexed(flat, prefix)
+    ]
+
+
 def oi_message(flat: Mapping[str, Any]) -> dict[str, Any]:
     """An OpenInference message from its ``message.*`` attributes."""
     role = flat.get("message.role")
@@ -385,19 +406,8 @@ def oi_message(flat: Mapping[str, Any]) -> dict[str, Any]:
             parts.append({"type": "image", "url": url} if url else {"type": "image"})
         else:
             parts.append({k.removeprefix("message_content."): v for k, v in item.items()})
-    call_id = flat.get("message.tool_call_id")
-    if role == "tool" and call_id:
-        result: Any = content_of(parts) if parts else ""
-        parts = [{"type": "tool_result", "tool_call_id": call_id, "content": result}]
-    for call in _indexed(flat, "message.tool_calls."):
-        parts.append(
-            {
-                "type": "tool_call",
-                "id": call.get("tool_call.id"),
-                "name": call.get("tool_call.function.name"),
-                "arguments": call.get("tool_call.function.arguments"),
-            }
-        )
+    parts = _answered(role, parts, flat.get("message.tool_call_id"))
+    parts += _flat_calls(flat, "message.tool_calls.", "tool_call.function.", "tool_call.id")
     if "message.function_call_name" in flat:
         parts.append(
             {
@@ -465,19 +475,8 @@ def tl_message(flat: Mapping[str, Any], role: str) -> dict[str, Any]:
             parts.append({"type": "text", "text": content})
     elif content is not None:
         parts.append({"type": "text", "text": json.dumps(content, ensure_ascii=False)})
-    call_id = flat.get("tool_call_id")
-    if role == "tool" and call_id:
-        result: Any = content_of(parts) if parts else ""
-        parts = [{"type": "tool_result", "tool_call_id": call_id, "content": result}]
-    for call in _indexed(flat, "tool_calls."):
-        parts.append(
-            {
-                "type": "tool_call",
-                "id": call.get("id"),
-                "name": call.get("name"),
-                "arguments": call.get("arguments"),
-            }
-        )
+    parts = _answered(role, parts, flat.get("tool_call_id"))
+    parts += _flat_calls(flat, "tool_calls.", "", "id")
     out: dict[str, Any] = {"role": role, "content": content_of(parts) if parts else ""}
     for key in ("finish_reason", "refusal"):
         if isinstance(flat.get(key), str):
