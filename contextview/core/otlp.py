@@ -18,7 +18,14 @@ convention it follows:
   ``gen_ai.completion.{i}.*`` (``role``, ``content``, ``tool_call_id``,
   ``tool_calls.{j}.*``; a content list written as JSON text is read as its parts),
   its tools as ``llm.request.functions.{i}.*``; its session, when it names none of
-  the contract's, from ``traceloop.association.properties.session_id``.
+  the contract's, from ``traceloop.association.properties.session_id``;
+- the Vercel AI SDK, beyond the contract's list: its provider-call spans
+  (``ai.operationId`` ``ai.generateText.doGenerate``, ``ai.streamText.doStream``,
+  ``ai.generateObject.doGenerate``, ``ai.streamObject.doStream``) with
+  ``ai.prompt.messages`` (``text``, ``tool-call``, ``tool-result``, ``reasoning``,
+  ``image`` and ``file`` parts), ``ai.prompt.tools``, ``ai.response.text`` and
+  ``ai.response.toolCalls``, ``ai.usage.*``, ``ai.model.id``; its session, when it names
+  none of the contract's, from ``ai.telemetry.metadata.sessionId``.
 
 Messages come out in the contract's v1.1 form: ``content`` a string when the message
 is one text, else a list of parts (``text``, ``tool_call``, ``tool_result``,
@@ -74,6 +81,16 @@ _TL_COMPLETION = "gen_ai.completion."
 _TL_FUNCTIONS = "llm.request.functions."
 _TL_REQUEST_TYPES = frozenset({"chat", "completion"})
 _TL_SESSION = "traceloop.association.properties.session_id"
+# The Vercel AI SDK's spans of one provider call (its outer spans wrap one or more).
+_AI_CALLS = frozenset(
+    {
+        "ai.generateText.doGenerate",
+        "ai.streamText.doStream",
+        "ai.generateObject.doGenerate",
+        "ai.streamObject.doStream",
+    }
+)
+_AI_SESSION = "ai.telemetry.metadata.sessionId"
 # Limits of the ingest schema that a span's values must fit.
 MAX_NAME = 200
 # How much of a tool span's status message is kept.
@@ -494,6 +511,83 @@ def _tl_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     return tools or None
 
 
+# --- the Vercel AI SDK -------------------------------------------------------------------
+
+
+def _ai_part(part: Any) -> Any:
+    """A part of an AI SDK prompt message in the contract's spelling (version 4 names
+    a call's input ``args`` and a result ``result``; version 5 ``input`` and ``output``,
+    the latter as ``{"type", "value"}``)."""
+    if not isinstance(part, Mapping):
+        return {"type": "text", "text": part} if isinstance(part, str) else part
+    kind = part.get("type")
+    if kind == "text":
+        return {"type": "text", "text": part.get("text", "")}
+    if kind == "tool-call":
+        return {
+            "type": "tool_call",
+            "id": part.get("toolCallId"),
+            "name": part.get("toolName"),
+            "arguments": part.get("input", part.get("args")),
+        }
+    if kind == "tool-result":
+        output = part.get("output", part.get("result"))
+        if isinstance(output, Mapping) and "value" in output:
+            output = output["value"]
+        return {"type": "tool_result", "tool_call_id": part.get("toolCallId"), "content": output}
+    if kind == "reasoning":
+        return {"type": "thinking", "text": part.get("text", "")}
+    if kind in ("image", "file"):
+        out: dict[str, Any] = {"type": kind}
+        media = part.get("mediaType", part.get("mimeType"))
+        if isinstance(media, str):
+            out["media_type"] = media
+        data = part.get("image", part.get("data"))
+        if isinstance(data, str):
+            out["url" if data.startswith(("http://", "https://")) else "data"] = data
+        return out
+    return dict(part)
+
+
+def ai_message(raw: Any) -> dict[str, Any]:
+    """An element of the AI SDK's ``ai.prompt.messages``."""
+    if not isinstance(raw, Mapping):
+        raise SpanError("ai.prompt.messages", "each message must be an object")
+    content = raw.get("content")
+    out: dict[str, Any] = {"role": raw.get("role")}
+    if isinstance(content, list):
+        out["content"] = content_of([_ai_part(p) for p in content])
+    else:
+        out["content"] = content if isinstance(content, str) else ""
+    return out
+
+
+def _ai_output(attrs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The reply of an AI SDK call: its text, then its tool calls."""
+    parts: list[Any] = []
+    text = attrs.get("ai.response.text")
+    if isinstance(text, str) and text:
+        parts.append({"type": "text", "text": text})
+    if "ai.response.toolCalls" in attrs:
+        calls = _list(attrs["ai.response.toolCalls"], "ai.response.toolCalls")
+        parts.extend(_ai_part({"type": "tool-call", **c}) for c in calls if isinstance(c, Mapping))
+    if not parts:
+        return None
+    reply: dict[str, Any] = {"role": "assistant", "content": content_of(parts)}
+    if isinstance(attrs.get("ai.response.finishReason"), str):
+        reply["finish_reason"] = attrs["ai.response.finishReason"]
+    return [reply]
+
+
+def _ai_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
+    """``ai.prompt.tools``: a list of tool definitions, each as JSON text."""
+    listed = attrs.get("ai.prompt.tools")
+    if listed is None:
+        return None
+    items = listed if isinstance(listed, list) else _list(listed, "ai.prompt.tools")
+    return [_structured(t, "ai.prompt.tools") for t in items] or None
+
+
 # --- ids --------------------------------------------------------------------------------
 
 
@@ -561,6 +655,7 @@ def is_llm_call(attrs: Mapping[str, Any]) -> bool:
         attrs.get("gen_ai.operation.name") in LLM_OPERATIONS
         or attrs.get("openinference.span.kind") == "LLM"
         or attrs.get("llm.request.type") in _TL_REQUEST_TYPES
+        or attrs.get("ai.operationId") in _AI_CALLS
     )
 
 
@@ -573,9 +668,12 @@ def is_tool_run(attrs: Mapping[str, Any]) -> bool:
 
 def session_of(attrs: Mapping[str, Any], trace_id: str) -> str:
     """The session a span belongs to: its conversation, else its session (the
-    contract's or OpenLLMetry's), else its trace."""
+    contract's, OpenLLMetry's or the AI SDK's), else its trace."""
     session = (
-        attrs.get("gen_ai.conversation.id") or attrs.get("session.id") or attrs.get(_TL_SESSION)
+        attrs.get("gen_ai.conversation.id")
+        or attrs.get("session.id")
+        or attrs.get(_TL_SESSION)
+        or attrs.get(_AI_SESSION)
     )
     return str(session) if session else trace_id
 
@@ -680,6 +778,9 @@ def _input(p: _Pending, previous: _Context | None) -> _Context:
     flat = _indexed(attrs, _TL_PROMPT)
     if flat:
         return _context([("tl", item) for item in flat], previous)
+    if "ai.prompt.messages" in attrs:
+        items = _list(attrs["ai.prompt.messages"], "ai.prompt.messages")
+        return _context([("ai", item) for item in items], previous)
     for event in p.span.events:
         role = _MESSAGE_EVENTS.get(event.name)
         if role is not None:
@@ -702,6 +803,8 @@ def _convert(item: tuple[str, Any]) -> dict[str, Any]:
         return oi_message(value)
     if form == "tl":
         return tl_message(value, "user")
+    if form == "ai":
+        return ai_message(value)
     role, attrs = value
     return event_message(role, attrs)
 
@@ -717,6 +820,8 @@ def _output(p: _Pending) -> list[dict[str, Any]] | None:
     flat = _indexed(attrs, _TL_COMPLETION)
     if flat:
         return [tl_message(m, "assistant") for m in flat]
+    if "ai.response.text" in attrs or "ai.response.toolCalls" in attrs:
+        return _ai_output(attrs)
     out = []
     for event in p.span.events:
         if event.name == "gen_ai.choice":
@@ -733,7 +838,7 @@ def _output(p: _Pending) -> list[dict[str, Any]] | None:
 def _tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     if "gen_ai.tool.definitions" in attrs:
         return _list(attrs["gen_ai.tool.definitions"], "gen_ai.tool.definitions") or None
-    return _oi_tools(attrs) or _tl_tools(attrs)
+    return _oi_tools(attrs) or _tl_tools(attrs) or _ai_tools(attrs)
 
 
 def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
@@ -745,15 +850,24 @@ def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
         return None
 
     prompt = first(
-        "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt"
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.prompt_tokens",
+        "llm.token_count.prompt",
+        "ai.usage.inputTokens",
+        "ai.usage.promptTokens",
     )
     output = first(
-        "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion"
+        "gen_ai.usage.output_tokens",
+        "gen_ai.usage.completion_tokens",
+        "llm.token_count.completion",
+        "ai.usage.outputTokens",
+        "ai.usage.completionTokens",
     )
     read = first(
         "gen_ai.usage.cache_read.input_tokens",
         "gen_ai.usage.cache_read_input_tokens",
         "llm.token_count.prompt_details.cache_read",
+        "ai.usage.cachedInputTokens",
     )
     write = first(
         "gen_ai.usage.cache_creation.input_tokens",
@@ -773,7 +887,13 @@ def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
 
 
 def _model(attrs: Mapping[str, Any]) -> str | None:
-    for name in ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name"):
+    for name in (
+        "gen_ai.response.model",
+        "gen_ai.request.model",
+        "llm.model_name",
+        "ai.response.model",
+        "ai.model.id",
+    ):
         found = _name(attrs.get(name))
         if found:
             return found

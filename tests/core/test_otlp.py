@@ -265,6 +265,113 @@ def test_it_reads_an_openllmetry_completion_request(agent: Agent) -> None:
     assert call.output == [{"role": "assistant", "content": "A 504 from inventory-svc."}]
 
 
+def test_it_reads_the_vercel_ai_sdks_provider_call_spans(agent: Agent) -> None:
+    # As the AI SDK (version 5) writes a generateText step; its outer ai.generateText
+    # span, which wraps the provider calls, is not a call of its own.
+    messages = [
+        {"role": "system", "content": "You debug orders."},
+        {"role": "user", "content": [{"type": "text", "text": "Why does SO20260101007 fail?"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "reasoning", "text": "Read the log first."},
+                {"type": "tool-call", "toolCallId": "c1", "toolName": "read_file",
+                 "input": {"path": "a.log"}},
+            ],
+        },
+        {
+            "role": "tool",
+            "content": [{"type": "tool-result", "toolCallId": "c1", "toolName": "read_file",
+                         "output": {"type": "text", "value": "504"}}],
+        },
+        {"role": "user", "content": [{"type": "image", "image": "https://x.test/a.png",
+                                      "mediaType": "image/png"}]},
+    ]  # fmt: skip
+    span(agent, {"ai.operationId": "ai.generateText", "ai.prompt": "{}"})
+    span(
+        agent,
+        {
+            "ai.operationId": "ai.generateText.doGenerate",
+            "operation.name": "ai.generateText.doGenerate orders",
+            "ai.model.id": "claude-sonnet-4",
+            "ai.telemetry.metadata.sessionId": "ai-1",
+            "ai.prompt.messages": json.dumps(messages),
+            "ai.prompt.tools": [json.dumps({"type": "function", "name": "read_file"})],
+            "ai.response.text": "Checking the log.",
+            "ai.response.toolCalls": json.dumps(
+                [
+                    {
+                        "toolCallType": "function",
+                        "toolCallId": "c2",
+                        "toolName": "read_file",
+                        "input": '{"path": "b.log"}',
+                    }
+                ]  # fmt: skip
+            ),
+            "ai.response.finishReason": "tool-calls",
+            "ai.usage.inputTokens": 300,
+            "ai.usage.outputTokens": 20,
+            "ai.usage.cachedInputTokens": 100,
+        },
+    )
+    (call,) = calls(agent)
+    assert (call.session_id, call.model) == ("ai-1", "claude-sonnet-4")
+    assert contents(call) == [
+        ("system", "You debug orders."),
+        ("user", "Why does SO20260101007 fail?"),
+        (
+            "assistant",
+            [
+                {"type": "thinking", "text": "Read the log first."},
+                {"type": "tool_call", "id": "c1", "name": "read_file",
+                 "arguments": {"path": "a.log"}},
+            ],
+        ),
+        ("tool", [{"type": "tool_result", "tool_call_id": "c1", "content": "504"}]),
+        ("user", [{"type": "image", "media_type": "image/png", "url": "https://x.test/a.png"}]),
+    ]  # fmt: skip
+    assert call.output == [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Checking the log."},
+                {"type": "tool_call", "id": "c2", "name": "read_file",
+                 "arguments": '{"path": "b.log"}'},
+            ],
+            "finish_reason": "tool-calls",
+        }
+    ]  # fmt: skip
+    assert call.tools == [{"type": "function", "name": "read_file"}]
+    assert call.usage == {"input_tokens": 200, "output_tokens": 20, "cache_read_tokens": 100}
+
+
+def test_it_reads_the_ai_sdks_version_4_spelling(agent: Agent) -> None:
+    messages = [
+        {"role": "assistant", "content": [{"type": "tool-call", "toolCallId": "c1",
+                                           "toolName": "grep", "args": {"q": "504"}}]},
+        {"role": "tool", "content": [{"type": "tool-result", "toolCallId": "c1",
+                                      "toolName": "grep", "result": {"lines": 3}}]},
+    ]  # fmt: skip
+    span(
+        agent,
+        {
+            "ai.operationId": "ai.streamText.doStream",
+            "ai.prompt.messages": json.dumps(messages),
+            "ai.usage.promptTokens": 50,
+            "ai.usage.completionTokens": 5,
+        },
+    )
+    (call,) = calls(agent)
+    assert contents(call) == [
+        (
+            "assistant",
+            [{"type": "tool_call", "id": "c1", "name": "grep", "arguments": {"q": "504"}}],
+        ),
+        ("tool", [{"type": "tool_result", "tool_call_id": "c1", "content": {"lines": 3}}]),
+    ]
+    assert call.usage == {"input_tokens": 50, "output_tokens": 5}
+
+
 def test_it_gives_a_message_the_same_id_while_it_stays_the_same(agent: Agent) -> None:
     first = [text("user", "a"), text("user", "ok"), text("assistant", "b")]
     agent.call(first)
