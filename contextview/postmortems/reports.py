@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from contextview.core.diff import diff_contexts
@@ -226,9 +226,10 @@ def _md_body(text: str) -> str:
     return _HTML_START.sub("&lt;", text)
 
 
-def _md_budget(budget: Any) -> str:
+def budget_text(budget: Any, escape: Callable[[str], str] = str) -> str:
     """`{"max_tokens": 16000, "reserved_tokens": 1200, "partitions": {"tool": 4800}}` as
-    "16,000 tokens, 1,200 reserved; partitions: tool 4,800"."""
+    "16,000 tokens, 1,200 reserved; partitions: tool 4,800" (what the agent named passed
+    through `escape`), for the Markdown and HTML reports alike."""
     if not isinstance(budget, dict) or not budget:
         return "-"
     parts = []
@@ -240,7 +241,9 @@ def _md_budget(budget: Any) -> str:
     partitions = budget.get("partitions")
     if isinstance(partitions, dict) and partitions:
         text += "; partitions: " + ", ".join(
-            f"{_md(name)} {size:,}" if isinstance(size, int) else f"{_md(name)} {_md(size)}"
+            f"{escape(name)} {size:,}"
+            if isinstance(size, int)
+            else f"{escape(name)} {escape(str(size))}"
             for name, size in partitions.items()
         )
     return text
@@ -311,7 +314,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"- agent: {_md(s['agent'] or '-')}; model: {_md(s['model'] or '-')}; "
         f"mode: {_md(s['mode'] or '-')}",
         f"- status: {s['status']}; score: {s['score'] if s['score'] is not None else '-'}",
-        f"- budget: {_md_budget(s['budget'])}",
+        f"- budget: {budget_text(s['budget'], _md)}",
         f"- pinned: {_md_list(s['pinned']) or '-'}",
         f"- steps: {s['steps']}; started {s['started_at']}",
         "",

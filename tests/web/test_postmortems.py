@@ -325,6 +325,12 @@ def test_it_reports_a_demo_session_as_one_self_contained_html_file(
     assert [u for u in refs.urls if not u[2].startswith("#")] == []
     assert not re.search(r"url\(\s*['\"]?(https?:)?//", page)
     assert "http://10.42.3.56:8081/v2/reservations?order=SO20260101007" in html.unescape(page)
+    # The budget line reads as the Markdown report's (partitions included when sent).
+    budget = reports.budget_text(demo_session.budget)
+    assert f"<dt>Budget</dt><dd>{budget}</dd>" in page and "reserved" in budget
+    assert reports.budget_text({"max_tokens": 100, "partitions": {"tool": 40}}) == (
+        "100 tokens; partitions: tool 40"
+    )
     # The chart is drawn already (inline SVG): a band per partition, the budget's
     # lines, a mark linking to each flagged step's row; no script at all.
     chart = page.split('id="occupancy-chart"')[1].split("</svg>")[0]
