@@ -54,6 +54,7 @@ def test_it_detects_each_format_from_its_content() -> None:
         "claude_code_binary.jsonl": "claude-code",
         "codex.jsonl": "codex",
         "openhands.json": "openhands",
+        "openhands_parallel.json": "openhands",
         "swe_agent.traj": "swe-agent",
     }
     assert detect(b'{"hello": "world"}\n{"a": 1}\n') is None
@@ -188,6 +189,24 @@ def test_it_makes_openhands_condensation_a_summary_of_the_forgotten_events() -> 
         "output_tokens": 40,
     }
     assert events[-1]["type"] == "session_end" and events[-1]["body"]["status"] == "succeeded"
+
+
+def test_it_makes_one_openhands_call_of_the_tool_calls_of_one_response() -> None:
+    # OpenHands runs the calls of one response one at a time and logs each result
+    # before the next call: run, its output, read, its output, all of one response.
+    events = events_of("openhands_parallel.json")
+    steps = replay(events)["openhands_parallel"]
+    assert len(steps) == 2
+    (first, call), (second, after) = steps
+    assert ids(call.before) == ["e0", "e1"]
+    assert [m["id"] for m in first["output"]["messages"]] == ["e3", "e5"]
+    assert first["usage"] == {"input_tokens": 6200, "cache_read_tokens": 0, "output_tokens": 95}
+    assert ids(after.before) == ["e0", "e1", "e3", "e4", "e5", "e6"]
+    assert second["usage"]["cache_read_tokens"] == 6200
+    # the system message's tools are what each call was sent
+    names = [t["function"]["name"] for t in first["tools"]]
+    assert names == ["execute_bash", "str_replace_editor", "finish"]
+    assert second["tools"] == first["tools"]
 
 
 def test_it_makes_elided_swe_agent_observations_truncates() -> None:

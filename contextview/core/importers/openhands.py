@@ -8,7 +8,9 @@ the tools), ``MessageEvent`` (``llm_message``), ``ActionEvent`` (``thought``,
 ``tool_call``; those of one ``llm_response_id`` are one call), ``ObservationEvent``
 (``observation.content``), ``Condensation`` (``forgotten_event_ids``, ``summary``). Agent actions
 that came from one model response share ``tool_call_metadata.model_response.id``
-and form one model call, whose usage is that response's ``usage``. A
+and form one model call, whose usage is that response's ``usage``, even when the
+result of each call is logged before the next call; the ``system`` action's ``tools``
+are sent with every call. A
 ``condensation`` action forgets ``forgotten_event_ids`` (or the range
 ``forgotten_events_start_id``..``forgotten_events_end_id``), replacing them with
 its ``summary`` when it has one. ``agent_state_changed`` observations tell how the
@@ -151,7 +153,7 @@ class _Reader:
         self.call: dict[str, Any] | None = None
         self.status: str | None = None
         self.last_ts: str | None = None
-        # the tool definitions the agent's system prompt came with (the SDK's events)
+        # the tool definitions the agent's system prompt came with
         self.tools: list[dict[str, Any]] | None = None
 
     def finish(self) -> Iterator[Event]:
@@ -214,6 +216,10 @@ class _Reader:
             return
         if action in _SILENT_ACTIONS:
             return
+        tools = args.get("tools")
+        if action == "system" and isinstance(tools, list):
+            if all(isinstance(t, dict) for t in tools):
+                self.tools = tools or None  # the system message's, sent with every call
         if event.get("source") != "agent":
             role = "system" if action == "system" else "user"
             content = _text(args.get("content") or event.get("message") or "")
@@ -272,15 +278,26 @@ class _Reader:
                 "timestamp": event.get("timestamp"),
                 "obs_at": len(self.log.context),
                 "outputs": [],
+                "calls": set(),
                 "usage": usage(),
                 "model": model,
             }
         self.call["outputs"].append(msg)
+        for part in msg["content"] if isinstance(msg["content"], list) else []:
+            if isinstance(part, dict) and part.get("type") == "tool_call":
+                if isinstance(part.get("id"), str):
+                    self.call["calls"].add(part["id"])
         self.log.add(msg)
 
     def heard(self, msg: dict[str, Any]) -> Iterator[Event]:
-        """`msg` added to the context by someone other than the model: the call ends."""
-        yield from self.finish()
+        """`msg` added to the context by someone other than the model: the call ends,
+        unless `msg` is the result of one of its own tool calls. OpenHands runs the calls
+        of one response one at a time, each result logged before the next call (``run``,
+        its observation, ``run``, its observation, all of one ``model_response``): they
+        are still one model call, whose later calls the earlier results did not reach."""
+        call_id = msg.get("tool_call_id")
+        if self.call is None or not isinstance(call_id, str) or call_id not in self.call["calls"]:
+            yield from self.finish()
         self.log.add(msg)
 
     def v1_event(self, mid: str, event: dict[str, Any]) -> Iterator[Event]:
