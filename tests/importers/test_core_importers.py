@@ -50,6 +50,7 @@ def test_it_detects_each_format_from_its_content() -> None:
         found[path.name] = detect(data[:HEAD_BYTES], whole=True)
     assert found == {
         "atif.json": "atif",
+        "atif_v1_7.json": "atif",
         "claude_code.jsonl": "claude-code",
         "claude_code_binary.jsonl": "claude-code",
         "codex.jsonl": "codex",
@@ -230,6 +231,44 @@ def test_it_reads_atif_agent_steps_as_calls() -> None:
     assert body["usage"] == {"input_tokens": 100, "cache_read_tokens": 800, "output_tokens": 12}
     parts = steps[0][0]["output"]["messages"][0]["content"]
     assert [p["type"] for p in parts] == ["thinking", "text", "tool_call"]
+
+
+def test_it_reads_an_atif_continuation_from_its_copied_context() -> None:
+    steps = replay(events_of("atif_v1_7.json"))["run-4f2a"]
+    # the copied steps are where this run starts from, not calls it made
+    assert len(steps) == 2
+    (first, call), (second, _) = steps
+    assert ids(call.before) == ["s1", "s2", "s2.r0", "s3", "s3.r0", "s4"]
+    # a system step's observation is context too, and so is an image the user sent
+    assert "00:05 UTC" in call.before[4].text
+    assert call.before[5].content[1]["source"]["path"] == "images/cron_dashboard.png"
+    assert [t["function"]["name"] for t in first["tools"]] == ["bash_command", "delegate"]
+    assert second["tools"] == first["tools"]
+
+
+def test_it_keeps_atif_cache_writes_apart_from_the_prompt() -> None:
+    [first, _] = [e["body"] for e in events_of("atif_v1_7.json") if e["type"] == "step"][:2]
+    assert first["usage"] == {
+        "input_tokens": 200,
+        "cache_read_tokens": 3900,
+        "cache_write_tokens": 1100,
+        "output_tokens": 85,
+    }
+
+
+def test_it_imports_embedded_atif_sub_agents_as_sessions_of_their_own() -> None:
+    events = events_of("atif_v1_7.json")
+    sessions = {e["body"]["session_id"]: e["body"] for e in events if e["type"] == "session"}
+    assert set(sessions) == {"run-4f2a", "run-4f2a:summarizer-1", "run-4f2a:helper-1"}
+    helper = sessions["run-4f2a:helper-1"]
+    assert helper["metadata"] == {"parent_session": "run-4f2a", "parent_tool_call_id": "toolu_b7"}
+    assert helper["model"] == "anthropic/claude-haiku-4-5"
+    assert sessions["run-4f2a:summarizer-1"]["metadata"] == {"parent_session": "run-4f2a"}
+    steps = replay(events)
+    assert [ids(r.before) for _, r in steps["run-4f2a:helper-1"]] == [
+        ["s1"],
+        ["s1", "s2", "s2.r0"],
+    ]
 
 
 def test_it_names_the_line_of_broken_json() -> None:

@@ -96,6 +96,7 @@ def test_it_adds_nothing_for_the_same_file_and_only_new_steps_for_a_grown_one(ap
     ("name", "session_id", "steps", "ops"),
     [
         ("openhands.json", "openhands", 3, ["summarize"]),
+        ("openhands_parallel.json", "openhands_parallel", 2, []),
         ("swe_agent.traj", "swe_agent", 3, ["truncate"]),
         ("atif.json", "atif-run-1", 2, []),
     ],
@@ -113,6 +114,15 @@ def test_it_imports_each_format(
         for op in api.get(f"/sessions/{session_id}/steps/{i}").json()["ops"]
     ]
     assert found == ops
+
+
+def test_it_imports_an_atif_trajectory_with_its_embedded_sub_agents(api: Api) -> None:
+    response = upload(api, fixture("atif_v1_7.json"))
+    assert response.status_code == 201, response.content
+    found = {s["session_id"]: s["steps"] for s in response.json()["sessions"]}
+    assert found == {"run-4f2a": 2, "run-4f2a:summarizer-1": 1, "run-4f2a:helper-1": 2}
+    helper = api.get("/sessions/run-4f2a:helper-1").json()
+    assert helper["metadata"]["parent_session"] == "run-4f2a"
 
 
 def test_it_stores_and_shows_nul_bytes_and_cut_emoji_of_tool_output(api: Api) -> None:

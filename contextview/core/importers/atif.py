@@ -5,6 +5,13 @@
 ``agent``; an agent step is one model call (its ``message``, ``reasoning_content``
 and ``tool_calls``; ``metrics`` with ``prompt_tokens``, ``completion_tokens``,
 ``cached_tokens``), its ``observation.results`` the tool results that follow it.
+
+Later versions add to that: ``agent.tool_definitions`` (v1.5: the calls' tools),
+content as a list of text and image parts (v1.6), observations on system steps
+(v1.2), steps copied from the trajectory this one continues (``is_copied_context``:
+context, not calls of this run), and sub-agents' trajectories embedded in
+``subagent_trajectories`` (v1.7, each with its ``trajectory_id``), which become
+sessions of their own whose ``metadata.parent_session`` names this one.
 """
 
 from __future__ import annotations
@@ -39,10 +46,25 @@ def _usage(metrics: Any, where: str) -> dict[str, int] | None:
     def count(key: str) -> int | None:
         return token_count(metrics.get(key), f"{where}.metrics.{key}")
 
-    # ATIF counts cached tokens inside prompt_tokens, as OpenAI does.
-    return usage_cached_inside(
+    # ATIF counts cached tokens inside prompt_tokens, as OpenAI does; prompt_tokens
+    # holds all the input, so the tokens written to a cache (which the spec puts in
+    # metrics.extra) are in it too.
+    usage = usage_cached_inside(
         count("prompt_tokens"), count("cached_tokens") or 0, count("completion_tokens")
     )
+    extra = metrics.get("extra")
+    written = (
+        token_count(
+            extra.get("cache_creation_input_tokens"),
+            f"{where}.metrics.extra.cache_creation_input_tokens",
+        )
+        if isinstance(extra, dict)
+        else None
+    )
+    if written and usage is not None and "input_tokens" in usage:
+        usage["input_tokens"] = max(0, usage["input_tokens"] - written)
+        usage["cache_write_tokens"] = written
+    return usage
 
 
 def _content(message: Any) -> str | list[Any]:
@@ -61,25 +83,44 @@ def read(
     doc = json_document(stream)
     if not looks_like(doc):
         raise TranscriptError("file", "is not an ATIF trajectory (no schema_version or steps)")
-    agent = doc.get("agent") if isinstance(doc.get("agent"), dict) else {}
-    own = doc.get("session_id")
-    sid = session_id or (own if isinstance(own, str) and own else fallback)
-    body: dict[str, Any] = {"agent": agent.get("name") or "atif", "metadata": {}}
+    # v1.7 makes session_id optional; its trajectory_id then names the document.
+    own = next((doc.get(k) for k in ("session_id", "trajectory_id") if _named(doc.get(k))), None)
+    yield from _trajectory(doc, session_id or own or fallback, where="", parent=None)
+
+
+def _named(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _trajectory(
+    doc: dict[str, Any], sid: str, *, where: str, parent: dict[str, Any] | None
+) -> Iterator[Event]:
+    """The events of one trajectory (`where` prefixes its JSON paths), then those of
+    the sub-agents embedded in it."""
+    agent = doc["agent"] if isinstance(doc.get("agent"), dict) else {}
+    body: dict[str, Any] = {"agent": agent.get("name") or "atif", "metadata": dict(parent or {})}
     if isinstance(agent.get("model_name"), str):
         body["model"] = agent["model_name"]
     if isinstance(doc.get("final_metrics"), dict):
         body["metadata"]["final_metrics"] = doc["final_metrics"]
+    tools = agent.get("tool_definitions")
+    if not (isinstance(tools, list) and tools and all(isinstance(t, dict) for t in tools)):
+        tools = None
     log = SessionLog(sid, session_body=body)
-    for n, step in enumerate(doc.get("steps") or []):
-        where = f"steps[{n}]"
+    # the tool call whose result refers to each embedded sub-agent's trajectory
+    started_by: dict[str, Any] = {}
+    steps = doc.get("steps")
+    for n, step in enumerate(steps if isinstance(steps, list) else []):
+        at = f"{where}steps[{n}]"
         if not isinstance(step, dict):
-            raise TranscriptError(where, "must be an object")
+            raise TranscriptError(at, "must be an object")
         source = step.get("source")
         sid_n = step.get("step_id", n)
         if source not in ("system", "user", "agent"):
-            raise TranscriptError(f"{where}.source", "must be system, user or agent")
+            raise TranscriptError(f"{at}.source", "must be system, user or agent")
         if source != "agent":
             log.add({"id": f"s{sid_n}", "role": source, "content": _content(step.get("message"))})
+            _results(log, step, at, sid_n, started_by)
             continue
         parts: list[Any] = []
         if step.get("reasoning_content"):
@@ -90,7 +131,7 @@ def read(
         )
         for c, call in enumerate(step.get("tool_calls") or []):
             if not isinstance(call, dict):
-                raise TranscriptError(f"{where}.tool_calls[{c}]", "must be an object")
+                raise TranscriptError(f"{at}.tool_calls[{c}]", "must be an object")
             parts.append(
                 {
                     "type": "tool_call",
@@ -100,25 +141,49 @@ def read(
                 }
             )
         reply = {"id": f"s{sid_n}", "role": "assistant", "content": parts}
-        yield from log.step(
-            timestamp=step.get("timestamp"),
-            fields={
-                "model": step.get("model_name") or body.get("model"),
-                "usage": _usage(step.get("metrics"), where),
-                "output": {"messages": [reply]},
-            },
-        )
+        # A step copied from the trajectory this one continues is context this run
+        # starts from, not a call it made (its usage was the earlier run's).
+        if step.get("is_copied_context") is not True:
+            yield from log.step(
+                timestamp=step.get("timestamp"),
+                fields={
+                    "model": step.get("model_name") or body.get("model"),
+                    "usage": _usage(step.get("metrics"), at),
+                    "output": {"messages": [reply]},
+                    "tools": tools,
+                },
+            )
         log.add(reply)
-        observation = step.get("observation")
-        results = observation.get("results") if isinstance(observation, dict) else None
-        for r, result in enumerate(results or []):
-            if not isinstance(result, dict):
-                raise TranscriptError(f"{where}.observation.results[{r}]", "must be an object")
-            msg = {
-                "id": f"s{sid_n}.r{r}",
-                "role": "tool",
-                "content": _content(result.get("content")),
-            }
-            if result.get("source_call_id"):
-                msg["tool_call_id"] = result["source_call_id"]
-            log.add(msg)
+        _results(log, step, at, sid_n, started_by)
+    subs = doc.get("subagent_trajectories")
+    for i, sub in enumerate(subs if isinstance(subs, list) else []):
+        at = f"{where}subagent_trajectories[{i}]"
+        if not isinstance(sub, dict):
+            raise TranscriptError(at, "must be an object")
+        tid = sub["trajectory_id"] if _named(sub.get("trajectory_id")) else str(i)
+        meta = {"parent_session": sid}
+        if started_by.get(tid) is not None:
+            meta["parent_tool_call_id"] = started_by[tid]
+        yield from _trajectory(sub, f"{sid}:{tid}", where=f"{at}.", parent=meta)
+
+
+def _results(
+    log: SessionLog, step: dict[str, Any], at: str, sid_n: Any, started_by: dict[str, Any]
+) -> None:
+    """A step's observation results, added to the context: the results of its tool
+    calls (and, on a system step, of what the system did)."""
+    observation = step.get("observation")
+    results = observation.get("results") if isinstance(observation, dict) else None
+    for r, result in enumerate(results if isinstance(results, list) else []):
+        if not isinstance(result, dict):
+            raise TranscriptError(f"{at}.observation.results[{r}]", "must be an object")
+        call_id = result.get("source_call_id")
+        role = "tool" if call_id or step.get("source") == "agent" else "user"
+        msg = {"id": f"s{sid_n}.r{r}", "role": role, "content": _content(result.get("content"))}
+        if call_id:
+            msg["tool_call_id"] = call_id
+        refs = result.get("subagent_trajectory_ref")
+        for ref in refs if isinstance(refs, list) else []:
+            if isinstance(ref, dict) and _named(ref.get("trajectory_id")):
+                started_by[ref["trajectory_id"]] = call_id
+        log.add(msg)
