@@ -497,3 +497,36 @@ def test_it_reads_an_openhands_sdk_event_folder(tmp_path: Path) -> None:
     events = list(read_folder(found, lambda p: open(p, "rb")))  # noqa: SIM115
     assert found.session == "conv-7a1"
     assert len(replay(events)["conv-7a1"]) == 2
+
+
+def _cc_lines(entries: list[dict[str, Any]], session: str = "cc-r") -> bytes:
+    """Claude Code entries chained as it logs them: each names the one before it
+    unless it gives its own ``parentUuid``."""
+    out, parent = [], None
+    for entry in entries:
+        line = {"sessionId": session, "isSidechain": False, "parentUuid": parent, **entry}
+        out.append(json.dumps(line) + "\n")
+        parent = line.get("uuid", parent)
+    return "".join(out).encode()
+
+
+def _said(uuid: str, text: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "user", "uuid": uuid, "message": {"role": "user", "content": text}, **extra}
+
+
+def _reply(uuid: str, mid: str, text: str, **extra: Any) -> dict[str, Any]:
+    message = {"id": mid, "role": "assistant", "model": "claude-sonnet-4-5",
+               "content": [{"type": "text", "text": text}]}  # fmt: skip
+    return {"type": "assistant", "uuid": uuid, "message": message, **extra}
+
+
+def test_it_detects_a_claude_code_transcript_that_opens_with_a_metadata_entry() -> None:
+    lines = [
+        {"type": "permission-mode", "permissionMode": "default", "sessionId": "cc-m"},
+        {"type": "custom-title", "customTitle": "Fix the cache", "sessionId": "cc-m"},
+        _said("u-1", "hi", sessionId="cc-m"),
+        _reply("a-1", "msg_1", "hello", sessionId="cc-m"),
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    assert detect(data) == "claude-code"
+    assert len(replay(list(read(io.BytesIO(data), format="claude-code")))["cc-m"]) == 1

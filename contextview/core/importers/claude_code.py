@@ -41,6 +41,15 @@ ENTRY_TYPES = frozenset(
         "file-history-snapshot",
         "queue-operation",
         "attachment",
+        "custom-title",
+        "ai-title",
+        "agent-name",
+        "last-prompt",
+        "permission-mode",
+        "mode",
+        "pr-link",
+        "worktree-state",
+        "saved_hook_context",
     }
 )
 # Claude Code writes these itself (API errors, interruptions); no model produced them.
@@ -48,8 +57,13 @@ SYNTHETIC_MODEL = "<synthetic>"
 
 
 def looks_like(first: dict[str, Any]) -> bool:
-    return part_kind(first) in ENTRY_TYPES and (
-        "sessionId" in first or "messageId" in first or "uuid" in first or "leafUuid" in first
+    kind = part_kind(first)
+    if kind in ENTRY_TYPES:
+        return any(k in first for k in ("sessionId", "messageId", "uuid", "leafUuid"))
+    # Claude Code keeps adding metadata entries (titles, modes, links), each with its
+    # session: a file may open with one this reader does not know yet.
+    return (
+        isinstance(kind, str) and isinstance(first.get("sessionId"), str) and "payload" not in first
     )
 
 
