@@ -520,6 +520,50 @@ def _reply(uuid: str, mid: str, text: str, **extra: Any) -> dict[str, Any]:
     return {"type": "assistant", "uuid": uuid, "message": message, **extra}
 
 
+def test_it_drops_the_branch_a_claude_code_rewind_abandoned() -> None:
+    data = _cc_lines(
+        [
+            _said("u-1", "Rename the cache module."),
+            _reply("a-1", "msg_1", "Which name?"),
+            _said("u-2", "Call it store."),
+            _reply("a-2", "msg_2", "Renamed to store."),
+            {"type": "system", "subtype": "turn_duration", "uuid": "s-1", "durationMs": 900},
+            # the user went back to the question and answered it otherwise
+            _said("u-3", "Call it kv.", parentUuid="a-1"),
+            _reply("a-3", "msg_3", "Renamed to kv."),
+        ]
+    )
+    events = list(read(io.BytesIO(data), format="claude-code"))
+    steps = replay(events)["cc-r"]
+    assert len(steps) == 3
+    body, third = steps[2]
+    assert ids(third.after) == ["u-1", "msg_1", "u-3"]
+    [op] = body["actions"]
+    assert (op["action"], op["targets"]) == ("drop", ["u-2", "msg_2"])
+    assert "rewind" in body["reason"]
+
+
+def test_it_keeps_a_claude_code_conversation_whose_prompts_follow_hooks_and_tools() -> None:
+    use = {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a.py"}}
+    result = [{"type": "tool_result", "tool_use_id": "t1", "content": "x = 1"}]
+    data = _cc_lines(
+        [
+            _said("u-1", "Read a.py"),
+            {**_reply("a-1", "msg_1", ""), "message": {"id": "msg_1", "role": "assistant",
+             "content": [use]}},
+            {"type": "progress", "uuid": "p-1", "data": {"type": "hook_progress"}},
+            {**_said("u-2", ""), "parentUuid": "a-1",
+             "message": {"role": "user", "content": result}},
+            _reply("a-2", "msg_2", "x is 1."),
+            _said("u-3", "Thanks."),
+            _reply("a-3", "msg_3", "You're welcome."),
+        ]
+    )  # fmt: skip
+    steps = replay(list(read(io.BytesIO(data), format="claude-code")))["cc-r"]
+    assert [body.get("actions") for body, _ in steps] == [None, None, None]
+    assert ids(steps[2][1].before) == ["u-1", "msg_1", "u-2", "msg_2", "u-3"]
+
+
 def test_it_detects_a_claude_code_transcript_that_opens_with_a_metadata_entry() -> None:
     lines = [
         {"type": "permission-mode", "permissionMode": "default", "sessionId": "cc-m"},

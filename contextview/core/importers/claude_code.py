@@ -12,6 +12,11 @@ entries (a sub-agent's calls) form sessions of their own, named after the main
 session and the ``agentId``; so do the sub-agent entries Claude Code 2.1 logs
 inline, each inside a ``progress`` entry of its parent (``data.type``
 ``agent_progress``, ``data.agentId``, ``data.message`` the sub-agent's entry).
+
+Entries chain by ``parentUuid``. A user's prompt whose parent is not the entry
+logged just before it went back to an earlier point of the conversation (a
+rewind): what was logged after that point stays in the file as an abandoned
+branch, and leaves the context.
 """
 
 from __future__ import annotations
@@ -103,6 +108,23 @@ class _Session:
     call: _Call | None = None
     compaction: dict[str, Any] | None = None
 
+    def last_message(self) -> str | None:
+        """The id of the message the conversation ends with now (a reply still
+        streaming in is placed where its call began)."""
+        call, context = self.call, self.log.context
+        if call is not None and len(context) == call.obs_at:
+            return call.message_id
+        return context[-1] if context else None
+
+
+@dataclass
+class _Chain:
+    """The ``parentUuid`` chain of a session's main conversation: the last entry
+    logged, and for each entry the message the conversation ended with there."""
+
+    tip: str | None = None
+    ends_at: dict[str, str | None] = field(default_factory=dict)
+
 
 def _agent_entry(entry: dict[str, Any]) -> dict[str, Any] | None:
     """The sub-agent's entry a ``progress`` entry carries, as a sidechain entry of its
@@ -134,6 +156,7 @@ class _Reader:
         # sidechain entry uuid -> the sub-agent session it belongs to
         self.side_of: dict[str, str] = {}
         self.main_id: str | None = None
+        self.chains: dict[str, _Chain] = {}
 
     def session_for(self, lineno: int, entry: dict[str, Any]) -> _Session:
         main = self.override or entry.get("sessionId")
@@ -193,6 +216,44 @@ class _Reader:
         log.context.extend(later)
 
     def entry(self, lineno: int, entry: dict[str, Any]) -> Iterator[Event]:
+        yield from self.read_entry(lineno, entry)
+        # Every entry of the main conversation is a link of its chain, whatever it
+        # holds (hooks' progress, system notes): a prompt names the one before it.
+        uuid, main = entry.get("uuid"), self.override or entry.get("sessionId")
+        if isinstance(uuid, str) and isinstance(main, str) and not entry.get("isSidechain"):
+            chain = self.chains.setdefault(main, _Chain())
+            chain.tip = uuid
+            s = self.sessions.get(main)
+            chain.ends_at[uuid] = s.last_message() if s is not None else None
+
+    def rewound(self, s: _Session, entry: dict[str, Any]) -> Iterator[Event]:
+        """A prompt that goes back to an earlier entry than the last one: the
+        messages after that entry are an abandoned branch, dropped before the
+        next call."""
+        parent = entry.get("parentUuid")
+        chain = self.chains.get(s.log.session_id)
+        if (
+            entry.get("isSidechain")
+            or chain is None
+            or not isinstance(parent, str)
+            or parent == chain.tip
+            or parent not in chain.ends_at
+            or s.compaction is not None
+        ):
+            return
+        end = chain.ends_at[parent]
+        yield from self.finish_call(s)
+        context = s.log.context
+        if end is not None and end not in context:
+            return  # a point before a compaction: nothing of it is in the context
+        cut = 0 if end is None else context.index(end) + 1
+        gone = {t for op in s.log.staged if op["action"] == "drop" for t in op["targets"]}
+        left = [m for m in context[cut:] if m not in gone]
+        if left:
+            reason = "rewind: the conversation went back to an earlier message"
+            s.log.stage([{"action": "drop", "targets": left, "reason": reason}], reason=reason)
+
+    def read_entry(self, lineno: int, entry: dict[str, Any]) -> Iterator[Event]:
         kind = part_kind(entry)
         if kind == "progress":
             inner = _agent_entry(entry)
@@ -241,6 +302,8 @@ class _Reader:
             yield from self.finish_call(s)
             yield from self.compacted(s, msg)
             return
+        if "partition" not in msg:
+            yield from self.rewound(s, entry)
         s.log.add(msg)
 
     def compacted(self, s: _Session, summary: dict[str, Any] | None) -> Iterator[Event]:
