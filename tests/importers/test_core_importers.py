@@ -574,3 +574,76 @@ def test_it_detects_a_claude_code_transcript_that_opens_with_a_metadata_entry() 
     data = "".join(json.dumps(line) + "\n" for line in lines).encode()
     assert detect(data) == "claude-code"
     assert len(replay(list(read(io.BytesIO(data), format="claude-code")))["cc-m"]) == 1
+
+
+def _rollout(items: list[tuple[str, dict[str, Any]]]) -> bytes:
+    meta = {"id": "019e-rollout", "timestamp": "2025-10-02T09:00:00Z", "cwd": "/srv/app",
+            "cli_version": "0.46.0", "base_instructions": {"text": "You are Codex."}}  # fmt: skip
+    lines = [{"timestamp": "2025-10-02T09:00:00Z", "type": "session_meta", "payload": meta}]
+    lines += [
+        {"timestamp": f"2025-10-02T09:00:{n + 1:02d}Z", "type": kind, "payload": payload}
+        for n, (kind, payload) in enumerate(items)
+    ]
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def _item(role: str, text: str) -> tuple[str, dict[str, Any]]:
+    kind = "output_text" if role == "assistant" else "input_text"
+    return "response_item", {"type": "message", "role": role,
+                             "content": [{"type": kind, "text": text}]}  # fmt: skip
+
+
+def _tokens(**info: Any) -> tuple[str, dict[str, Any]]:
+    return "event_msg", {"type": "token_count", "info": info, "rate_limits": None}
+
+
+def test_it_leaves_codex_ghost_snapshots_out_of_the_context() -> None:
+    commit = {"id": "3f9c2e1", "parent": "a71d004", "preexisting_untracked_files": []}
+    ghost = {"type": "ghost_snapshot", "ghost_commit": commit}
+    data = _rollout(
+        [
+            ("turn_context", {"model": "gpt-5-codex", "cwd": "/srv/app"}),
+            _item("user", "Bump the version to 2.4.1"),
+            ("response_item", ghost),
+            _item("assistant", "Done: 2.4.1."),
+            _tokens(last_token_usage={"input_tokens": 900, "cached_input_tokens": 0,
+                                      "output_tokens": 12}, model_context_window=272000),
+            _item("user", "Thanks"),
+            ("response_item", {**ghost, "ghost_commit": {**ghost["ghost_commit"], "id": "b2"}}),
+            _item("assistant", "You're welcome."),
+            _tokens(last_token_usage={"input_tokens": 950, "cached_input_tokens": 900,
+                                      "output_tokens": 5}, model_context_window=272000),
+        ]
+    )  # fmt: skip
+    steps = replay(list(read(io.BytesIO(data), format="codex")))["019e-rollout"]
+    assert len(steps) == 2
+    assert [m.role for m in steps[1][1].before] == ["system", "user", "assistant", "user"]
+    texts = " ".join(m.text for _, step in steps for m in step.before)
+    assert "ghost" not in texts and "3f9c2e1" not in texts
+
+
+def test_it_takes_a_codex_compaction_summary_item_as_the_summary() -> None:
+    question = "Find why the job SO20260101007 stalls"
+    data = _rollout(
+        [
+            ("turn_context", {"model": "gpt-5-codex"}),
+            _item("user", question),
+            _item("assistant", "The queue worker dies on OOM."),
+            _tokens(last_token_usage={"input_tokens": 5000, "cached_input_tokens": 0,
+                                      "output_tokens": 40}),
+            ("compacted", {"message": "", "replacement_history": [
+                {"type": "message", "role": "user",
+                 "content": [{"type": "input_text", "text": question}]},
+                {"type": "compaction_summary", "encrypted_content": "gAAAA-opaque"}]}),
+            _item("user", "Fix it"),
+            _item("assistant", "Raised the memory limit."),
+            _tokens(last_token_usage={"input_tokens": 800, "cached_input_tokens": 0,
+                                      "output_tokens": 20}),
+        ]
+    )  # fmt: skip
+    body, step = replay(list(read(io.BytesIO(data), format="codex")))["019e-rollout"][1]
+    assert [op["action"] for op in body["actions"]][:1] == ["summarize"]
+    summary = body["actions"][0]["result"]
+    assert summary["content"][0]["type"] == "compaction_summary"
+    assert not any(op["action"] == "insert" for op in body["actions"])
+    assert ids(step.after) == ["instructions", "l3", summary["id"], "l7"]

@@ -46,7 +46,12 @@ TOOL_OUTPUTS = frozenset(
 # Items a rollout wrote as lines of their own before the ``{"type", "payload"}``
 # envelope (Codex CLI before 0.4x): the session's meta first (``id``, ``timestamp``,
 # ``instructions``), then the items, with ``{"record_type": "state"}`` lines between.
-LEGACY_ITEMS = OUTPUT_ITEMS | TOOL_OUTPUTS | {"message", "compaction"}
+# ``compaction_summary`` is what Codex called the ``compaction`` item at first.
+COMPACTIONS = frozenset({"compaction", "compaction_summary"})
+LEGACY_ITEMS = OUTPUT_ITEMS | TOOL_OUTPUTS | COMPACTIONS | {"message"}
+# Items Codex records for itself and leaves out of every prompt (the git state it
+# can undo to).
+NOT_SENT = frozenset({"ghost_snapshot"})
 
 
 def _legacy_meta(line: dict[str, Any]) -> bool:
@@ -91,7 +96,7 @@ def message_of(mid: str, item: dict[str, Any]) -> dict[str, Any]:
         if isinstance(item.get("call_id"), str):
             msg["tool_call_id"] = item["call_id"]
         return msg
-    if kind == "compaction":
+    if kind in COMPACTIONS:
         return {"id": mid, "role": "user", "content": [item], "partition": "memory"}
     # calls and reasoning: the item itself is the part (a tool call, a thinking block)
     return {"id": mid, "role": "assistant", "content": [item]}
@@ -213,6 +218,8 @@ class _Reader:
             self.log.add({"id": INSTRUCTIONS, "role": "system", "content": text})
 
     def item(self, lineno: int, timestamp: Any, item: dict[str, Any]) -> Iterator[Event]:
+        if part_kind(item) in NOT_SENT:
+            return
         log = self.session(lineno)
         message = message_of(f"l{lineno}", item)
         if _is_output(item):
@@ -245,13 +252,15 @@ class _Reader:
         for n, item in enumerate(history):
             if not isinstance(item, dict):
                 raise line_error(lineno, f"payload.replacement_history[{n}]: must be an object")
+            if part_kind(item) in NOT_SENT:
+                continue
             message = message_of(f"l{lineno}.{n}", item)
             same = by_hash.get(short_hash(text_of(message["content"])))
             if same:
                 mid = same.pop(0)
                 kept.append(mid)
                 order.append(mid)
-            elif item.get("type") == "compaction" and summary is None:
+            elif part_kind(item) in COMPACTIONS and summary is None:
                 summary = message
                 order.append(message["id"])
             else:
