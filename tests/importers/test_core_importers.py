@@ -647,3 +647,29 @@ def test_it_takes_a_codex_compaction_summary_item_as_the_summary() -> None:
     assert summary["content"][0]["type"] == "compaction_summary"
     assert not any(op["action"] == "insert" for op in body["actions"])
     assert ids(step.after) == ["instructions", "l3", summary["id"], "l7"]
+
+
+def test_it_reads_codex_usage_given_only_as_running_totals() -> None:
+    def totals(prompt: int, cached: int, output: int) -> dict[str, int]:
+        return {"input_tokens": prompt, "cached_input_tokens": cached, "output_tokens": output,
+                "reasoning_output_tokens": 0, "total_tokens": prompt + output}  # fmt: skip
+
+    data = _rollout(
+        [
+            ("turn_context", {"model": "gpt-5"}),
+            _item("user", "List the services"),
+            ("response_item", {"type": "function_call", "name": "shell", "call_id": "c1",
+                               "arguments": "{\"command\": [\"ls\"]}"}),
+            _tokens(total_token_usage=totals(4000, 0, 30), model_context_window=272000),
+            ("response_item", {"type": "function_call_output", "call_id": "c1",
+                               "output": "api\nworker"}),
+            _item("assistant", "Two: api and worker."),
+            _tokens(total_token_usage=totals(8100, 4000, 45), model_context_window=272000),
+        ]
+    )  # fmt: skip
+    steps = [e["body"] for e in read(io.BytesIO(data), format="codex") if e["type"] == "step"]
+    assert [s["usage"] for s in steps] == [
+        {"input_tokens": 4000, "cache_read_tokens": 0, "output_tokens": 30},
+        {"input_tokens": 100, "cache_read_tokens": 4000, "output_tokens": 15},
+    ]
+    assert [s["context_window"] for s in steps] == [272000, 272000]

@@ -102,23 +102,38 @@ def message_of(mid: str, item: dict[str, Any]) -> dict[str, Any]:
     return {"id": mid, "role": "assistant", "content": [item]}
 
 
-def _usage(info: Any, lineno: int) -> tuple[dict[str, int] | None, int | None]:
+USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens")
+
+
+def _counts(raw: Any, where: str) -> dict[str, int] | None:
+    if not isinstance(raw, dict):
+        return None
+    return {key: token_count(raw.get(key), f"{where}.{key}") or 0 for key in USAGE_KEYS}
+
+
+def _usage(
+    info: Any, lineno: int, totals: dict[str, int] | None
+) -> tuple[dict[str, int] | None, int | None, dict[str, int] | None]:
+    """The usage of the call a ``token_count`` closes, the model's window, and the
+    session's running totals. Some rollouts give only the totals
+    (``total_token_usage``): the call's usage is then what they grew by."""
     if not isinstance(info, dict):
-        return None, None
-    last = info.get("last_token_usage")
+        return None, None, totals
     window = info.get("model_context_window")
-    if not isinstance(last, dict):
-        return None, window if isinstance(window, int) else None
-
-    def count(key: str) -> int:
-        where = f"line {lineno}: payload.info.last_token_usage.{key}"
-        return token_count(last.get(key), where) or 0
-
+    window = window if isinstance(window, int) and not isinstance(window, bool) else None
+    where = f"line {lineno}: payload.info"
+    last = _counts(info.get("last_token_usage"), f"{where}.last_token_usage")
+    total = _counts(info.get("total_token_usage"), f"{where}.total_token_usage")
+    if last is None and total is not None:
+        before = totals or {}
+        last = {key: max(0, total[key] - before.get(key, 0)) for key in USAGE_KEYS}
+    if last is None:
+        return None, window, total or totals
     # Codex counts cached input inside input_tokens.
     usage = usage_cached_inside(
-        count("input_tokens"), count("cached_input_tokens"), count("output_tokens")
+        last["input_tokens"], last["cached_input_tokens"], last["output_tokens"]
     )
-    return usage, window if isinstance(window, int) else None
+    return usage, window, total or totals
 
 
 @dataclass
@@ -138,6 +153,7 @@ class _Reader:
         self.model: str | None = None
         self.call: _Call | None = None
         self.last_input_tokens: int | None = None
+        self.totals: dict[str, int] | None = None
 
     def session(self, lineno: int) -> SessionLog:
         if self.log is None:
@@ -188,7 +204,7 @@ class _Reader:
                 self.model = payload["model"]
         elif kind == "event_msg":
             if payload.get("type") == "token_count":
-                usage, window = _usage(payload.get("info"), lineno)
+                usage, window, self.totals = _usage(payload.get("info"), lineno, self.totals)
                 if usage is not None and usage["input_tokens"] + usage["cache_read_tokens"]:
                     self.last_input_tokens = usage["input_tokens"] + usage["cache_read_tokens"]
                 if self.call is not None and usage is not None:
