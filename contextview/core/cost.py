@@ -125,6 +125,33 @@ def total_cost(
     return Total(usd, priced, unpriced, tuple(unknown))
 
 
+def summed_cost(
+    by_model: Mapping[str, Mapping[str, int]], prices: Mapping[str, Price]
+) -> Total | None:
+    """`total_cost` from the calls' usage summed by model (a session's
+    ``usage_by_model``: calls and counts per model): the same figure, since a price is
+    linear in the counts, without reading every call."""
+    usd, priced, unpriced, unknown = 0.0, 0, 0, []
+    for model, sums in by_model.items():
+        calls = sums.get("calls", 0)
+        found = price_for(model, prices) if model else None
+        if found is None:
+            unpriced += calls
+            unknown.append(model or "(none)")
+            continue
+        counts = UsageCounts(
+            input=sums.get("input_tokens", 0),
+            cache_read=sums.get("cache_read_tokens", 0),
+            cache_write=sums.get("cache_write_tokens", 0),
+            output=sums.get("output_tokens", 0),
+        )
+        usd += found[1].of(counts)
+        priced += calls
+    if not priced and not unpriced:
+        return None
+    return Total(usd, priced, unpriced, tuple(unknown))
+
+
 def prices_from_json(text: str) -> dict[str, Price]:
     """Prices from a JSON object ``{model: {"input", "cached_input", "output"[, "cache_write"]}}``.
 

@@ -710,7 +710,8 @@ def step_stats(
     # The provider counted the context the call was made with: the one operations that
     # shrank it left (a compaction comes with the call that follows it), else the one
     # before an after that only grew (by the call's own reply).
-    unseen = _unseen_tokens(step.usage, min(before_tokens, after_tokens))
+    counts = usage_counts(step.usage)
+    unseen = None if counts is None else counts.context - min(before_tokens, after_tokens)
     window = step.context_window
     if window is None and unseen is not None:
         window = known_window(step.model)
@@ -842,16 +843,21 @@ def step_stats(
         out["estimated"] = True
         out["estimated_tokens"] = estimated
     if unseen is not None:
+        # Reported input minus measured: what the provider read that the log does not hold.
         out["unseen_tokens"] = unseen
         if budget.max_tokens is not None:
             out["window"] = budget.max_tokens
+    if counts is not None:
+        # Beyond the contract: what the call was billed for, by model ("" when none is
+        # known), which the session's aggregates sum for its cost (``usage_by_model``).
+        out["billed"] = [
+            step.model or "",
+            counts.input,
+            counts.cache_read,
+            counts.cache_write,
+            counts.output,
+        ]
     return out
-
-
-def _unseen_tokens(usage: Mapping[str, Any] | None, measured: int) -> int | None:
-    """Reported input minus measured: what the provider read that the log does not hold."""
-    reported = usage_before(usage) if isinstance(usage, Mapping) else None
-    return None if reported is None else reported - measured
 
 
 def _pinned_mid(
@@ -877,6 +883,17 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+# What ``usage_by_model`` holds for each model, in the order of a step's ``billed``
+# (after its model): the calls, then their summed counts.
+BILLED_FIELDS = (
+    "calls",
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+)
+
+
 class SessionSums:
     """The sums of the contract's session `aggregates`, kept as a session's step stats
     are added in index order (`add`): a live session's next step adds its own, the
@@ -893,6 +910,8 @@ class SessionSums:
         self.flag_counts: Counter[str] = Counter()
         self.tokens_saved = self.entities_total = self.entities_kept = 0
         self.reload_regrets = self.tokens_after = self.window = 0
+        # model -> [calls, input, cache reads, cache writes, output] of its billed calls
+        self.billed: dict[str, list[int]] = {}
 
     def add(self, index: int, stats: Mapping[str, Any]) -> None:
         self.steps += 1
@@ -906,6 +925,15 @@ class SessionSums:
             self.occupancies.append(after)
         self.flag_counts.update(stats["flags"])
         self.rewards[index] = stats["reward"]
+        billed = stats.get("billed")
+        if billed:
+            sums = self.billed.get(billed[0])
+            if sums is None:
+                self.billed[billed[0]] = [1, *billed[1:]]
+            else:
+                sums[0] += 1
+                for i in range(1, len(sums)):
+                    sums[i] += billed[i]
         for op in stats["ops"]:
             name = op["op"]
             self.ops_by_type[name] += 1
@@ -941,6 +969,11 @@ class SessionSums:
             "entities_kept": kept,
             # the window that provider-counted occupancy was measured against, if any
             **({"window": self.window} if self.window else {}),
+            # the calls' usage by model, which the session's cost is priced from
+            "usage_by_model": {
+                model: dict(zip(BILLED_FIELDS, sums, strict=True))
+                for model, sums in sorted(self.billed.items())
+            },
         }
 
 

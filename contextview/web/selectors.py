@@ -28,7 +28,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
-from contextview.core.cost import Cost, Total, call_cost, total_cost
+from contextview.core.cost import Cost, Total, call_cost, summed_cost, total_cost
 from contextview.core.diff import diff_contexts
 from contextview.core.entities import entity_sources
 from contextview.core.liveness import Liveness, directive_expiry, liveness
@@ -1020,7 +1020,14 @@ class StepView:
 
 
 def session_cost(*, session: Session) -> Total | None:
-    """What the session's calls cost by the price table; None when none reported usage."""
+    """What the session's calls cost by the price table; None when none reported usage.
+
+    From the usage the statistics worker summed by model (``usage_by_model`` of the
+    aggregates), as of the steps computed so far; aggregates written before it summed
+    them are read the long way, every call's usage."""
+    by_model = (session.aggregates or {}).get("usage_by_model")
+    if isinstance(by_model, dict):
+        return summed_cost(by_model, settings.MODEL_PRICES)
     calls = Step.objects.filter(session=session, usage__isnull=False).values_list("model", "usage")
     return total_cost([(model or session.model, usage) for model, usage in calls],
                       settings.MODEL_PRICES)  # fmt: skip

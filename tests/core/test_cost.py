@@ -2,7 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from contextview.core.cost import PRICES, Price, call_cost, price_for, prices_from_json, total_cost
+from contextview.core.cost import (
+    PRICES,
+    Price,
+    call_cost,
+    price_for,
+    prices_from_json,
+    summed_cost,
+    total_cost,
+)
 from contextview.core.stats import usage_before
 
 USAGE = {"input_tokens": 1000, "cache_read_tokens": 2000, "output_tokens": 500}
@@ -64,3 +72,27 @@ def test_it_reads_a_price_table_and_names_what_is_wrong() -> None:
     ]:
         with pytest.raises(ValueError, match=error):
             prices_from_json(text)
+
+
+def test_a_cost_summed_by_model_is_the_cost_of_every_call() -> None:
+    from contextview.core.stats import SessionSums, StepInput, step_stats
+
+    calls = [
+        ("gpt-4o", USAGE),
+        ("gpt-4o-2024-08-06", {"prompt_tokens": 900, "completion_tokens": 12}),
+        ("claude-sonnet-4", {"input_tokens": 10, "cache_write_tokens": 4000, "output_tokens": 7}),
+        ("house-llm-7b", USAGE),
+        ("", USAGE),
+        ("gpt-4o", None),
+    ]
+    sums = SessionSums()
+    for n, (model, usage) in enumerate(calls):
+        sums.add(n, step_stats(StepInput(before=[], after=[], usage=usage, model=model or None),
+                               tokens_of=lambda m: 0))  # fmt: skip
+    summed = summed_cost(sums.aggregates()["usage_by_model"], PRICES)
+    each = total_cost(calls, PRICES)
+    assert summed is not None and each is not None
+    assert summed.usd == pytest.approx(each.usd)
+    assert (summed.priced, summed.unpriced) == (each.priced, each.unpriced) == (3, 2)
+    assert sorted(summed.unknown_models) == sorted(each.unknown_models)
+    assert summed_cost({}, PRICES) is None
