@@ -673,3 +673,51 @@ def test_it_reads_codex_usage_given_only_as_running_totals() -> None:
         {"input_tokens": 100, "cache_read_tokens": 4000, "output_tokens": 15},
     ]
     assert [s["context_window"] for s in steps] == [272000, 272000]
+
+
+def _said_by(role: str, text: str) -> tuple[str, dict[str, Any]]:
+    return "response_item", {"type": "message", "role": role,
+                             "content": [{"type": "input_text", "text": text}]}  # fmt: skip
+
+
+def test_it_rebuilds_a_codex_compaction_without_its_history_keeping_the_prompts() -> None:
+    old_prompt = "Paste of the nightly log:\n" + "x" * 85_000  # past what Codex puts back
+    data = _rollout(
+        [
+            ("turn_context", {"model": "gpt-5-codex"}),
+            _said_by("developer", "<permissions instructions>read-only</permissions instructions>"),
+            _said_by("user", "# AGENTS.md instructions for /srv/app\n\nUse uv."),
+            _said_by("user", "<environment_context>cwd: /srv/app</environment_context>"),
+            _said_by("user", old_prompt),
+            _item("assistant", "The log is mostly retries."),
+            _tokens(last_token_usage={"input_tokens": 21000, "cached_input_tokens": 0,
+                                      "output_tokens": 10}),
+            _said_by("user", "Why does job SO20260101007 stall?"),
+            ("response_item", {"type": "function_call", "name": "shell", "call_id": "c1",
+                               "arguments": "{\"command\": [\"ps\"]}"}),
+            _tokens(last_token_usage={"input_tokens": 21100, "cached_input_tokens": 0,
+                                      "output_tokens": 8}),
+            ("response_item", {"type": "function_call_output", "call_id": "c1",
+                               "output": "worker <defunct>"}),
+            _said_by("user", "<user_shell_command>ls /var/run</user_shell_command>"),
+            _item("assistant", "The worker died on OOM."),
+            _tokens(last_token_usage={"input_tokens": 21300, "cached_input_tokens": 0,
+                                      "output_tokens": 9}),
+            ("compacted", {"message": "The worker of SO20260101007 dies on OOM."}),
+            _item("user", "Fix it"),
+            _item("assistant", "Raised the memory limit."),
+            _tokens(last_token_usage={"input_tokens": 900, "cached_input_tokens": 0,
+                                      "output_tokens": 7}),
+        ]
+    )  # fmt: skip
+    body, step = replay(list(read(io.BytesIO(data), format="codex")))["019e-rollout"][3]
+    summarize = body["actions"][0]
+    assert summarize["action"] == "summarize"
+    assert summarize["result"]["content"] == "The worker of SO20260101007 dies on OOM."
+    # the initial context and the prompt Codex puts back stay where they were
+    question, kept = "l9", ["instructions", "l3", "l4", "l5"]
+    assert not set(summarize["targets"]) & {question, *kept}
+    # the old prompt too long to be put back, replies, tools and the shell note leave
+    assert {"l6", "l7", "l10", "l12", "l13", "l14"} <= set(summarize["targets"])
+    assert ids(step.after) == [*kept, question, summarize["result"]["id"], "l17"]
+    assert ids(step.folds[0].originals)[:2] == ["l6", "l7"]

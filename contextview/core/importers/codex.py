@@ -8,7 +8,9 @@ conversation items as sent to and returned by the Responses API (messages,
 model's context window. ``compacted`` replaces the history with its
 ``replacement_history``: items already in the context are kept, the others are
 re-injected (``insert``), and the ``compaction`` item (or the summary ``message``)
-stands for what left. Older rollouts, written before that envelope, are read too:
+stands for what left. A ``compacted`` line without ``replacement_history`` (rollouts
+of Codex before it logged one) is rebuilt the way Codex rebuilt it: see
+`_Reader.rebuilt`. Older rollouts, written before that envelope, are read too:
 a first line with the session's ``id`` and ``timestamp``, then the items themselves.
 """
 
@@ -52,6 +54,20 @@ LEGACY_ITEMS = OUTPUT_ITEMS | TOOL_OUTPUTS | COMPACTIONS | {"message"}
 # Items Codex records for itself and leaves out of every prompt (the git state it
 # can undo to).
 NOT_SENT = frozenset({"ghost_snapshot"})
+# User-role text Codex writes itself (instructions, environment, skills, a shell
+# command the user ran, an interrupted turn): never the user's own prompt.
+SESSION_PREFIXES = (
+    "<user_instructions>",
+    "# agents.md instructions for ",
+    "<environment_context>",
+    "<skill",
+    "<user_shell_command>",
+    "<turn_aborted>",
+)
+# How many tokens of the latest prompts a rebuilt history keeps, counted as Codex
+# counts them (about 4 bytes a token).
+REBUILT_PROMPT_TOKENS = 20_000
+NO_SUMMARY = "(no summary available)"
 
 
 def _legacy_meta(line: dict[str, Any]) -> bool:
@@ -76,6 +92,30 @@ def _is_output(item: dict[str, Any]) -> bool:
     return part_kind(item) in OUTPUT_ITEMS or (
         item.get("type") == "message" and item.get("role") == "assistant"
     )
+
+
+def _prompt_tokens(item: dict[str, Any]) -> int | None:
+    """The tokens of a user's own prompt, as Codex estimates them; None for any other
+    item (a reply, a tool call or result, or user-role text Codex wrote itself)."""
+    if item.get("type") != "message" or item.get("role") != "user":
+        return None
+    content = item.get("content")
+    parts = [content] if isinstance(content, str) else content
+    if not isinstance(parts, list):
+        return None
+    texts = []
+    for part in parts:
+        text = part.get("text") if isinstance(part, dict) else part
+        if not isinstance(text, str):
+            continue
+        if text.lstrip().lower().startswith(SESSION_PREFIXES):
+            return None
+        if text:
+            texts.append(text)
+    if not texts:
+        return None
+    size = len("\n".join(texts).encode("utf-8", "surrogatepass"))
+    return (size + 3) // 4
 
 
 def message_of(mid: str, item: dict[str, Any]) -> dict[str, Any]:
@@ -154,6 +194,12 @@ class _Reader:
         self.call: _Call | None = None
         self.last_input_tokens: int | None = None
         self.totals: dict[str, int] | None = None
+        # the user's own prompts in the context, with their tokens as Codex counts them
+        self.prompts: dict[str, int] = {}
+        # the context Codex sends first in every history (instructions, environment),
+        # as logged before the first prompt
+        self.initial: set[str] = set()
+        self.prompted = False
 
     def session(self, lineno: int) -> SessionLog:
         if self.log is None:
@@ -238,6 +284,12 @@ class _Reader:
             return
         log = self.session(lineno)
         message = message_of(f"l{lineno}", item)
+        tokens = _prompt_tokens(item)
+        if tokens is not None:
+            self.prompts[message["id"]] = tokens
+            self.prompted = True
+        elif not self.prompted and item.get("role") in ("user", "developer", "system"):
+            self.initial.add(message["id"])
         if _is_output(item):
             if self.call is None:
                 self.call = _Call(timestamp=timestamp, obs_at=len(log.context))
@@ -264,7 +316,8 @@ class _Reader:
         inserts: list[dict[str, Any]] = []
         summary: dict[str, Any] | None = None
         if not isinstance(history, list):
-            history = []
+            self.rebuilt(f"l{lineno}", log, summary_text, reason)
+            return
         for n, item in enumerate(history):
             if not isinstance(item, dict):
                 raise line_error(lineno, f"payload.replacement_history[{n}]: must be an object")
@@ -304,6 +357,45 @@ class _Reader:
         ops.extend({"action": "insert", "result": m, "reason": reason} for m in inserts)
         if ops:
             log.stage(ops, reason=reason, order=order)
+
+    def rebuilt(self, sid: str, log: SessionLog, summary_text: Any, reason: str) -> None:
+        """A ``compacted`` line without the history it left: Codex rebuilt that history
+        itself, and so is it rebuilt here. Codex starts it afresh with its initial
+        context (the instructions and environment it sends first in a session), then
+        puts back the user's own prompts: the user-role messages that are not text
+        Codex wrote itself (instructions, ``<environment_context>``, skills, a shell
+        command the user ran, a turn marked aborted) nor an earlier summary. Only the
+        latest prompts are put back, newest first, while they fit in 20,000 tokens
+        (about 4 bytes a token); the one that would pass that is cut, and older ones
+        are left out. The summary comes last, as a user message.
+
+        Here the initial context and the prompts put back whole stay as they were;
+        everything else (replies, tool calls and results, reasoning, later environment
+        notes, earlier summaries, the prompts left out or cut) is summarized into the
+        summary message."""
+        text = summary_text if isinstance(summary_text, str) and summary_text else NO_SUMMARY
+        summary = {"id": sid, "role": "user", "content": text, "partition": "memory"}
+        head = [m for m in log.context if m == INSTRUCTIONS or m in self.initial]
+        kept: list[str] = []
+        room = REBUILT_PROMPT_TOKENS
+        for mid in reversed(log.context):
+            tokens = self.prompts.get(mid)
+            if tokens is None:
+                continue
+            if tokens > room:
+                break
+            kept.append(mid)
+            room -= tokens
+        kept.reverse()
+        stays = set(head) | set(kept)
+        left = [m for m in log.context if m not in stays]
+        self.prompts = {m: t for m, t in self.prompts.items() if m in stays}
+        order = [*head, *kept, summary["id"]]
+        if left:
+            op = {"action": "summarize", "targets": left, "result": summary, "reason": reason}
+        else:
+            op = {"action": "insert", "result": summary, "reason": reason}
+        log.stage([op], reason=reason, order=order)
 
 
 def read(
