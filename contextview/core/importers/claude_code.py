@@ -7,7 +7,11 @@ message id: Claude Code logs a streamed reply as several entries sharing that id
 one block each, which are joined. The context of a call is every message logged
 before its first entry. A ``system`` entry of subtype ``compact_boundary``
 (``compactMetadata``: ``trigger``, ``preTokens``) followed by the
-``isCompactSummary`` user entry is a summary of everything before it. Sidechain
+``isCompactSummary`` user entry is a summary of everything before it, but for the
+messages a partial compaction kept: those ``compactMetadata`` lists in
+``preservedMessages.uuids``, or the ``preservedSegment``, the chain of entries from
+its ``headUuid`` to its ``tailUuid``. Claude Code leaves the kept entries where they
+were logged and sends them on with the summary; they stay in the context. Sidechain
 entries (a sub-agent's calls) form sessions of their own, named after the main
 session and the ``agentId``; so do the sub-agent entries Claude Code 2.1 logs
 inline, each inside a ``progress`` entry of its parent (``data.type``
@@ -124,6 +128,31 @@ class _Chain:
 
     tip: str | None = None
     ends_at: dict[str, str | None] = field(default_factory=dict)
+    # each entry's parentUuid, and the message each user or assistant entry logged
+    parent: dict[str, str | None] = field(default_factory=dict)
+    message_of: dict[str, str] = field(default_factory=dict)
+    # the entries the last compaction kept: a prompt that follows one is no rewind
+    kept: set[str] = field(default_factory=set)
+
+    def preserved(self, meta: dict[str, Any]) -> set[str]:
+        """The uuids of the entries a compaction kept (its ``compactMetadata``)."""
+        listed = meta.get("preservedMessages", meta.get("preserved_messages"))
+        if isinstance(listed, dict):
+            uuids = listed.get("uuids")
+            if isinstance(uuids, list):
+                return {u for u in uuids if isinstance(u, str)}
+        segment = meta.get("preservedSegment", meta.get("preserved_segment"))
+        if not isinstance(segment, dict):
+            return set()
+        head = segment.get("headUuid", segment.get("head_uuid"))
+        at = segment.get("tailUuid", segment.get("tail_uuid"))
+        found: set[str] = set()
+        while isinstance(at, str) and at in self.parent and at not in found:
+            found.add(at)
+            if at == head:
+                return found
+            at = self.parent[at]
+        return set()  # the chain does not lead from the tail to the head
 
 
 def _agent_entry(entry: dict[str, Any]) -> dict[str, Any] | None:
@@ -225,6 +254,15 @@ class _Reader:
             chain.tip = uuid
             s = self.sessions.get(main)
             chain.ends_at[uuid] = s.last_message() if s is not None else None
+            parent = entry.get("parentUuid")
+            chain.parent[uuid] = parent if isinstance(parent, str) else None
+            message = entry.get("message")
+            kind = part_kind(entry)
+            if kind == "user":
+                chain.message_of[uuid] = uuid
+            elif kind == "assistant" and isinstance(message, dict):
+                mid = message.get("id")
+                chain.message_of[uuid] = mid if isinstance(mid, str) and mid else uuid
 
     def rewound(self, s: _Session, entry: dict[str, Any]) -> Iterator[Event]:
         """A prompt that goes back to an earlier entry than the last one: the
@@ -238,6 +276,7 @@ class _Reader:
             or not isinstance(parent, str)
             or parent == chain.tip
             or parent not in chain.ends_at
+            or parent in chain.kept
             or s.compaction is not None
         ):
             return
@@ -274,8 +313,13 @@ class _Reader:
                 meta = entry.get("compactMetadata") or entry.get("compact_metadata") or {}
                 s.compaction = dict(meta) if isinstance(meta, dict) else {}
                 # What the compaction removes: the context up to here, not what is
-                # logged after the boundary and before its summary.
+                # logged after the boundary and before its summary, nor what it kept.
                 s.compaction["$at"] = len(s.log.context)
+                chain = self.chains.get(s.log.session_id)
+                if chain is not None and not entry.get("isSidechain"):
+                    chain.kept = chain.preserved(s.compaction)
+                    kept = {chain.message_of[u] for u in chain.kept if u in chain.message_of}
+                    s.compaction["$kept"] = kept
             return
         message = entry.get("message")
         if not isinstance(message, dict):
@@ -315,7 +359,8 @@ class _Reader:
         trigger = meta.get("trigger") or "unknown"
         pre = meta.get("preTokens", meta.get("pre_tokens"))
         reason = f"compaction (trigger: {trigger}, {pre} tokens reported before)"
-        left = log.context[: meta["$at"]]
+        kept = meta.get("$kept") or set()
+        left = [m for m in log.context[: meta["$at"]] if m not in kept]
         if not left:
             if summary is not None:
                 log.add(summary)
