@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from contextview.sessions.models import Session
 from tests.api_client import Api, step
-from tests.web.conftest import live_url
+from tests.web.conftest import compute_stats, live_url
 
 HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "steps"}
 
@@ -48,6 +48,22 @@ def test_it_sends_a_new_step_with_the_list_chart_and_count(
     assert re.search(r'<dd id="fact-steps" hx-swap-oob="true">4\b', body)
     # The next poll knows it has seen step 3: nothing new again.
     assert client.get(live_url(body), **HTMX)["HX-Retarget"] == "#live-tail"
+
+
+def test_it_brings_the_new_cost_and_figures_of_a_computed_step(
+    api: Api, login: Callable[..., Client], order_session: Session
+) -> None:
+    client = login("viewer")
+    page = client.get(f"/sessions/{order_session.pk}/").content.decode()
+    assert '<dd id="session-cost"><span class="muted">no call reported usage' in page
+    usage = {"input_tokens": 1000, "cache_read_tokens": 2000, "output_tokens": 500}
+    api.ingest({"batch": [step("order-debug-42", 3, [{"id": "sys"}], usage=usage)]})
+    compute_stats(api.project, "order-debug-42")
+    body = client.get(live_url(page), **HTMX).content.decode()
+    # The header follows the session: its cost (gpt-4o: $0.01) and its sums.
+    assert '<dd id="session-cost" hx-swap-oob="true">$0.0100</dd>' in body
+    assert re.search(r'<dd id="fact-peak" hx-swap-oob="true">\d+%</dd>', body)
+    assert '<dd id="fact-saved" hx-swap-oob="true">' in body
 
 
 def test_it_says_when_the_agent_went_quiet(
