@@ -55,7 +55,7 @@ def test_it_brings_the_new_cost_and_figures_of_a_computed_step(
 ) -> None:
     client = login("viewer")
     page = client.get(f"/sessions/{order_session.pk}/").content.decode()
-    assert '<dd id="session-cost"><span class="muted">no call reported usage' in page
+    assert '<dd id="session-cost"><span class="muted" title="no call of this session' in page
     usage = {"input_tokens": 1000, "cache_read_tokens": 2000, "output_tokens": 500}
     api.ingest({"batch": [step("order-debug-42", 3, [{"id": "sys"}], usage=usage)]})
     compute_stats(api.project, "order-debug-42")
