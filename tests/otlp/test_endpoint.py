@@ -582,3 +582,41 @@ def test_it_accepts_a_tool_span_with_ids_of_the_wrong_length_and_keeps_nothing(k
     assert response.status_code == 200
     assert json.loads(response.content) == {}  # no partial success: it is not refused
     assert not ToolRun.objects.exists()
+
+
+HOSTILE_FORMS: list[dict[str, Any]] = [
+    # OpenLLMetry's flattened form with values of every wrong kind
+    {"llm.request.type": "chat", "gen_ai.prompt.0.content": 7, "gen_ai.prompt.0.role": 3},
+    {"llm.request.type": "chat", "gen_ai.prompt.0.content": "[1, 2]",
+     "gen_ai.prompt.0.tool_calls.0.arguments": "{", "gen_ai.completion.0.content": ["a"]},
+    {"llm.request.type": "completion", "gen_ai.prompt.0.user": "", "gen_ai.prompt.x.role": "u",
+     "llm.request.functions.0.parameters": "{not json"},
+    {"llm.request.type": "chat", "gen_ai.prompt.0.role": "tool",
+     "gen_ai.prompt.0.tool_call_id": "c", "gen_ai.prompt.0.content": '[{"type": 5}]'},
+    # the Vercel AI SDK's form, its JSON texts broken or of the wrong shape
+    {"ai.operationId": "ai.generateText.doGenerate", "ai.prompt.messages": "{"},
+    {"ai.operationId": "ai.streamText.doStream", "ai.prompt.messages": '{"role": "user"}'},
+    {"ai.operationId": "ai.generateText.doGenerate", "ai.prompt.messages": "[1, null]"},
+    {"ai.operationId": "ai.generateText.doGenerate",
+     "ai.prompt.messages": '[{"role": 5, "content": [1, {"type": "tool-result"},'
+                           ' {"type": "image", "image": 3}]}]',
+     "ai.prompt.tools": ["{", "1"], "ai.response.toolCalls": '[1, {"toolName": []}]',
+     "ai.usage.inputTokens": -4, "ai.usage.outputTokens": "x"},
+    {"ai.operationId": "ai.generateObject.doGenerate", "ai.prompt.messages": "[]",
+     "ai.prompt.tools": "[3]", "ai.response.toolCalls": "{}"},
+]  # fmt: skip
+
+
+def test_no_span_of_the_forms_beyond_the_contract_costs_another_or_a_500(
+    key: str, memory: Any
+) -> None:
+    agent, exporter = memory
+    for n, attributes in enumerate(HOSTILE_FORMS):
+        span = agent.tracer.start_span(f"hostile {n}", attributes=attributes)
+        span.end()
+    agent.call([text("user", "still here")], conversation="hostile")
+    response = post(key, request_of(exporter.get_finished_spans()).SerializeToString())
+    out = answer(response)
+    # Each hostile span is stored or refused naming what is wrong; the good call is stored.
+    assert out.partial_success.rejected_spans <= len(HOSTILE_FORMS)
+    assert read_step(key, "hostile", 0)["before"][-1]["content"] == "still here"
