@@ -76,9 +76,14 @@ class HeadAsGetMiddleware:
             return self.get_response(request)
         request.method = "GET"
         try:
-            return self.get_response(request)
+            response = self.get_response(request)
         finally:
             request.method = "HEAD"
+        if response.streaming:
+            # Not built only to be dropped: a streamed read (an export, a replay) would
+            # still run to its end for an answer that carries no body.
+            response.streaming_content = iter(())
+        return response
 
 
 NUL = "\x00"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -290,3 +290,22 @@ def test_head_on_a_read_answers_as_get_does_without_the_body(api: Api) -> None:
     assert api.client.head(path).status_code == 401
     refused = api.client.head("/api/v1/ingest", **api.auth)
     assert (refused.status_code, refused["Allow"]) == (405, "POST")
+
+
+def test_head_on_a_streamed_read_does_not_build_what_it_would_drop() -> None:
+    from django.http import StreamingHttpResponse
+    from django.test import RequestFactory
+
+    from contextview.web.middleware import HeadAsGetMiddleware
+
+    built: list[str] = []
+
+    def lines() -> Iterator[bytes]:
+        built.append("a line")
+        yield b"{}\n"
+
+    handler = HeadAsGetMiddleware(lambda request: StreamingHttpResponse(lines()))
+    path = "/api/v1/export/steps.jsonl"
+    # Iterated as a WSGI server iterates what it sends (gunicorn drops a HEAD's body).
+    assert b"".join(handler(RequestFactory().head(path))) == b"" and built == []
+    assert b"".join(handler(RequestFactory().get(path))) == b"{}\n" and built == ["a line"]
