@@ -65,3 +65,19 @@ def test_it_limits_the_comparison_to_a_time_range(api: Api) -> None:
         project_id=api.project.pk, start=datetime(2020, 1, 1, tzinfo=UTC), end=now
     )
     assert [r["sessions"] for r in rows] == [1]
+
+
+@pytest.mark.django_db
+def test_it_prices_each_agent_and_mode_from_the_usage_its_sessions_reported(api: Api) -> None:
+    usage = {"input_tokens": 1000, "cache_read_tokens": 2000, "output_tokens": 500}
+    hello = [{"id": "u1", "role": "user", "content": "Where is order SO20260101007?"}]
+    for sid, model in (("p1", "gpt-4o"), ("p2", "gpt-4o"), ("p3", "house-llm-7b")):
+        start = {"id": f"{sid}-s", "type": "session",
+                 "body": {"session_id": sid, "agent": "support", "mode": "sliding"}}  # fmt: skip
+        calls = [step(sid, n, hello, usage=usage, model=model) for n in range(2)]
+        assert api.ingest({"batch": [start, *calls]}).status_code == 207
+        session_stats_compute(session_id=Session.objects.get(external_id=sid).pk)
+    (row,) = api.get("/stats/agents").json()["rows"]
+    # gpt-4o: 1,000 x 2.50 + 2,000 x 1.25 + 500 x 10.00 per million = $0.01 a call.
+    assert row["cost_usd"] == pytest.approx(0.04)
+    assert (row["calls_priced"], row["calls_unpriced"]) == (4, 2)

@@ -489,6 +489,8 @@ def test_it_shows_trends_over_a_chosen_range_and_the_agent_mode_table(
     table = text.split('class="agent-modes"')[1]
     assert "order-debug-bot" in table and "support-bot" in table and "100%" in table
     assert "?project=acme&amp;agent=order-debug-bot&amp;mode=summary" in table
+    # What each pair cost by the price table: these demo agents reported no usage.
+    assert '<th class="num">Cost</th>' in table and "unpriced" not in table
     empty = client.get("/projects/acme/overview/?range=custom&since=2020-01-01&until=2020-01-31")
     assert "No sessions started in this time range." in empty.content.decode()
     assert "unsafe-inline" not in page["Content-Security-Policy"]
