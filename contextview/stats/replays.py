@@ -85,27 +85,45 @@ _TOTALS_FIELDS = frozenset(f.name for f in fields(Totals))
 
 def replay_totals(*, session: Session, policies: Sequence[Mapping[str, Any]]) -> list[Totals]:
     """The totals of `session` replayed under each of `policies` (JSON objects that
-    ``policy_from_json`` reads), as kept for the session as it is now (``ReplayTotals``);
-    when any is not, the session is replayed under all of them (its steps read once)
-    and what they summed is kept."""
+    ``policy_from_json`` reads): `sessions_replay_totals` of one session."""
+    return sessions_replay_totals(sessions=[session], policies=policies)[session.pk]
+
+
+def sessions_replay_totals(
+    *, sessions: Sequence[Session], policies: Sequence[Mapping[str, Any]]
+) -> dict[int, list[Totals]]:
+    """By session pk, the totals of each of `sessions` replayed under each of
+    `policies`, as kept for the session as it is now (``ReplayTotals``, all read at
+    once); a session with any not kept is replayed under all of them (its steps read
+    once), and what the replays summed is kept, in one write."""
     keys = [_policy_key(p) for p in policies]
-    kept = dict(
-        ReplayTotals.objects.filter(
-            session=session,
-            policy__in=keys,
-            step_count=session.step_count,
-            stats_epoch=session.stats_epoch,
-        ).values_list("policy", "totals")
+    kept: dict[tuple[int, str], Any] = {}
+    by_pk = {s.pk: s for s in sessions}
+    rows = ReplayTotals.objects.filter(session_id__in=list(by_pk), policy__in=keys).values_list(
+        "session_id", "policy", "step_count", "stats_epoch", "totals"
     )
-    if all(isinstance(kept.get(k), dict) and kept[k].keys() == _TOTALS_FIELDS for k in keys):
-        return [Totals(**kept[k]) for k in keys]
-    runs, steps = session_replays(session=session, policies=[policy_from_json(p) for p in policies])
-    for _ in steps:
-        pass
-    # As the session was read before the replay: a step stored meanwhile moves the
-    # session on, and the next look replays it again.
-    ReplayTotals.objects.bulk_create(
-        [
+    for pk, key, step_count, epoch, totals in rows:
+        session = by_pk[pk]
+        # Kept for the session as it is now: no step new or late, none computed again.
+        if (step_count, epoch) == (session.step_count, session.stats_epoch):
+            kept[pk, key] = totals
+    found: dict[int, list[Totals]] = {}
+    computed: list[ReplayTotals] = []
+    parsed: list[Policy] | None = None
+    for session in sessions:
+        mine = [kept.get((session.pk, k)) for k in keys]
+        if all(isinstance(t, dict) and t.keys() == _TOTALS_FIELDS for t in mine):
+            found[session.pk] = [Totals(**t) for t in mine]
+            continue
+        if parsed is None:
+            parsed = [policy_from_json(p) for p in policies]
+        runs, steps = session_replays(session=session, policies=parsed)
+        for _ in steps:
+            pass
+        found[session.pk] = [run.totals for run in runs]
+        # As the session was read before the replay: a step stored meanwhile moves the
+        # session on, and the next look replays it again.
+        computed += [
             ReplayTotals(
                 session=session,
                 policy=key,
@@ -114,12 +132,15 @@ def replay_totals(*, session: Session, policies: Sequence[Mapping[str, Any]]) ->
                 totals=asdict(run.totals),
             )
             for key, run in zip(keys, runs, strict=True)
-        ],
-        update_conflicts=True,
-        unique_fields=["session", "policy"],
-        update_fields=["step_count", "stats_epoch", "totals"],
-    )
-    return [run.totals for run in runs]
+        ]
+    if computed:
+        ReplayTotals.objects.bulk_create(
+            computed,
+            update_conflicts=True,
+            unique_fields=["session", "policy"],
+            update_fields=["step_count", "stats_epoch", "totals"],
+        )
+    return found
 
 
 def _policy_key(policy: Mapping[str, Any]) -> str:

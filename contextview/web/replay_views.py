@@ -29,7 +29,7 @@ from contextview.core.replay import (
     policy_from_json,
 )
 from contextview.sessions.models import Session
-from contextview.stats.replays import replay_totals, session_replays
+from contextview.stats.replays import replay_totals, session_replays, sessions_replay_totals
 from contextview.web import selectors as web
 from contextview.web.views import (
     HtmxHttpRequest,
@@ -199,8 +199,9 @@ def replay_panel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         if request.GET.get("row"):
             # One row of the comparison, which the panel asks for once it shows: its
             # totals alone, replayed once the session changed (else as kept).
-            (totals,) = replay_totals(session=session, policies=[policy.as_dict()])
-            row = policy_row(policy.as_dict(), totals)
+            raw = policy.as_dict()
+            (totals,) = replay_totals(session=session, policies=[raw])
+            row = policy_row(raw, totals)
             return render(request, "session/_replay_row.html", {"row": row})
         # The chosen policy alone, so a request costs one replay however long the
         # session: with htmx the comparison then comes row by row, each its own
@@ -287,9 +288,10 @@ def savings_rows(*, project: Any, start: Any, end: Any) -> Savings:
             break
         steps_left -= session.step_count
         replayed.append(session)
+    # Replayed once a session changed, else as kept from the last look (one read).
+    totals = sessions_replay_totals(sessions=replayed, policies=SAVINGS_POLICIES)
     for session in replayed:
-        # Replayed once a session changed, else as kept from the last look.
-        sliding, masking = replay_totals(session=session, policies=SAVINGS_POLICIES)
+        sliding, masking = totals[session.pk]
         key = (session.agent or None, session.mode or None)
         row = rows.setdefault(key, SavingsRow(agent=key[0], mode=key[1]))
         row.sessions += 1
