@@ -345,21 +345,25 @@ def _call_parts(calls: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _content_parts(content: Any) -> list[Any]:
+    """A message's content as parts: a text (none when empty), a list of GenAI parts,
+    or anything else written out as JSON text."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if isinstance(content, list):
+        return [genai_part(p) for p in content]
+    if content is None:
+        return []
+    return [{"type": "text", "text": json.dumps(content, ensure_ascii=False)}]
+
+
 def event_message(role: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
     """One of the older per-message events (its body fields as event attributes)."""
     body = attrs
     if "content" not in attrs and isinstance(attrs.get("gen_ai.event.content"), str):
         decoded = _structured(attrs["gen_ai.event.content"], "gen_ai.event.content")
         body = decoded if isinstance(decoded, Mapping) else {"content": decoded}
-    content = body.get("content")
-    parts: list[Any] = []
-    if isinstance(content, str):
-        if content:
-            parts.append({"type": "text", "text": content})
-    elif isinstance(content, list):
-        parts.extend(genai_part(p) for p in content)
-    elif content is not None:
-        parts.append({"type": "text", "text": json.dumps(content, ensure_ascii=False)})
+    parts = _content_parts(body.get("content"))
     sent_role = body.get("role")
     if isinstance(sent_role, str) and sent_role:
         role = sent_role
@@ -440,16 +444,21 @@ def oi_message(flat: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _oi_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
+def _flat_tools(attrs: Mapping[str, Any], prefix: str, fields: str) -> list[Any] | None:
+    """Tool definitions flattened under ``prefix{i}.`` (OpenInference's
+    ``llm.tools.{i}.tool.*``, OpenLLMetry's ``llm.request.functions.{i}.*``), each
+    field named ``{fields}name``; a ``json_schema`` field is the whole definition, and
+    ``parameters`` may be JSON text."""
+    name = f"{prefix}{fields}"
     tools: list[Any] = []
-    for item in _indexed(attrs, _OI_TOOLS):
-        schema = item.get("tool.json_schema")
+    for item in _indexed(attrs, prefix):
+        schema = item.get(f"{fields}json_schema")
         if schema is not None:
-            tools.append(_structured(schema, "llm.tools.tool.json_schema"))
+            tools.append(_structured(schema, f"{name}json_schema"))
             continue
-        tool = {k.removeprefix("tool."): v for k, v in item.items()}
+        tool = {k.removeprefix(fields): v for k, v in item.items()}
         if "parameters" in tool:
-            tool["parameters"] = _structured(tool["parameters"], "llm.tools.tool.parameters")
+            tool["parameters"] = _structured(tool["parameters"], f"{name}parameters")
         tools.append(tool)
     return tools or None
 
@@ -483,15 +492,13 @@ def tl_message(flat: Mapping[str, Any], role: str) -> dict[str, Any]:
     if isinstance(sent_role, str) and sent_role:
         role = sent_role
     content = flat.get("content", flat.get("user"))
-    parts: list[Any] = []
     if isinstance(content, str):
-        listed = _listed_parts(content)
-        if listed is not None:
-            parts.extend(genai_part(p) for p in listed)
-        elif content:
-            parts.append({"type": "text", "text": content})
-    elif content is not None:
-        parts.append({"type": "text", "text": json.dumps(content, ensure_ascii=False)})
+        # OpenLLMetry writes a content list as JSON text.
+        content = _listed_parts(content) or content
+    elif isinstance(content, list):
+        # An attribute's array is no content list: read as the text it is.
+        content = json.dumps(content, ensure_ascii=False)
+    parts = _content_parts(content)
     parts = _answered(role, parts, flat.get("tool_call_id"))
     parts += _flat_calls(flat, "tool_calls.", "", "id")
     out: dict[str, Any] = {"role": role, "content": content_of(parts) if parts else ""}
@@ -499,16 +506,6 @@ def tl_message(flat: Mapping[str, Any], role: str) -> dict[str, Any]:
         if isinstance(flat.get(key), str):
             out[key] = flat[key]
     return out
-
-
-def _tl_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
-    tools: list[Any] = []
-    for item in _indexed(attrs, _TL_FUNCTIONS):
-        tool = dict(item)
-        if "parameters" in tool:
-            tool["parameters"] = _structured(tool["parameters"], "llm.request.functions.parameters")
-        tools.append(tool)
-    return tools or None
 
 
 # --- the Vercel AI SDK -------------------------------------------------------------------
@@ -838,7 +835,11 @@ def _output(p: _Pending) -> list[dict[str, Any]] | None:
 def _tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     if "gen_ai.tool.definitions" in attrs:
         return _list(attrs["gen_ai.tool.definitions"], "gen_ai.tool.definitions") or None
-    return _oi_tools(attrs) or _tl_tools(attrs) or _ai_tools(attrs)
+    return (
+        _flat_tools(attrs, _OI_TOOLS, "tool.")
+        or _flat_tools(attrs, _TL_FUNCTIONS, "")
+        or _ai_tools(attrs)
+    )
 
 
 def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
