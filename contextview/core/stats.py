@@ -152,9 +152,14 @@ class TextCache:
     message cost a dict lookup. One cache serves one session's computation.
     """
 
-    __slots__ = ("_normalized", "_base", "_entities", "_pinned", "_keys", "_text_keys")
+    __slots__ = ("_normalized", "_base", "_entities", "_pinned", "_keys", "_text_keys", "_stored")
 
-    def __init__(self) -> None:
+    def __init__(
+        self, stored: Callable[[str], tuple[list[str], list[str]] | None] | None = None
+    ) -> None:
+        """`stored`, when given, answers a text's entities and their keys as a caller
+        kept them per content (or None): asked before they are extracted again."""
+        self._stored = stored
         self._normalized: dict[str, str] = {}
         # entities of a text alone, which a caller may have stored per content
         self._base: dict[str, list[str]] = {}
@@ -199,7 +204,12 @@ class TextCache:
     def base_entities(self, text: str) -> list[str]:
         cached = self._base.get(text)
         if cached is None:
-            cached = self._base[text] = extract_entities(text)
+            kept = self._stored(text) if self._stored is not None else None
+            if kept is None:
+                cached = self._base[text] = extract_entities(text)
+            else:
+                cached = self._base[text] = kept[0]
+                self._keys[id(cached)] = kept
         return cached
 
     def entities(self, text: str, pinned: tuple[str, ...] = ()) -> list[str]:

@@ -274,6 +274,20 @@ def entities_for_blobs(
     return known
 
 
+def _entities_cached(pk: int, text: str) -> tuple[list[str], list[str]] | None:
+    """`entities_for_blobs` of one blob whose text is `text`, from this process's
+    cache alone (its entities, or them packed as `messages_cached` read them); None
+    when neither is there."""
+    keyed = _CACHE.get(_key("entities", pk))
+    if keyed is None:
+        packed = _CACHE.get(_key("packed entities", pk))
+        if packed is None:
+            return None
+        keyed = entities_unpack(packed, text, _CACHE.get(_key("entity keys", pk)))
+        _CACHE.put(_key("entities", pk), keyed, _entities_size(keyed))
+    return keyed
+
+
 # The text the core reads of a content (``Message.text``) depends on the content
 # alone: what a blob's text and parts give back (``message_from_row``).
 _BLOB_TEXT_SQL = each_key_sql(
@@ -938,8 +952,14 @@ def _chunk_read(
         for step_pk, groups in grouped.items()
     }
 
-    texts = TextCache()
-    # Entities are only read from what operations took in: the folded originals.
+    # Entities are read from what operations took in: the folded originals; and,
+    # for what inferred operations take in, from what the messages were read with.
+    blob_by_text = {s.message.text: s.blob_pk for s in stored.values()}
+    texts = TextCache(
+        stored=lambda text: (
+            None if (pk := blob_by_text.get(text)) is None else _entities_cached(pk, text)
+        )
+    )
     originals = {stored[f[6]].blob_pk: stored[f[6]].message.text for f in chunk_folds}
     for pk, (found, keys) in entities_for_blobs(blobs=originals).items():
         texts.prime(originals[pk], found, keys)

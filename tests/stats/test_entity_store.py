@@ -103,3 +103,44 @@ def test_it_extracts_no_entities_of_tool_definitions(blobs: dict[int, str]) -> N
     assert services.entities_for_blobs(blobs=blobs) == {
         pk: extract_entities_keyed(text) for pk, text in blobs.items()
     }
+
+
+@pytest.mark.django_db
+def test_a_new_worker_measures_inferred_operations_with_the_entities_it_stored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A silent compaction: the step's context lost what the one before held.
+    from contextview.core import stats as core_stats
+    from contextview.ingest.services import batch_ingest
+    from contextview.sessions.models import Session, StepStats, stats_read
+
+    project = Project.objects.create(name="p")
+    history = [
+        {"id": f"m{n}", "role": "tool", "content": f"{text} (call {n})"}
+        for n, text in enumerate(TEXTS.values())
+    ]
+    contexts = [history, [{"id": "s", "role": "user", "content": "The order failed."}]]
+    batch_ingest(
+        project=project,
+        batch=[
+            {"id": f"e{i}", "type": "step",
+             "body": {"session_id": "silent", "index": i, "obs": {"messages": messages}}}
+            for i, messages in enumerate(contexts)
+        ],
+    )  # fmt: skip
+    session = Session.objects.get(project=project, external_id="silent")
+    services.session_stats_compute(session_id=session.pk)
+    first = {s.index: stats_read(s.stats) for s in StepStats.objects.filter(session_id=session.pk)}
+
+    # As a new worker process: the stored entities are read, not extracted again.
+    extracted: list[str] = []
+    extract = core_stats.extract_entities
+    monkeypatch.setattr(core_stats, "extract_entities", lambda t: extracted.append(t) or extract(t))
+    services.caches_clear()
+    StepStats.objects.filter(session_id=session.pk).delete()
+    services.session_stats_compute(session_id=session.pk)
+    again = {s.index: stats_read(s.stats) for s in StepStats.objects.filter(session_id=session.pk)}
+    assert again == first
+    [op] = again[1]["ops"]
+    assert op["inferred"] and "SO20260101007" in op["entities"]["lost"]
+    assert extracted == []
