@@ -771,3 +771,103 @@ def test_it_keeps_the_earlier_messages_a_claude_code_compaction_from_a_message_k
     [op] = body["actions"]
     assert op["targets"] == ["u-2", "msg_2", "u-3", "msg_3"]
     assert ids(step.after) == ["u-1", "msg_1", "s-1", "m-1", "u-4"]
+
+
+def _used(uuid: str, mid: str, tool: str, name: str = "Read") -> dict[str, Any]:
+    use = {"type": "tool_use", "id": tool, "name": name, "input": {"file_path": "lib/a.ex"}}
+    message = {"id": mid, "role": "assistant", "model": "claude-sonnet-4-5", "content": [use]}
+    return {"type": "assistant", "uuid": uuid, "message": message}
+
+
+def _result(uuid: str, tool: str, text: str) -> dict[str, Any]:
+    block = {"type": "tool_result", "tool_use_id": tool, "content": text}
+    return {"type": "user", "uuid": uuid, "message": {"role": "user", "content": [block]}}
+
+
+def test_it_clears_the_tool_results_a_claude_code_microcompaction_lists() -> None:
+    memory = {"type": "nested_memory", "path": "/srv/CLAUDE.md",
+              "content": {"path": "/srv/CLAUDE.md", "content": "Run mix format."}}  # fmt: skip
+    boundary = {
+        "type": "system",
+        "subtype": "microcompact_boundary",
+        "uuid": "mc-1",
+        "content": "Context microcompacted",
+        "microcompactMetadata": {
+            "trigger": "auto",
+            "preTokens": 61000,
+            "tokensSaved": 24000,
+            "compactedToolIds": ["toolu_1"],
+            "clearedAttachmentUUIDs": ["at-1"],
+        },
+    }
+    data = _cc_lines(
+        [
+            _said("u-1", "Why is lib/a.ex slow?"),
+            {"type": "attachment", "uuid": "at-1", "attachment": memory},
+            _used("a-1", "msg_1", "toolu_1"),
+            _result("r-1", "toolu_1", "defmodule A do ... 4000 lines ... end"),
+            _used("a-2", "msg_2", "toolu_2", "Grep"),
+            _result("r-2", "toolu_2", "lib/a.ex:12: Enum.sort"),
+            boundary,
+            _reply("a-3", "msg_3", "The sort on line 12."),
+        ]
+    )
+    body, step = replay(list(read(io.BytesIO(data), format="claude-code")))["cc-r"][2]
+    assert [(op["action"], op.get("target") or op["targets"]) for op in body["actions"]] == [
+        ("truncate", "r-1"),
+        ("drop", ["at-1"]),
+    ]
+    assert "microcompaction" in body["reason"] and "24000" in body["reason"]
+    assert ids(step.after) == ["u-1", "msg_1", "r-1", "msg_2", "r-2"]
+    cleared, kept = step.after[2], step.after[4]
+    assert cleared.content == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_1",
+            "content": "[Old tool result content cleared]",
+        }
+    ]
+    assert "Enum.sort" in kept.text
+    # what was cleared can be opened again
+    originals = {m.id: m for fold in step.folds for m in fold.originals}
+    assert "4000 lines" in originals["r-1"].text and "mix format" in originals["at-1"].text
+
+
+def test_it_sends_claude_code_attachments_and_local_commands_as_the_model_saw_them() -> None:
+    def attached(uuid: str, **attachment: Any) -> dict[str, Any]:
+        return {"type": "attachment", "uuid": uuid, "attachment": attachment}
+
+    api_error = _reply("e-1", "err-1", "API Error: 529 overloaded", isApiErrorMessage=True)
+    api_error["message"]["model"] = "<synthetic>"
+    data = _cc_lines(
+        [
+            _said("u-1", "Format the project."),
+            attached(
+                "at-1",
+                type="nested_memory",
+                content={"path": "/srv/CLAUDE.md", "content": "Run mix format."},
+            ),  # fmt: skip
+            attached("at-2", type="hook_success", hookEvent="PreToolUse", content="ok"),
+            attached("at-3", type="already_read_file", filename="mix.exs"),
+            {
+                "type": "system",
+                "subtype": "local_command",
+                "uuid": "lc-1",
+                "content": "<local-command-stdout>Set model to opus</local-command-stdout>",
+            },  # fmt: skip
+            {"type": "system", "subtype": "turn_duration", "uuid": "td-1", "durationMs": 900},
+            attached("q-1", type="queued_command", prompt="and run the tests"),
+            _reply("a-1", "msg_1", "Formatting."),
+            api_error,
+            _said("u-2", "Try again."),
+            _reply("a-2", "msg_2", "Formatted."),
+        ]
+    )
+    steps = replay(list(read(io.BytesIO(data), format="claude-code")))["cc-r"]
+    first = steps[0][1]
+    assert ids(first.before) == ["u-1", "at-1", "lc-1", "q-1"]
+    assert "Run mix format." in first.before[1].text
+    assert "Set model to opus" in first.before[2].text
+    assert first.before[3].content == "and run the tests"
+    # the API error Claude Code logged was never sent to the model
+    assert ids(steps[1][1].before) == ["u-1", "at-1", "lc-1", "q-1", "msg_1", "u-2"]

@@ -21,6 +21,18 @@ Entries chain by ``parentUuid``. A user's prompt whose parent is not the entry
 logged just before it went back to an earlier point of the conversation (a
 rewind): what was logged after that point stays in the file as an abandoned
 branch, and leaves the context.
+
+What reaches the model is what Claude Code sends of its entries: ``user`` and
+``assistant`` messages (``isMeta`` ones too), ``system`` entries of subtype
+``local_command`` (sent as user messages), and ``attachment`` entries (memory
+files, hook context, queued prompts, reminders: each sent as a user message, but
+for the kinds Claude Code sends nothing of). Progress, snapshots, queue operations,
+titles and other system entries never reach it, nor does an API error Claude Code
+logged as a ``<synthetic>`` reply with ``isApiErrorMessage``. A ``system`` entry of
+subtype ``microcompact_boundary`` (``microcompactMetadata``: ``compactedToolIds``,
+``clearedAttachmentUUIDs``, ``tokensSaved``) clears old tool results from every later
+call: the results of those tool uses are sent as ``[Old tool result content
+cleared]`` (a ``truncate`` of each), and those attachments no longer (a ``drop``).
 """
 
 from __future__ import annotations
@@ -63,6 +75,31 @@ ENTRY_TYPES = frozenset(
 )
 # Claude Code writes these itself (API errors, interruptions); no model produced them.
 SYNTHETIC_MODEL = "<synthetic>"
+# What a microcompaction leaves of a tool result it clears.
+CLEARED_RESULT = "[Old tool result content cleared]"
+# Attachments Claude Code logs and sends nothing of to the model (the later ones
+# are of kinds it no longer writes, kept for the transcripts that hold them).
+SILENT_ATTACHMENTS = frozenset(
+    {
+        "already_read_file",
+        "command_permissions",
+        "dynamic_skill",
+        "edited_image_file",
+        "hook_cancelled",
+        "hook_error_during_execution",
+        "hook_non_blocking_error",
+        "hook_permission_decision",
+        "hook_system_message",
+        "structured_output",
+        "autocheckpointing",
+        "background_task_status",
+        "todo",
+        "task_progress",
+        "ultramemory",
+    }
+)
+# Hook events whose successful output is sent on to the model.
+HOOKS_HEARD = frozenset({"SessionStart", "UserPromptSubmit"})
 
 
 def looks_like(first: dict[str, Any]) -> bool:
@@ -93,6 +130,45 @@ def _usage(raw: Any, lineno: int) -> dict[str, int] | None:
     return {k: v for k, v in out.items() if v is not None} or None
 
 
+def _texts(value: Any, out: list[str]) -> None:
+    """The strings an attachment holds, depth first (its ``type`` aside)."""
+    if isinstance(value, str):
+        if value:
+            out.append(value)
+    elif isinstance(value, list):
+        for item in value:
+            _texts(item, out)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key != "type":
+                _texts(item, out)
+
+
+def _attachment(entry: dict[str, Any], mid: str) -> dict[str, Any] | None:
+    """An ``attachment`` entry as the user message the model was sent, or None for
+    one of a kind Claude Code sends nothing of. The text Claude Code puts around
+    what an attachment holds is its own and is not written here: the message holds
+    the attachment's own text (a queued prompt as the user wrote it)."""
+    att = entry.get("attachment")
+    if not isinstance(att, dict):
+        return None
+    kind = part_kind(att)
+    content: Any = None
+    if kind in SILENT_ATTACHMENTS:
+        return None
+    if kind == "hook_success" and att.get("hookEvent") not in HOOKS_HEARD:
+        return None
+    if kind == "queued_command" and isinstance(att.get("prompt"), str | list):
+        content = att["prompt"]
+    else:
+        texts: list[str] = []
+        _texts(att, texts)
+        if not texts:
+            return None  # nothing to send (no hook context, no diagnostics)
+        content = "\n\n".join(texts)
+    return {"id": mid, "role": "user", "content": content}
+
+
 @dataclass
 class _Call:
     """A model call whose reply may still be streaming in."""
@@ -111,6 +187,10 @@ class _Session:
     log: SessionLog
     call: _Call | None = None
     compaction: dict[str, Any] | None = None
+    # the message each tool result was logged in, and of each such message its
+    # blocks (a lone block without its content: a microcompaction clears it whole)
+    result_of: dict[str, str] = field(default_factory=dict)
+    shapes: dict[str, list[Any]] = field(default_factory=dict)
 
     def last_message(self) -> str | None:
         """The id of the message the conversation ends with now (a reply still
@@ -304,11 +384,26 @@ class _Reader:
                     return
                 self.inline_seen.add(uuid)
             entry, kind = inner, inner["type"]
-        if kind not in ("user", "assistant", "system"):
+        if kind not in ("user", "assistant", "system", "attachment"):
             return
         s = self.session_for(lineno, entry)
+        uuid = entry.get("uuid")
+        mid = uuid if isinstance(uuid, str) and uuid else f"line{lineno}"
+        if kind == "attachment":
+            sent = _attachment(entry, mid)
+            if sent is not None:
+                s.log.add(sent)
+            return
         if kind == "system":
-            if entry.get("subtype") == "compact_boundary":
+            subtype = entry.get("subtype")
+            if subtype == "local_command" and isinstance(entry.get("content"), str):
+                # The output of a command the user ran (/model, !ls), sent as theirs.
+                s.log.add({"id": mid, "role": "user", "content": entry["content"]})
+            elif subtype == "microcompact_boundary":
+                yield from self.finish_call(s)
+                meta = entry.get("microcompactMetadata") or entry.get("microcompact_metadata")
+                self.microcompacted(s, meta if isinstance(meta, dict) else {})
+            elif subtype == "compact_boundary":
                 yield from self.finish_call(s)
                 meta = entry.get("compactMetadata") or entry.get("compact_metadata") or {}
                 s.compaction = dict(meta) if isinstance(meta, dict) else {}
@@ -327,7 +422,6 @@ class _Reader:
         content = message.get("content")
         if not isinstance(content, str | list):
             raise line_error(lineno, "message.content: must be a string or a list of blocks")
-        uuid = entry.get("uuid")
         if kind == "assistant":
             yield from self.assistant(lineno, s, entry, message, content)
             return
@@ -342,6 +436,13 @@ class _Reader:
             and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
         ):
             msg["partition"] = "tool"
+            s.shapes[uuid] = [
+                {k: v for k, v in b.items() if k != "content"} if len(content) == 1 else b
+                for b in content
+            ]
+            for block in content:
+                if isinstance(block.get("tool_use_id"), str):
+                    s.result_of[block["tool_use_id"]] = uuid
         if entry.get("isCompactSummary"):
             yield from self.finish_call(s)
             yield from self.compacted(s, msg)
@@ -349,6 +450,41 @@ class _Reader:
         if "partition" not in msg:
             yield from self.rewound(s, entry)
         s.log.add(msg)
+
+    def microcompacted(self, s: _Session, meta: dict[str, Any]) -> None:
+        """Stage a microcompaction for the next call: the results of the tool uses it
+        lists cleared, the attachments it lists gone."""
+        log = s.log
+        gone = {t for op in log.staged for t in op.get("targets", ())}
+        live = [m for m in log.context if m not in gone]
+        tools = meta.get("compactedToolIds")
+        cleared = {t for t in tools if isinstance(t, str)} if isinstance(tools, list) else set()
+        ops: list[dict[str, Any]] = []
+        reason = (
+            f"microcompaction (trigger: {meta.get('trigger') or 'unknown'}, "
+            f"{meta.get('tokensSaved')} tokens reported saved)"
+        )
+        for mid in dict.fromkeys(s.result_of[t] for t in cleared if t in s.result_of):
+            blocks = s.shapes.get(mid)
+            if mid not in live or blocks is None:
+                continue
+            mine = [b for b in blocks if b.get("tool_use_id") in cleared]
+            if all(b.get("content") == CLEARED_RESULT for b in mine):
+                continue  # cleared by an earlier microcompaction
+            content = [
+                {**b, "content": CLEARED_RESULT} if b.get("tool_use_id") in cleared else b
+                for b in blocks
+            ]
+            s.shapes[mid] = content
+            result = {"id": mid, "role": "user", "content": content, "partition": "tool"}
+            ops.append({"action": "truncate", "target": mid, "result": result, "reason": reason})
+        attachments = meta.get("clearedAttachmentUUIDs")
+        if isinstance(attachments, list):
+            dropped = [m for m in live if m in set(attachments)]
+            if dropped:
+                ops.append({"action": "drop", "targets": dropped, "reason": reason})
+        if ops:
+            log.stage(ops, reason=reason)
 
     def compacted(self, s: _Session, summary: dict[str, Any] | None) -> Iterator[Event]:
         """Stage the compaction for the next call: what was in the context left it,
@@ -388,6 +524,9 @@ class _Reader:
         model = message.get("model")
         if model == SYNTHETIC_MODEL:
             yield from self.finish_call(s)
+            if entry.get("isApiErrorMessage"):
+                return  # an API error Claude Code shows, and never sends on
+
             s.log.add({"id": mid, "role": "assistant", "content": blocks})
             return
         call = s.call
