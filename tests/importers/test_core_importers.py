@@ -871,3 +871,32 @@ def test_it_sends_claude_code_attachments_and_local_commands_as_the_model_saw_th
     assert first.before[3].content == "and run the tests"
     # the API error Claude Code logged was never sent to the model
     assert ids(steps[1][1].before) == ["u-1", "at-1", "lc-1", "q-1", "msg_1", "u-2"]
+
+
+def test_it_reads_an_openhands_evaluations_rows_as_a_session_each() -> None:
+    history = json.loads((FIXTURES / "openhands.json").read_text())
+    usage = history[3]["tool_call_metadata"]["model_response"]["usage"]
+    usage.update(prompt_tokens=5000, cache_creation_input_tokens=4200)
+    rows = [
+        {"instance_id": "django__django-11099", "instruction": "Fix it", "history": history,
+         "metrics": {"accumulated_cost": 0.4}, "test_result": {"git_patch": "diff"}},
+        {"instance_id": "astropy__astropy-12907", "history": history[:6], "metrics": {}},
+    ]  # fmt: skip
+    data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    assert detect(data[:HEAD_BYTES], whole=True) == "openhands"
+    assert detect(json.dumps(rows[0], indent=2).encode(), whole=True) == "openhands"
+    events = list(read(io.BytesIO(data), format="openhands"))
+    sessions = {e["body"]["session_id"]: e["body"] for e in events if e["type"] == "session"}
+    assert sessions["django__django-11099"]["metadata"]["instance_id"] == "django__django-11099"
+    steps = replay(events)
+    assert len(steps["django__django-11099"]) == 3 and len(steps["astropy__astropy-12907"]) == 2
+    # the cache writes LiteLLM reports beside the prompt's tokens are not input
+    assert steps["django__django-11099"][0][0]["usage"] == {
+        "input_tokens": 800,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 4200,
+        "output_tokens": 60,
+    }
+    # one run written indented, as a .json file
+    one = list(read(io.BytesIO(json.dumps(rows[1], indent=2).encode()), format="openhands"))
+    assert len(replay(one)["astropy__astropy-12907"]) == 2

@@ -10,6 +10,7 @@ documents and are parsed at once.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
@@ -37,6 +38,8 @@ READERS: dict[str, Callable[..., Iterator[Event]]] = {
 }
 FORMATS = tuple(READERS)
 HEAD_BYTES = 1 << 16
+# An OpenHands event's source: SWE-agent's history messages have none.
+_OPENHANDS_EVENT = re.compile(r'"source"\s*:\s*"(?:agent|user|environment)"')
 
 
 def _first_line(head: bytes) -> Any:
@@ -61,7 +64,7 @@ def detect(head: bytes, *, whole: bool = False) -> str | None:
             return codex.FORMAT
         if claude_code.looks_like(first):
             return claude_code.FORMAT
-        if openhands.looks_like_event(first):
+        if openhands.looks_like_event(first) or openhands.looks_like_row(first):
             return openhands.FORMAT
     doc: Any = None
     if whole or isinstance(first, dict | list):
@@ -76,6 +79,8 @@ def detect(head: bytes, *, whole: bool = False) -> str | None:
             return claude_code.FORMAT
         if isinstance(doc, dict) and codex.looks_like(doc):
             return codex.FORMAT
+        if openhands.looks_like_row(doc):
+            return openhands.FORMAT
         for module in (atif, swe_agent, openhands):
             if module.looks_like(doc):
                 return str(module.FORMAT)
@@ -92,6 +97,8 @@ def detect(head: bytes, *, whole: bool = False) -> str | None:
     if stripped.startswith("{"):
         if '"schema_version"' in text and "ATIF" in text:
             return atif.FORMAT
+        if '"history"' in text and _OPENHANDS_EVENT.search(text):
+            return openhands.FORMAT  # an evaluation's rows, their events in history
         if '"trajectory"' in text or '"history"' in text:
             return swe_agent.FORMAT
     return None

@@ -91,15 +91,19 @@ def token_count(value: Any, where: str) -> int | None:
 
 
 def usage_cached_inside(
-    prompt: int | None, cached: int, output: int | None
+    prompt: int | None, cached: int, output: int | None, written: int | None = None
 ) -> dict[str, int] | None:
     """The usage of a provider that counts cached input inside the prompt's tokens
-    (OpenAI, Codex, ATIF): the contract keeps them apart. A count not given is left
-    out; None when there is none."""
+    (OpenAI, Codex, ATIF, LiteLLM's): the contract keeps them apart. The tokens
+    `written` to a cache are in the prompt too (LiteLLM counts Anthropic's so). A
+    count not given is left out; None when there is none."""
     out: dict[str, int] = {}
     if prompt is not None:
         out["input_tokens"] = max(0, prompt - cached)
         out["cache_read_tokens"] = cached
+        if written:
+            out["input_tokens"] = max(0, out["input_tokens"] - written)
+            out["cache_write_tokens"] = written
     if output is not None:
         out["output_tokens"] = output
     return out or None

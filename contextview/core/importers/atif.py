@@ -49,9 +49,6 @@ def _usage(metrics: Any, where: str) -> dict[str, int] | None:
     # ATIF counts cached tokens inside prompt_tokens, as OpenAI does; prompt_tokens
     # holds all the input, so the tokens written to a cache (which the spec puts in
     # metrics.extra) are in it too.
-    usage = usage_cached_inside(
-        count("prompt_tokens"), count("cached_tokens") or 0, count("completion_tokens")
-    )
     extra = metrics.get("extra")
     written = (
         token_count(
@@ -61,10 +58,9 @@ def _usage(metrics: Any, where: str) -> dict[str, int] | None:
         if isinstance(extra, dict)
         else None
     )
-    if written and usage is not None and "input_tokens" in usage:
-        usage["input_tokens"] = max(0, usage["input_tokens"] - written)
-        usage["cache_write_tokens"] = written
-    return usage
+    return usage_cached_inside(
+        count("prompt_tokens"), count("cached_tokens") or 0, count("completion_tokens"), written
+    )
 
 
 def _content(message: Any) -> str | list[Any]:

@@ -2,7 +2,9 @@
 folder, one event per file, is read by ``folders``).
 
 An event has ``id``, ``source`` (``user``, ``agent``, ``environment``) and either
-``action`` (with ``args``) or ``observation`` (with ``content``). The software agent
+``action`` (with ``args``) or ``observation`` (with ``content``); an evaluation's
+``output.jsonl`` holds one run a line, its events in ``history`` (each run a session
+named by its ``instance_id``). The software agent
 SDK (OpenHands V1) types its events by ``kind`` instead: ``SystemPromptEvent`` (with
 the tools), ``MessageEvent`` (``llm_message``), ``ActionEvent`` (``thought``,
 ``tool_call``; those of one ``llm_response_id`` are one call), ``ObservationEvent``
@@ -79,7 +81,12 @@ def _usage(meta: Any, where: str) -> dict[str, int] | None:
         cached = token_count(details.get("cached_tokens"), where_cached) or 0
     prompt = token_count(usage.get("prompt_tokens"), f"{path}.prompt_tokens") or 0
     output = token_count(usage.get("completion_tokens"), f"{path}.completion_tokens") or 0
-    return usage_cached_inside(prompt, cached, output)
+    # LiteLLM keeps Anthropic's cache writes beside the usage it knows (OpenHands
+    # reads them there), and counts them in prompt_tokens.
+    written = token_count(
+        usage.get("cache_creation_input_tokens"), f"{path}.cache_creation_input_tokens"
+    )
+    return usage_cached_inside(prompt, cached, output, written)
 
 
 def _event_number(mid: str) -> int | None:
@@ -392,7 +399,14 @@ class _Reader:
             yield self.log.end(status=self.status, timestamp=self.last_ts)
 
 
-def _events(stream: IO[bytes], live: bool) -> Iterator[tuple[str, Any]]:
+def looks_like_row(row: Any) -> bool:
+    """A row of an evaluation's ``output.jsonl`` (``instance_id``, ``history`` the
+    run's events, ``metrics``, ``test_result``)."""
+    history = row.get("history") if isinstance(row, dict) else None
+    return isinstance(history, list) and bool(history) and looks_like_event(history[0])
+
+
+def _read(stream: IO[bytes], session_id: str | None, fallback: str, live: bool) -> Iterator[Event]:
     # A generator, so that a file that cannot be read fails where the reader's
     # events are taken, as every reader's does (`guarded`), not when it is opened.
     head = stream.read(1)
@@ -401,9 +415,51 @@ def _events(stream: IO[bytes], live: bool) -> Iterator[tuple[str, Any]]:
     stream.seek(0)
     if head == b"[":
         doc = json_document(stream)
-        yield from ((f"[{n}]", e) for n, e in enumerate(doc))
+        events: Iterable[tuple[str, Any]] = ((f"[{n}]", e) for n, e in enumerate(doc))
+        yield from read_events(events, session_id=session_id or fallback, live=live)
+        return
+    if head == b"{" and not _one_line_json(stream.readline()):
+        stream.seek(0)
+        rows: Iterable[tuple[str, Any]] = [("file", json_document(stream))]  # one row, indented
     else:
-        yield from ((f"line {n}", e) for n, e in json_lines(stream, live=live))
+        stream.seek(0)
+        rows = ((f"line {n}", e) for n, e in json_lines(stream, live=live))
+    first = True
+    for n, (where, value) in enumerate(rows):
+        if first and not looks_like_row(value):
+            # an event stream, one event a line
+            stream.seek(0)
+            lines = ((f"line {n}", e) for n, e in json_lines(stream, live=live))
+            yield from read_events(lines, session_id=session_id or fallback, live=live)
+            return
+        first = False
+        yield from _row(where, value, n, session_id, fallback)
+
+
+def _one_line_json(line: bytes) -> bool:
+    try:
+        json_loads(line)
+    except (ValueError, RecursionError, NotFinite):
+        return False
+    return True
+
+
+def _row(where: str, row: Any, n: int, session_id: str | None, fallback: str) -> Iterator[Event]:
+    """One evaluation row: a session of its own, named by its ``instance_id``."""
+    if not isinstance(row, dict) or not isinstance(row.get("history"), list):
+        raise TranscriptError(where, "history: field required, the run's list of events")
+    instance = row.get("instance_id")
+    named = str(instance) if isinstance(instance, str | int) and instance != "" else None
+    if session_id:
+        sid = session_id if n == 0 else f"{session_id}:{named or n}"
+    else:
+        sid = named or f"{fallback}:{n}"
+    reader = _Reader(sid)
+    if named is not None:
+        reader.log.session_body["metadata"]["instance_id"] = named
+    for i, event in enumerate(row["history"]):
+        yield from reader.event(f"{where}: history[{i}]", event)
+    yield from reader.close()
 
 
 def event_of(data: bytes, where: str) -> Any:
@@ -429,4 +485,4 @@ def read(
     fallback: str = "openhands",
     live: bool = False,
 ) -> Iterator[Event]:
-    return read_events(_events(stream, live), session_id=session_id or fallback, live=live)
+    return _read(stream, session_id, fallback, live)
