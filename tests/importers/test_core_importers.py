@@ -900,3 +900,53 @@ def test_it_reads_an_openhands_evaluations_rows_as_a_session_each() -> None:
     # one run written indented, as a .json file
     one = list(read(io.BytesIO(json.dumps(rows[1], indent=2).encode()), format="openhands"))
     assert len(replay(one)["astropy__astropy-12907"]) == 2
+
+
+def test_it_reads_the_model_and_usage_mini_swe_agent_keeps_with_each_reply() -> None:
+    response = {
+        "id": "chatcmpl-9",
+        "model": "claude-sonnet-4-5-20250929",
+        "usage": {"prompt_tokens": 9000, "completion_tokens": 120, "total_tokens": 9120,
+                  "prompt_tokens_details": {"cached_tokens": 6000},
+                  "cache_creation_input_tokens": 2500},
+    }  # fmt: skip
+    doc = {
+        "info": {"exit_status": "Submitted"},
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Fix the failing test"},
+            {"role": "assistant", "content": "THOUGHT: run it\n```bash\npytest\n```",
+             "extra": {"response": response, "cost": 0.01, "timestamp": 1767225600.5}},
+        ],
+        "trajectory_format": "mini-swe-agent-1.1",
+    }  # fmt: skip
+    events = list(read(io.BytesIO(json.dumps(doc).encode()), format="swe-agent", fallback="r"))
+    [(body, _)] = replay(events)["r"]
+    assert body["model"] == "claude-sonnet-4-5-20250929"
+    assert body["usage"] == {
+        "input_tokens": 500,
+        "cache_read_tokens": 6000,
+        "cache_write_tokens": 2500,
+        "output_tokens": 120,
+    }
+    assert "extra" not in json.dumps(body["output"])  # the model never saw it
+
+
+def test_it_reads_each_swe_agent_call_from_the_query_it_was_sent() -> None:
+    def step(query: list[dict[str, Any]], response: str) -> dict[str, Any]:
+        return {"action": "ls", "observation": "a.py", "response": response, "thought": "",
+                "state": {}, "execution_time": 0.1, "query": query, "extra_info": {}}  # fmt: skip
+
+    system = {"role": "system", "content": "You are an autonomous programmer."}
+    task = {"role": "user", "content": "Fix issue #12"}
+    first = {"role": "assistant", "content": "ls", "message_type": "action"}
+    seen = {"role": "user", "content": "a.py", "message_type": "observation"}
+    doc = {
+        "trajectory": [step([system, task], "ls"), step([system, task, first, seen], "cat a.py")],
+        "history": [system, task, first, seen],
+        "info": {"exit_status": "submitted"},
+    }
+    events = list(read(io.BytesIO(json.dumps(doc).encode()), format="swe-agent", fallback="q"))
+    steps = replay(events)["q"]
+    assert [ids(r.before) for _, r in steps] == [["m0", "m1"], ["m0", "m1", "m2", "m3"]]
+    assert steps[1][0]["output"]["messages"][0]["content"] == "cat a.py"

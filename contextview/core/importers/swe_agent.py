@@ -5,8 +5,11 @@ SWE-agent writes ``trajectory`` (one entry per model call, newer versions with t
 (``exit_status``, ``model_stats``). An observation that a later call received
 cut down (``last_n_observations`` leaves "Old environment output: (N lines
 omitted)") becomes a ``truncate`` of that observation at that call.
-mini-swe-agent writes ``messages`` alone. Without per-call messages the context
-of each call is the history before its assistant message.
+SWE-agent 1.x names each call's messages ``query`` (some versions ``messages``);
+older versions log none. mini-swe-agent writes ``messages`` alone, each reply with
+the model's whole response in ``extra.response`` (its ``model`` and ``usage``).
+Without per-call messages the context of each call is the history before its
+assistant message.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from contextview.core.importers._log import (
     json_document,
     short_hash,
     text_of,
+    token_count,
+    usage_cached_inside,
 )
 
 FORMAT = "swe-agent"
@@ -87,7 +92,7 @@ def read(
         session_id or fallback, session_body={"agent": "swe-agent", "metadata": metadata}
     )
     steps = doc.get("trajectory") if isinstance(doc.get("trajectory"), list) else []
-    if steps and all(isinstance(s, dict) and isinstance(s.get("messages"), list) for s in steps):
+    if steps and all(isinstance(_sent(s), list) for s in steps):
         yield from _per_call_messages(log, steps)
     else:
         history = (
@@ -99,14 +104,23 @@ def read(
         yield log.end(status=status, timestamp=None)
 
 
+def _sent(step: Any) -> Any:
+    """The messages of a trajectory step: ``query`` (what its call was sent) or
+    ``messages`` (the history after it, its reply and observation included)."""
+    if not isinstance(step, dict):
+        return None
+    return step["query"] if isinstance(step.get("query"), list) else step.get("messages")
+
+
 def _per_call_messages(log: SessionLog, steps: list[dict[str, Any]]) -> Iterator[Event]:
     """Each call's context as SWE-agent logged it, message j of every call the same id."""
     for k, step in enumerate(steps):
-        messages = step["messages"]
-        seen = messages[: _before_last_assistant(messages)]
+        messages = _sent(step)
+        key = "query" if isinstance(step.get("query"), list) else "messages"
+        seen = messages if key == "query" else messages[: _before_last_assistant(messages)]
         cuts: list[dict[str, Any]] = []
         for j, raw in enumerate(seen):
-            msg = _message(f"trajectory[{k}].messages[{j}]", f"m{j}", raw)
+            msg = _message(f"trajectory[{k}].{key}[{j}]", f"m{j}", raw)
             mid = msg["id"]
             if mid not in log.context:
                 log.add(msg)
@@ -135,9 +149,37 @@ def _per_call_messages(log: SessionLog, steps: list[dict[str, Any]]) -> Iterator
         )
 
 
+def _response(raw: dict[str, Any], where: str) -> tuple[Any, dict[str, int] | None]:
+    """The model and usage of the response mini-swe-agent keeps with a reply (LiteLLM's
+    chat completion, whose prompt_tokens hold the cached and cache-written tokens)."""
+    extra = raw.get("extra")
+    response = extra.get("response") if isinstance(extra, dict) else None
+    if not isinstance(response, dict):
+        return None, None
+    model = response.get("model") if isinstance(response.get("model"), str) else None
+    usage = response.get("usage")
+    if not isinstance(usage, dict):
+        return model, None
+    at = f"{where}.extra.response.usage"
+    details = usage.get("prompt_tokens_details")
+    cached = (
+        token_count(details.get("cached_tokens"), f"{at}.prompt_tokens_details.cached_tokens")
+        if isinstance(details, dict)
+        else None
+    )
+    return model, usage_cached_inside(
+        token_count(usage.get("prompt_tokens"), f"{at}.prompt_tokens"),
+        cached or 0,
+        token_count(usage.get("completion_tokens"), f"{at}.completion_tokens"),
+        token_count(usage.get("cache_creation_input_tokens"), f"{at}.cache_creation_input_tokens"),
+    )
+
+
 def _from_history(log: SessionLog, history: list[Any], where: str) -> Iterator[Event]:
     for j, raw in enumerate(history):
         msg = _message(f"{where}[{j}]", f"m{j}", raw)
         if msg["role"] == "assistant":
-            yield from log.step(timestamp=None, fields={"output": {"messages": [msg]}})
+            model, usage = _response(raw, f"{where}[{j}]")
+            fields = {"output": {"messages": [msg]}, "model": model, "usage": usage}
+            yield from log.step(timestamp=None, fields=fields)
         log.add(msg)
