@@ -950,3 +950,29 @@ def test_it_reads_each_swe_agent_call_from_the_query_it_was_sent() -> None:
     steps = replay(events)["q"]
     assert [ids(r.before) for _, r in steps] == [["m0", "m1"], ["m0", "m1", "m2", "m3"]]
     assert steps[1][0]["output"]["messages"][0]["content"] == "cat a.py"
+
+
+def test_it_drops_the_turns_a_codex_rollback_undid() -> None:
+    last = {"input_tokens": 900, "cached_input_tokens": 0, "output_tokens": 20}
+    data = _rollout(
+        [
+            ("turn_context", {"model": "gpt-5-codex"}),
+            _item("user", "<environment_context>cwd: /srv/app</environment_context>"),
+            _item("user", "Add a --verbose flag."),
+            _item("assistant", "Added it."),
+            _tokens(last_token_usage=last),
+            _item("user", "Now delete the tests."),
+            _item("assistant", "Deleted them."),
+            _tokens(last_token_usage=last),
+            ("event_msg", {"type": "thread_rolled_back", "num_turns": 1}),
+            _item("user", "Now document the flag."),
+            _item("assistant", "Documented."),
+            _tokens(last_token_usage=last),
+        ]
+    )
+    steps = replay(list(read(io.BytesIO(data), format="codex")))["019e-rollout"]
+    body, step = steps[2]
+    [op] = body["actions"]
+    assert op["action"] == "drop" and "rollback" in body["reason"]
+    assert ids(step.after) == ["instructions", "l3", "l4", "l5", "l11"]
+    assert "delete the tests" in " ".join(m.text for m in step.folds[0].originals)

@@ -10,7 +10,9 @@ model's context window. ``compacted`` replaces the history with its
 re-injected (``insert``), and the ``compaction`` item (or the summary ``message``)
 stands for what left. A ``compacted`` line without ``replacement_history`` (rollouts
 of Codex before it logged one) is rebuilt the way Codex rebuilt it: see
-`_Reader.rebuilt`. Older rollouts, written before that envelope, are read too:
+`_Reader.rebuilt`. A ``thread_rolled_back`` event (``num_turns``) drops the last
+turns the user undid, from the first of their prompts on. Older rollouts, written
+before that envelope, are read too:
 a first line with the session's ``id`` and ``timestamp``, then the items themselves.
 """
 
@@ -249,7 +251,10 @@ class _Reader:
             if isinstance(payload.get("model"), str):
                 self.model = payload["model"]
         elif kind == "event_msg":
-            if payload.get("type") == "token_count":
+            if payload.get("type") == "thread_rolled_back":
+                yield from self.finish()
+                self.rolled_back(lineno, payload.get("num_turns"))
+            elif payload.get("type") == "token_count":
                 usage, window, self.totals = _usage(payload.get("info"), lineno, self.totals)
                 if usage is not None and usage["input_tokens"] + usage["cache_read_tokens"]:
                     self.last_input_tokens = usage["input_tokens"] + usage["cache_read_tokens"]
@@ -297,6 +302,24 @@ class _Reader:
         else:
             yield from self.finish()
         log.add(message)
+
+    def rolled_back(self, lineno: int, turns: Any) -> None:
+        """A ``thread_rolled_back`` event: the user undid the last `turns` turns, and
+        everything from the first of their prompts on leaves the history Codex sends."""
+        if isinstance(turns, bool) or not isinstance(turns, int) or turns <= 0:
+            return
+        log = self.session(lineno)
+        gone = {t for op in log.staged for t in op.get("targets", ())}
+        live = [m for m in log.context if m not in gone]
+        prompts = [m for m in live if m in self.prompts]
+        if not prompts:
+            return
+        cut = live.index(prompts[-min(turns, len(prompts))])
+        left = [m for m in live[cut:] if m != INSTRUCTIONS]
+        for mid in left:
+            self.prompts.pop(mid, None)
+        reason = f"rollback: the user undid the last {turns} turn(s)"
+        log.stage([{"action": "drop", "targets": left, "reason": reason}], reason=reason)
 
     def compacted(self, lineno: int, payload: dict[str, Any]) -> None:
         log = self.session(lineno)
