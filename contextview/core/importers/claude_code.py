@@ -480,7 +480,8 @@ class _Reader:
             ops.append({"action": "truncate", "target": mid, "result": result, "reason": reason})
         attachments = meta.get("clearedAttachmentUUIDs")
         if isinstance(attachments, list):
-            dropped = [m for m in live if m in set(attachments)]
+            listed = {a for a in attachments if isinstance(a, str)}
+            dropped = [m for m in live if m in listed]
             if dropped:
                 ops.append({"action": "drop", "targets": dropped, "reason": reason})
         if ops:
