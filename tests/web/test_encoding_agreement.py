@@ -70,3 +70,8 @@ def test_the_worker_the_api_and_the_page_count_with_one_encoding(
     # The archive page counts the folded original in the same encoding.
     archive = client.get(f"/sessions/{session.pk}/archive/").content.decode()
     assert f'<td class="num">{expected[2]:,}</td>' in archive
+    # The session's header names that encoding, also when none was sent.
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    [shown_encoding] = re.findall(r"<dt>Encoding</dt><dd[^>]*>([\w-]+)", page)
+    assert shown_encoding == chosen
+    assert ("(derived)" in page) == ("encoding" not in declared)
