@@ -41,9 +41,9 @@ across calls by id. Only messages new since the previous call of the session (in
 same request) are converted and hashed; the rest are recognised by comparing the
 decoded values with that call's.
 
-Usage: both conventions report prompt tokens including those read from or written
+Usage: the conventions report prompt tokens including those read from or written
 to the provider's cache; the contract's ``input_tokens`` excludes them, so they are
-subtracted.
+subtracted (`_uncached_input` names the one instrumentation that counts them apart).
 """
 
 from __future__ import annotations
@@ -91,6 +91,8 @@ _AI_CALLS = frozenset(
     }
 )
 _AI_SESSION = "ai.telemetry.metadata.sessionId"
+# What Strands Agents names as the system of its spans.
+STRANDS = "strands-agents"
 # Limits of the ingest schema that a span's values must fit.
 MAX_NAME = 200
 # How much of a tool span's status message is kept.
@@ -247,14 +249,31 @@ def _name(value: Any) -> str | None:
 # --- message parts --------------------------------------------------------------------
 
 
-def _media(part: Mapping[str, Any]) -> dict[str, Any]:
+# Media parts: the GenAI conventions' ``blob``, ``uri`` and ``file``, and Pydantic AI's
+# ``binary`` and ``*-url`` parts (its instrumentation versions 1 to 3).
+_MEDIA_TYPES = frozenset(
+    {"blob", "uri", "file", "binary", "image-url", "audio-url", "video-url", "document-url"}
+)
+
+
+def _media(part: Mapping[str, Any], kind: str) -> dict[str, Any]:
     modality = part.get("modality")
-    mime = part.get("mime_type")
-    image = modality == "image" or (isinstance(mime, str) and mime.startswith("image/"))
+    mime = part.get("mime_type", part.get("media_type"))
+    image = (
+        modality == "image"
+        or kind == "image-url"
+        or (isinstance(mime, str) and mime.startswith("image/"))
+    )
     out: dict[str, Any] = {"type": "image" if image else "file"}
     if mime:
         out["media_type"] = mime
-    for source, target in (("content", "data"), ("uri", "url"), ("file_id", "file_id")):
+    for source, target in (
+        ("content", "data"),
+        ("binary_content", "data"),
+        ("uri", "url"),
+        ("url", "url"),
+        ("file_id", "file_id"),
+    ):
         if source in part:
             out[target] = part[source]
     if modality and modality not in ("image", "document"):
@@ -262,30 +281,99 @@ def _media(part: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    return {"type": "tool_call", "id": call_id, "name": name, "arguments": arguments}
+
+
+def _thinking(text: Any) -> dict[str, Any]:
+    return {"type": "thinking", "text": text if isinstance(text, str) else ""}
+
+
+def _result(call_id: Any, content: Any) -> dict[str, Any]:
+    """A tool's result; a result that is itself a list of parts (Anthropic's and
+    Bedrock's blocks) is read as their content."""
+    if _is_parts(content):
+        content = content_of([genai_part(p) for p in content])
+    return {"type": "tool_result", "tool_call_id": call_id, "content": content}
+
+
+# The keys of Bedrock's (Converse) content blocks, which carry no ``type``: a block is
+# an object of one of them (Strands Agents sends its messages so).
+_BEDROCK_BLOCKS = frozenset(
+    {"text", "toolUse", "toolResult", "reasoningContent", "image", "document", "video", "json"}
+)
+
+
+def _bedrock_part(block: Mapping[str, Any]) -> Any:
+    """A Bedrock content block in the contract's spelling."""
+    if isinstance(block.get("text"), str):
+        return {"type": "text", "text": block["text"]}
+    for key, body in block.items():
+        if not isinstance(body, Mapping):
+            continue
+        if key == "toolUse":
+            return _call(body.get("toolUseId"), body.get("name"), body.get("input"))
+        if key == "toolResult":
+            return _result(body.get("toolUseId"), body.get("content"))
+        if key == "reasoningContent":
+            reasoning = body.get("reasoningText")
+            return _thinking(reasoning.get("text") if isinstance(reasoning, Mapping) else None)
+        if key in ("image", "document", "video"):
+            out: dict[str, Any] = {"type": "image" if key == "image" else "file"}
+            fmt = body.get("format")
+            if isinstance(fmt, str):
+                # an image's and a video's format is their media subtype; a document's
+                # (pdf, csv, md...) is not always one
+                out.update({"format": fmt} if key == "document" else {"media_type": f"{key}/{fmt}"})
+            return out
+    if "json" in block:
+        return {"type": "text", "text": json.dumps(block["json"], ensure_ascii=False)}
+    return dict(block)
+
+
+def _is_part(value: Any) -> bool:
+    """Whether `value` is a message part: typed (``type``, or Pydantic AI's ``kind``)
+    or a Bedrock block."""
+    if not isinstance(value, Mapping):
+        return False
+    kind = value.get("type", value.get("kind"))
+    if isinstance(kind, str):
+        return True
+    return len(value) == 1 and next(iter(value)) in _BEDROCK_BLOCKS
+
+
+def _is_parts(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(_is_part(p) for p in value)
+
+
 def genai_part(part: Any) -> Any:
-    """An OTel GenAI message part in the contract's spelling."""
+    """A message part in the contract's spelling, whichever spelling it came in: the
+    OTel GenAI conventions', Pydantic AI's (``thinking``, a result under ``result``,
+    its media parts, and ``kind`` for ``type`` in its version 1 events), Anthropic's
+    blocks (``tool_use``, ``tool_result``, ``thinking``) and Bedrock's (Strands'),
+    also when Strands names a Bedrock block as a part's type."""
     if not isinstance(part, Mapping):
         return {"type": "text", "text": part} if isinstance(part, str) else part
-    kind = part.get("type")
+    kind = part.get("type", part.get("kind"))
+    if kind is None:
+        return _bedrock_part(part) if _is_part(part) else dict(part)
     if kind == "text":
         return {"type": "text", "text": part.get("content", part.get("text", ""))}
     if kind == "tool_call":
-        return {
-            "type": "tool_call",
-            "id": part.get("id"),
-            "name": part.get("name"),
-            "arguments": part.get("arguments"),
-        }
+        return _call(part.get("id"), part.get("name"), part.get("arguments"))
     if kind == "tool_call_response":
-        return {
-            "type": "tool_result",
-            "tool_call_id": part.get("id"),
-            "content": part.get("response"),
-        }
-    if kind == "reasoning":
-        return {"type": "thinking", "text": part.get("content", "")}
-    if kind in ("blob", "uri", "file"):
-        return _media(part)
+        found = part.get("response", part.get("result"))
+        return _result(part.get("id"), found)
+    if kind in ("reasoning", "thinking"):
+        return _thinking(part.get("content", part.get("thinking", part.get("text"))))
+    if kind in _MEDIA_TYPES:
+        return _media(part, kind)
+    if kind == "tool_use":
+        return _call(part.get("id"), part.get("name"), part.get("input"))
+    if kind == "tool_result":
+        return _result(part.get("tool_use_id", part.get("tool_call_id")), part.get("content"))
+    if kind in _BEDROCK_BLOCKS and isinstance(part.get("content"), Mapping):
+        return _bedrock_part({kind: part["content"]})
     return dict(part)
 
 
@@ -334,21 +422,39 @@ def _call_parts(calls: Any) -> list[dict[str, Any]]:
             continue
         function = call.get("function")
         fn = function if isinstance(function, Mapping) else call
-        out.append(
-            {
-                "type": "tool_call",
-                "id": call.get("id"),
-                "name": fn.get("name"),
-                "arguments": fn.get("arguments"),
-            }
-        )
+        out.append(_call(call.get("id"), fn.get("name"), fn.get("arguments")))
     return out
 
 
+def _with_calls(parts: list[Any], calls: list[dict[str, Any]]) -> list[Any]:
+    """`parts` and then the `calls` that are not among them already (OpenLLMetry writes
+    an Anthropic ``tool_use`` block both in the content and as a flattened call)."""
+    if not calls:
+        return parts
+    known = {p.get("id") for p in parts if isinstance(p, dict) and p.get("type") == "tool_call"}
+    return parts + [c for c in calls if c["id"] is None or c["id"] not in known]
+
+
+def _listed_parts(content: str) -> list[Any] | None:
+    """A content list written as JSON text (OpenLLMetry's OpenAI parts and Anthropic
+    blocks, Strands' Bedrock blocks): its parts, when it is one; else None (the text is
+    the content)."""
+    if not content.startswith("["):
+        return None
+    try:
+        value = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return None
+    return value if _is_parts(value) else None
+
+
 def _content_parts(content: Any) -> list[Any]:
-    """A message's content as parts: a text (none when empty), a list of GenAI parts,
-    or anything else written out as JSON text."""
+    """A message's content as parts: a text (none when empty), a list of parts (also
+    written as JSON text), or anything else written out as JSON text."""
     if isinstance(content, str):
+        listed = _listed_parts(content)
+        if listed is not None:
+            return [genai_part(p) for p in listed]
         return [{"type": "text", "text": content}] if content else []
     if isinstance(content, list):
         return [genai_part(p) for p in content]
@@ -368,7 +474,7 @@ def event_message(role: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(sent_role, str) and sent_role:
         role = sent_role
     parts = _answered(role, parts, body.get("id"))
-    parts.extend(_call_parts(_structured(body.get("tool_calls"), "tool_calls")))
+    parts = _with_calls(parts, _call_parts(_structured(body.get("tool_calls"), "tool_calls")))
     return {"role": role, "content": content_of(parts) if parts else ""}
 
 
@@ -401,12 +507,7 @@ def _flat_calls(flat: Mapping[str, Any], prefix: str, fields: str, id_key: str) 
     """The tool calls flattened under ``prefix{j}.``: ``{fields}name`` and
     ``{fields}arguments`` of each, and its id under `id_key`."""
     return [
-        {
-            "type": "tool_call",
-            "id": call.get(id_key),
-            "name": call.get(f"{fields}name"),
-            "arguments": call.get(f"{fields}arguments"),
-        }
+        _call(call.get(id_key), call.get(f"{fields}name"), call.get(f"{fields}arguments"))
         for call in _indexed(flat, prefix)
     ]
 
@@ -448,7 +549,8 @@ def _flat_tools(attrs: Mapping[str, Any], prefix: str, fields: str) -> list[Any]
     """Tool definitions flattened under ``prefix{i}.`` (OpenInference's
     ``llm.tools.{i}.tool.*``, OpenLLMetry's ``llm.request.functions.{i}.*``), each
     field named ``{fields}name``; a ``json_schema`` field is the whole definition, and
-    ``parameters`` may be JSON text."""
+    ``parameters`` (OpenLLMetry's Anthropic instrumentation: ``input_schema``) may be
+    JSON text."""
     name = f"{prefix}{fields}"
     tools: list[Any] = []
     for item in _indexed(attrs, prefix):
@@ -457,31 +559,14 @@ def _flat_tools(attrs: Mapping[str, Any], prefix: str, fields: str) -> list[Any]
             tools.append(_structured(schema, f"{name}json_schema"))
             continue
         tool = {k.removeprefix(fields): v for k, v in item.items()}
-        if "parameters" in tool:
-            tool["parameters"] = _structured(tool["parameters"], f"{name}parameters")
+        for schema_key in ("parameters", "input_schema"):
+            if schema_key in tool:
+                tool[schema_key] = _structured(tool[schema_key], f"{name}{schema_key}")
         tools.append(tool)
     return tools or None
 
 
 # --- OpenLLMetry flattened attributes ---------------------------------------------------
-
-
-def _listed_parts(content: str) -> list[Any] | None:
-    """A content list that OpenLLMetry wrote as JSON text (OpenAI content parts,
-    Anthropic blocks): its parts, when it is one; else None (the text is the content)."""
-    if not content.startswith("["):
-        return None
-    try:
-        value = orjson.loads(content)
-    except orjson.JSONDecodeError:
-        return None
-    if (
-        isinstance(value, list)
-        and value
-        and all(isinstance(p, Mapping) and isinstance(p.get("type"), str) for p in value)
-    ):
-        return value
-    return None
 
 
 def tl_message(flat: Mapping[str, Any], role: str) -> dict[str, Any]:
@@ -492,15 +577,16 @@ def tl_message(flat: Mapping[str, Any], role: str) -> dict[str, Any]:
     if isinstance(sent_role, str) and sent_role:
         role = sent_role
     content = flat.get("content", flat.get("user"))
-    if isinstance(content, str):
-        # OpenLLMetry writes a content list as JSON text.
-        content = _listed_parts(content) or content
-    elif isinstance(content, list):
+    if isinstance(content, list):
         # An attribute's array is no content list: read as the text it is.
         content = json.dumps(content, ensure_ascii=False)
     parts = _content_parts(content)
+    if role == "thinking":
+        # The Anthropic instrumentation writes a reply's thinking as a completion of
+        # its own, of role "thinking".
+        role, parts = "assistant", [_thinking(content)]
     parts = _answered(role, parts, flat.get("tool_call_id"))
-    parts += _flat_calls(flat, "tool_calls.", "", "id")
+    parts = _with_calls(parts, _flat_calls(flat, "tool_calls.", "", "id"))
     out: dict[str, Any] = {"role": role, "content": content_of(parts) if parts else ""}
     for key in ("finish_reason", "refusal"):
         if isinstance(flat.get(key), str):
@@ -778,16 +864,32 @@ def _input(p: _Pending, previous: _Context | None) -> _Context:
     if "ai.prompt.messages" in attrs:
         items = _list(attrs["ai.prompt.messages"], "ai.prompt.messages")
         return _context([("ai", item) for item in items], previous)
-    for event in p.span.events:
-        role = _MESSAGE_EVENTS.get(event.name)
+    for name, body in _events(p):
+        role = _MESSAGE_EVENTS.get(name)
         if role is not None:
-            raw.append(("event", (role, attributes(event.attributes))))
-    if not raw and isinstance(attrs.get("events"), str):
-        # Pydantic AI before its version 2 wrote the message events as one attribute.
-        for item in _list(attrs["events"], "events"):
-            if isinstance(item, Mapping) and item.get("event.name") in _MESSAGE_EVENTS:
-                raw.append(("event", (_MESSAGE_EVENTS[item["event.name"]], item)))
+            raw.append(("event", (role, body)))
     return _context(raw, previous)
+
+
+def _events(p: _Pending) -> list[tuple[str, Mapping[str, Any]]]:
+    """The call's message events (``gen_ai.*.message``, ``gen_ai.choice``), each as its
+    name and body: the span's events, else Pydantic AI's ``events`` attribute (its
+    version 1 writes them there as one JSON list, each body with its ``event.name``,
+    which its older releases leave out: the role, or a ``message``, says which)."""
+    if p.span.events:
+        return [(e.name, attributes(e.attributes)) for e in p.span.events]
+    listed = p.attrs.get("events")
+    if not isinstance(listed, str):
+        return []
+    out = []
+    for item in _list(listed, "events"):
+        if not isinstance(item, Mapping):
+            continue
+        name = item.get("event.name")
+        if name is None:
+            name = "gen_ai.choice" if "message" in item else f"gen_ai.{item.get('role')}.message"
+        out.append((name, item))
+    return out
 
 
 def _convert(item: tuple[str, Any]) -> dict[str, Any]:
@@ -820,15 +922,18 @@ def _output(p: _Pending) -> list[dict[str, Any]] | None:
     if "ai.response.text" in attrs or "ai.response.toolCalls" in attrs:
         return _ai_output(attrs)
     out = []
-    for event in p.span.events:
-        if event.name == "gen_ai.choice":
-            body = attributes(event.attributes)
-            message = _structured(body.get("message", {}), "gen_ai.choice.message")
-            if isinstance(message, Mapping):
-                reply = event_message("assistant", message)
-                if body.get("finish_reason"):
-                    reply["finish_reason"] = body["finish_reason"]
-                out.append(reply)
+    for name, body in _events(p):
+        if name == "gen_ai.choice":
+            message = body.get("message", {})
+            if isinstance(message, str) and message[:1] in ("{", "["):
+                message = _structured(message, "gen_ai.choice.message")
+            if not isinstance(message, Mapping):
+                # Strands sends the reply's content blocks (or its text) alone.
+                message = {"content": message}
+            reply = event_message("assistant", message)
+            if body.get("finish_reason"):
+                reply["finish_reason"] = body["finish_reason"]
+            out.append(reply)
     return out or None
 
 
@@ -840,6 +945,15 @@ def _tools(attrs: Mapping[str, Any]) -> list[Any] | None:
         or _flat_tools(attrs, _TL_FUNCTIONS, "")
         or _ai_tools(attrs)
     )
+
+
+def _uncached_input(attrs: Mapping[str, Any]) -> bool:
+    """Whether the call's input count leaves out the cached tokens. The instrumentations
+    read here count them in (OpenLLMetry adds Anthropic's cache counts to its input
+    count, OpenInference's cache read is a detail of its prompt count, Pydantic AI
+    counts every input token) except Strands Agents, which passes on Bedrock's
+    ``inputTokens``, the uncached part."""
+    return STRANDS in (attrs.get("gen_ai.system"), attrs.get("gen_ai.provider.name"))
 
 
 def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
@@ -869,15 +983,22 @@ def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
         "gen_ai.usage.cache_read_input_tokens",
         "llm.token_count.prompt_details.cache_read",
         "ai.usage.cachedInputTokens",
+        "gen_ai.usage.details.cache_read_tokens",
+        "gen_ai.usage.details.cache_read_input_tokens",
     )
     write = first(
         "gen_ai.usage.cache_creation.input_tokens",
         "gen_ai.usage.cache_creation_input_tokens",
         "llm.token_count.prompt_details.cache_write",
+        "gen_ai.usage.cache_write_input_tokens",
+        "gen_ai.usage.details.cache_write_tokens",
+        "gen_ai.usage.details.cache_creation_input_tokens",
     )
     usage: dict[str, int] = {}
     if prompt is not None:
-        usage["input_tokens"] = max(0, prompt - (read or 0) - (write or 0))
+        if not _uncached_input(attrs):
+            prompt = max(0, prompt - (read or 0) - (write or 0))
+        usage["input_tokens"] = prompt
     if output is not None:
         usage["output_tokens"] = output
     if read is not None:

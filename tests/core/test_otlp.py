@@ -237,7 +237,8 @@ def test_it_reads_openllmetry_flattened_attributes(agent: Agent) -> None:
         ("user", "Why does SO20260101007 time out?"),
         ("assistant", [{**call_part, "arguments": '{"path": "a.log"}'}]),
         ("tool", [{"type": "tool_result", "tool_call_id": "c1", "content": "504"}]),
-        ("user", blocks),
+        # Anthropic's blocks read in the contract's spelling
+        ("user", [{"type": "tool_result", "tool_call_id": "c2", "content": "200 OK"}]),
         ("user", "[not JSON, just brackets]"),
     ]
     assert call.output == [

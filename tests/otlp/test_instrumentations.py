@@ -1,0 +1,569 @@
+"""Spans as current instrumentations write them, sent to POST /v1/traces in the OTLP
+JSON form and read back through the API as a user sees the steps.
+
+Each span below has the attributes and events the named instrumentation sets (its
+source is named in each test), values and all."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from contextview.projects.services import apikey_create, project_get_or_create
+
+MS = 1_000_000
+T0 = 1_800_000_000 * 10**9
+TRACE = "ab" * 16
+
+
+@pytest.fixture
+def key(db: None) -> str:
+    project, _ = project_get_or_create(slug="instrumentations")
+    return apikey_create(project=project, name="instrumentations").secret
+
+
+def value(v: Any) -> dict[str, Any]:
+    """An OTLP JSON AnyValue; dicts and lists become structured values."""
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, list):
+        return {"arrayValue": {"values": [value(x) for x in v]}}
+    if isinstance(v, dict):
+        return {"kvlistValue": {"values": attrs(v)}}
+    return {"stringValue": v}
+
+
+def attrs(values: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"key": k, "value": value(v)} for k, v in values.items()]
+
+
+def span(
+    attributes: dict[str, Any],
+    *,
+    n: int = 1,
+    parent: int | None = None,
+    events: list[tuple[str, dict[str, Any]]] = (),  # type: ignore[assignment]
+    name: str = "chat",
+) -> dict[str, Any]:
+    out = {
+        "traceId": TRACE,
+        "spanId": f"{n:016x}",
+        "name": name,
+        "startTimeUnixNano": str(T0 + n * MS),
+        "endTimeUnixNano": str(T0 + n * MS + 1),
+        "attributes": attrs(attributes),
+        "events": [{"name": e, "attributes": attrs(a)} for e, a in events],
+    }
+    if parent is not None:
+        out["parentSpanId"] = f"{parent:016x}"
+    return out
+
+
+def send(key: str, *spans: dict[str, Any], service: str = "agent-svc") -> None:
+    body = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": attrs({"service.name": service})},
+                "scopeSpans": [{"spans": list(spans)}],
+            }
+        ]
+    }
+    response = Client().post(
+        "/v1/traces",
+        json.dumps(body),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {key}",
+    )
+    assert response.status_code == 200, response.content
+    assert response.json() == {}, response.json()
+
+
+def step(key: str, session: str, index: int = 0) -> dict[str, Any]:
+    response = Client().get(
+        f"/api/v1/sessions/{session}/steps/{index}", HTTP_AUTHORIZATION=f"Bearer {key}"
+    )
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def session(key: str, session_id: str) -> dict[str, Any]:
+    response = Client().get(f"/api/v1/sessions/{session_id}", HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def contents(got: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(m["role"], m["content"]) for m in got["before"]]
+
+
+def test_it_reads_pydantic_ai_version_2_and_3_parts(key: str) -> None:
+    """pydantic/pydantic-ai, pydantic_ai_slim/pydantic_ai/_otel_messages.py and
+    messages.py: ``thinking`` parts, ``tool_call_response`` with ``result``, media
+    parts ``image-url`` and ``binary``; usage details in ``gen_ai.usage.details.*``."""
+    messages = [
+        {"role": "system", "parts": [{"type": "text", "content": "You debug orders."}]},
+        {
+            "role": "user",
+            "parts": [
+                {"type": "text", "content": "Why does SO20260101007 time out?"},
+                {"type": "image-url", "url": "https://example.com/graph.png"},
+                {"type": "binary", "media_type": "application/pdf", "content": "JVBERi0="},
+            ],
+        },
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "thinking", "content": "Check the log."},
+                {"type": "tool_call", "id": "c1", "name": "read_log", "arguments": {"n": 5}},
+            ],
+            "finish_reason": "tool_call",
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"type": "tool_call_response", "id": "c1", "name": "read_log", "result": "504"}
+            ],
+        },
+    ]
+    send(
+        key,
+        span(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.system": "anthropic",
+                "gen_ai.request.model": "claude-sonnet-4-5",
+                "gen_ai.input.messages": json.dumps(messages),
+                "gen_ai.output.messages": json.dumps(
+                    [
+                        {
+                            "role": "assistant",
+                            "parts": [{"type": "text", "content": "A 504."}],
+                            "finish_reason": "stop",
+                        }
+                    ]
+                ),
+                "gen_ai.usage.input_tokens": 1500,
+                "gen_ai.usage.output_tokens": 20,
+                "gen_ai.usage.details.cache_read_tokens": 1000,
+                "gen_ai.usage.details.cache_write_tokens": 200,
+                "gen_ai.conversation.id": "pyd-2",
+            }
+        ),
+    )
+    got = step(key, "pyd-2")
+    assert contents(got) == [
+        ("system", "You debug orders."),
+        (
+            "user",
+            [
+                {"type": "text", "text": "Why does SO20260101007 time out?"},
+                {"type": "image", "url": "https://example.com/graph.png"},
+                {"type": "file", "media_type": "application/pdf", "data": "JVBERi0="},
+            ],
+        ),
+        (
+            "assistant",
+            [
+                {"type": "thinking", "text": "Check the log."},
+                {"type": "tool_call", "id": "c1", "name": "read_log", "arguments": {"n": 5}},
+            ],
+        ),
+        ("user", [{"type": "tool_result", "tool_call_id": "c1", "content": "504"}]),
+    ]
+    # Pydantic AI's input count includes the cached tokens.
+    assert got["usage"] == {
+        "input_tokens": 300,
+        "output_tokens": 20,
+        "cache_read_tokens": 1000,
+        "cache_write_tokens": 200,
+    }
+    assert got["output"]["messages"][0]["content"] == "A 504."
+
+
+def test_it_reads_pydantic_ai_version_1_events_attribute_with_its_reply(key: str) -> None:
+    """pydantic/pydantic-ai, pydantic_ai_slim/pydantic_ai/models/instrumented.py
+    (``_emit_events`` in event_mode 'attributes') and messages.py (``otel_event``):
+    parts spelled with ``kind``, tool calls in OpenAI's shape, the reply as a
+    ``gen_ai.choice`` item; older releases leave ``event.name`` out."""
+    events = [
+        {"content": "You debug orders.", "role": "system", "event.name": "gen_ai.system.message"},
+        {
+            "content": [
+                {"kind": "text", "content": "Why does SO20260101007 time out?"},
+                {"kind": "image-url", "url": "https://example.com/graph.png"},
+            ],
+            "role": "user",
+            "gen_ai.message.index": 0,
+            "event.name": "gen_ai.user.message",
+        },
+        {
+            "role": "assistant",
+            "content": [{"kind": "thinking", "text": "Check the log."}],
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "read_log", "arguments": {"n": 5}},
+                }
+            ],
+            "gen_ai.message.index": 1,
+            "event.name": "gen_ai.assistant.message",
+        },
+        # a release whose items carry no event.name: the role says which
+        {"content": "504", "role": "tool", "id": "c1", "name": "read_log"},
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "A 504 from inventory."},
+            "event.name": "gen_ai.choice",
+        },
+    ]
+    send(
+        key,
+        span(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.system": "openai",
+                "gen_ai.request.model": "gpt-4o",
+                "events": json.dumps(events),
+                "gen_ai.usage.input_tokens": 90,
+                "gen_ai.usage.output_tokens": 9,
+                "session.id": "pyd-1",
+            }
+        ),
+    )
+    got = step(key, "pyd-1")
+    assert contents(got) == [
+        ("system", "You debug orders."),
+        (
+            "user",
+            [
+                {"type": "text", "text": "Why does SO20260101007 time out?"},
+                {"type": "image", "url": "https://example.com/graph.png"},
+            ],
+        ),
+        (
+            "assistant",
+            [
+                {"type": "thinking", "text": "Check the log."},
+                {"type": "tool_call", "id": "c1", "name": "read_log", "arguments": {"n": 5}},
+            ],
+        ),
+        ("tool", [{"type": "tool_result", "tool_call_id": "c1", "content": "504"}]),
+    ]
+    assert got["output"]["messages"] == [{"role": "assistant", "content": "A 504 from inventory."}]
+
+
+STRANDS_CONTEXT = [
+    ("gen_ai.user.message", [{"text": "Why does SO20260101007 time out?"}]),
+    (
+        "gen_ai.assistant.message",
+        [
+            {"reasoningContent": {"reasoningText": {"text": "Check the log.", "signature": "s"}}},
+            {"text": "Reading the log."},
+            {"toolUse": {"toolUseId": "t1", "name": "read_log", "input": {"n": 5}}},
+        ],
+    ),
+    (
+        "gen_ai.tool.message",
+        [{"toolResult": {"toolUseId": "t1", "status": "success", "content": [{"text": "504"}]}}],
+    ),
+]
+STRANDS_EXPECTED = [
+    ("user", "Why does SO20260101007 time out?"),
+    (
+        "assistant",
+        [
+            {"type": "thinking", "text": "Check the log."},
+            {"type": "text", "text": "Reading the log."},
+            {"type": "tool_call", "id": "t1", "name": "read_log", "arguments": {"n": 5}},
+        ],
+    ),
+    ("tool", [{"type": "tool_result", "tool_call_id": "t1", "content": "504"}]),
+]
+
+
+def test_it_reads_strands_agents_events_of_bedrock_blocks(key: str) -> None:
+    """strands-agents/sdk-python, src/strands/telemetry/tracer.py: each message an
+    event whose ``content`` is the JSON text of Bedrock content blocks, the reply a
+    ``gen_ai.choice`` whose ``message`` is its blocks; Bedrock's input count leaves the
+    cached tokens out."""
+    agent = span(
+        {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.system": "strands-agents",
+            "gen_ai.agent.name": "order-debugger",
+            "session.id": "strands-1",
+        },
+        n=1,
+        name="invoke_agent order-debugger",
+    )
+    chat = span(
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": "strands-agents",
+            "gen_ai.request.model": "us.anthropic.claude-sonnet-4-20250514-v1:0",
+            "session.id": "strands-1",
+            "gen_ai.usage.prompt_tokens": 40,
+            "gen_ai.usage.input_tokens": 40,
+            "gen_ai.usage.completion_tokens": 12,
+            "gen_ai.usage.output_tokens": 12,
+            "gen_ai.usage.total_tokens": 1352,
+            "gen_ai.usage.cache_read_input_tokens": 1000,
+            "gen_ai.usage.cache_write_input_tokens": 300,
+        },
+        n=2,
+        parent=1,
+        events=[
+            *((name, {"content": json.dumps(blocks)}) for name, blocks in STRANDS_CONTEXT),
+            (
+                "gen_ai.choice",
+                {"finish_reason": "end_turn", "message": json.dumps([{"text": "A 504."}])},
+            ),
+        ],
+    )
+    send(key, chat, agent)
+    got = step(key, "strands-1")
+    assert contents(got) == STRANDS_EXPECTED
+    assert got["output"]["messages"] == [
+        {"role": "assistant", "content": "A 504.", "finish_reason": "end_turn"}
+    ]
+    assert got["usage"] == {
+        "input_tokens": 40,
+        "output_tokens": 12,
+        "cache_read_tokens": 1000,
+        "cache_write_tokens": 300,
+    }
+
+
+def test_it_reads_strands_agents_latest_conventions(key: str) -> None:
+    """strands-agents/sdk-python, src/strands/telemetry/tracer.py with
+    ``gen_ai_latest_experimental``: the messages in two details events, Bedrock's
+    ``toolResult`` content and reasoning kept under their block names."""
+    messages = [
+        {"role": "user", "parts": [{"type": "text", "content": "Why?"}]},
+        {
+            "role": "assistant",
+            "parts": [
+                {
+                    "type": "reasoningContent",
+                    "content": {"reasoningText": {"text": "Check the log."}},
+                },
+                {"type": "tool_call", "name": "read_log", "id": "t1", "arguments": {"n": 5}},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [{"type": "tool_call_response", "id": "t1", "response": [{"text": "504"}]}],
+        },
+    ]
+    details = "gen_ai.client.inference.operation.details"
+    output = [{"role": "assistant", "parts": [{"type": "text", "content": "A 504."}]}]
+    send(
+        key,
+        span(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "strands-agents",
+                "gen_ai.request.model": "us.anthropic.claude-sonnet-4-20250514-v1:0",
+                "session.id": "strands-2",
+            },
+            events=[
+                (details, {"gen_ai.input.messages": json.dumps(messages)}),
+                (details, {"gen_ai.output.messages": json.dumps(output)}),
+            ],
+        ),
+    )
+    got = step(key, "strands-2")
+    assert contents(got) == [
+        ("user", "Why?"),
+        (
+            "assistant",
+            [
+                {"type": "thinking", "text": "Check the log."},
+                {"type": "tool_call", "id": "t1", "name": "read_log", "arguments": {"n": 5}},
+            ],
+        ),
+        ("user", [{"type": "tool_result", "tool_call_id": "t1", "content": "504"}]),
+    ]
+    assert got["output"]["messages"][0]["content"] == "A 504."
+
+
+def test_it_reads_openllmetrys_anthropic_blocks_once(key: str) -> None:
+    """traceloop/openllmetry, packages/opentelemetry-instrumentation-anthropic/
+    opentelemetry/instrumentation/anthropic/span_utils.py and __init__.py: a content
+    list is the JSON text of Anthropic blocks, whose ``tool_use`` blocks are written
+    again as ``tool_calls.{j}.*``; tools with an ``input_schema`` JSON text; thinking a
+    completion of role ``thinking``; the input count includes the cached tokens."""
+    p = "gen_ai.prompt"
+    assistant = [
+        {"type": "thinking", "thinking": "Check the log.", "signature": "s"},
+        {"type": "tool_use", "id": "tu1", "name": "read_log", "input": {"n": 5}},
+    ]
+    result = [{"type": "tool_result", "tool_use_id": "tu1", "content": "504"}]
+    send(
+        key,
+        span(
+            {
+                "gen_ai.system": "Anthropic",
+                "llm.request.type": "completion",
+                "gen_ai.request.model": "claude-sonnet-4-5",
+                f"{p}.0.content": "You debug orders.",
+                f"{p}.0.role": "system",
+                f"{p}.1.content": "Why does SO20260101007 time out?",
+                f"{p}.1.role": "user",
+                f"{p}.2.content": json.dumps(assistant),
+                f"{p}.2.role": "assistant",
+                f"{p}.2.tool_calls.0.id": "tu1",
+                f"{p}.2.tool_calls.0.name": "read_log",
+                f"{p}.2.tool_calls.0.arguments": json.dumps({"n": 5}),
+                f"{p}.3.content": json.dumps(result),
+                f"{p}.3.role": "user",
+                "llm.request.functions.0.name": "read_log",
+                "llm.request.functions.0.description": "Read the log",
+                "llm.request.functions.0.input_schema": json.dumps({"type": "object"}),
+                "gen_ai.completion.0.finish_reason": "end_turn",
+                "gen_ai.completion.0.role": "thinking",
+                "gen_ai.completion.0.content": "It is the inventory.",
+                "gen_ai.completion.1.role": "assistant",
+                "gen_ai.completion.1.content": "A 504.",
+                "gen_ai.usage.input_tokens": 1340,
+                "gen_ai.usage.output_tokens": 12,
+                "gen_ai.usage.cache_read_input_tokens": 1000,
+                "gen_ai.usage.cache_creation_input_tokens": 300,
+                "traceloop.association.properties.session_id": "tl-anthropic",
+            }
+        ),
+    )
+    got = step(key, "tl-anthropic")
+    assert contents(got) == [
+        ("system", "You debug orders."),
+        ("user", "Why does SO20260101007 time out?"),
+        (
+            "assistant",
+            [
+                {"type": "thinking", "text": "Check the log."},
+                {"type": "tool_call", "id": "tu1", "name": "read_log", "arguments": {"n": 5}},
+            ],
+        ),
+        ("user", [{"type": "tool_result", "tool_call_id": "tu1", "content": "504"}]),
+    ]
+    assert got["tools"] == [
+        {"name": "read_log", "description": "Read the log", "input_schema": {"type": "object"}}
+    ]
+    assert [m["content"] for m in got["output"]["messages"]] == [
+        [{"type": "thinking", "text": "It is the inventory."}],
+        "A 504.",
+    ]
+    assert got["usage"] == {
+        "input_tokens": 40,
+        "output_tokens": 12,
+        "cache_read_tokens": 1000,
+        "cache_write_tokens": 300,
+    }
+
+
+def test_it_reads_the_openai_agents_sdk_through_openinference(key: str) -> None:
+    """Arize-ai/openinference, python/instrumentation/
+    openinference-instrumentation-openai-agents/src/openinference/instrumentation/
+    openai_agents/_processor.py: a Responses call's input from index 1 (0 is the
+    instructions), text as ``message.contents.{j}.message_content.*``, each function
+    call an assistant message, each output a tool message with its call id."""
+    m = "llm.input_messages"
+    send(
+        key,
+        span(
+            {
+                "openinference.span.kind": "LLM",
+                "llm.system": "openai",
+                "llm.model_name": "gpt-4.1-2025-04-14",
+                f"{m}.0.message.role": "system",
+                f"{m}.0.message.content": "You debug orders.",
+                f"{m}.1.message.role": "user",
+                f"{m}.1.message.contents.0.message_content.type": "text",
+                f"{m}.1.message.contents.0.message_content.text": "Why?",
+                f"{m}.2.message.role": "assistant",
+                f"{m}.2.message.tool_calls.0.tool_call.id": "call_1",
+                f"{m}.2.message.tool_calls.0.tool_call.function.name": "read_log",
+                f"{m}.2.message.tool_calls.0.tool_call.function.arguments": '{"n": 5}',
+                f"{m}.3.message.role": "tool",
+                f"{m}.3.message.tool_call_id": "call_1",
+                f"{m}.3.message.content": "504",
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.contents.0.message_content.type": "text",
+                "llm.output_messages.0.message.contents.0.message_content.text": "A 504.",
+                "llm.tools.0.tool.json_schema": json.dumps(
+                    {"type": "function", "function": {"name": "read_log"}}
+                ),
+                "llm.token_count.prompt": 1200,
+                "llm.token_count.completion": 9,
+                "llm.token_count.prompt_details.cache_read": 1024,
+                "session.id": "oai-agents",
+            }
+        ),
+    )
+    got = step(key, "oai-agents")
+    assert contents(got) == [
+        ("system", "You debug orders."),
+        ("user", "Why?"),
+        (
+            "assistant",
+            [{"type": "tool_call", "id": "call_1", "name": "read_log", "arguments": '{"n": 5}'}],
+        ),
+        ("tool", [{"type": "tool_result", "tool_call_id": "call_1", "content": "504"}]),
+    ]
+    assert got["output"]["messages"][0]["content"] == "A 504."
+    assert got["tools"] == [{"type": "function", "function": {"name": "read_log"}}]
+    assert got["usage"] == {"input_tokens": 176, "output_tokens": 9, "cache_read_tokens": 1024}
+
+
+def test_it_reads_the_older_events_content_as_a_json_list_of_parts(key: str) -> None:
+    """An older GenAI event whose ``content`` is the JSON text of a list of typed
+    parts (as OpenLLMetry writes content lists); the ``gen_ai.choice`` message's
+    ``tool_calls`` carry ``function.name`` and ``function.arguments``."""
+    send(
+        key,
+        span(
+            {"gen_ai.operation.name": "chat", "session.id": "events-list"},
+            events=[
+                (
+                    "gen_ai.user.message",
+                    {"content": json.dumps([{"type": "text", "text": "Why?"}])},
+                ),
+                (
+                    "gen_ai.choice",
+                    {
+                        "index": 0,
+                        "finish_reason": "tool_calls",
+                        "message": json.dumps(
+                            {
+                                "role": "assistant",
+                                "tool_calls": [
+                                    {
+                                        "id": "c9",
+                                        "type": "function",
+                                        "function": {"name": "grep", "arguments": '{"q": 1}'},
+                                    }
+                                ],
+                            }
+                        ),
+                    },
+                ),
+            ],
+        ),
+    )
+    got = step(key, "events-list")
+    assert contents(got) == [("user", "Why?")]
+    assert got["output"]["messages"] == [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_call", "id": "c9", "name": "grep", "arguments": '{"q": 1}'}],
+            "finish_reason": "tool_calls",
+        }
+    ]
