@@ -25,7 +25,14 @@ convention it follows:
   ``ai.prompt.messages`` (``text``, ``tool-call``, ``tool-result``, ``reasoning``,
   ``image`` and ``file`` parts), ``ai.prompt.tools``, ``ai.response.text`` and
   ``ai.response.toolCalls``, ``ai.usage.*``, ``ai.model.id``; its session, when it names
-  none of the contract's, from ``ai.telemetry.metadata.sessionId``.
+  none of the contract's, from ``ai.telemetry.metadata.sessionId``;
+- Google's Agent Development Kit, beyond the contract's list: its ``call_llm`` span
+  (no operation named) with ``gcp.vertex.agent.llm_request`` and ``llm_response``
+  (JSON of Gemini contents), session ``gcp.vertex.agent.session_id``; the
+  ``generate_content`` span inside it is the same call and is left out.
+
+A call that names no agent takes the one named by the nearest span around it in the
+export (an ``invoke_agent`` span).
 
 Messages come out in the contract's v1.1 form: ``content`` a string when the message
 is one text, else a list of parts (``text``, ``tool_call``, ``tool_result``,
@@ -91,6 +98,9 @@ _AI_CALLS = frozenset(
     }
 )
 _AI_SESSION = "ai.telemetry.metadata.sessionId"
+# Google's Agent Development Kit: its call_llm span's request (JSON text), its session.
+ADK_REQUEST = "gcp.vertex.agent.llm_request"
+_ADK_SESSION = "gcp.vertex.agent.session_id"
 # What Strands Agents names as the system of its spans.
 STRANDS = "strands-agents"
 # Limits of the ingest schema that a span's values must fit.
@@ -671,6 +681,96 @@ def _ai_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     return [_structured(t, "ai.prompt.tools") for t in items] or None
 
 
+# --- Google's Agent Development Kit ------------------------------------------------------
+
+
+def _adk(attrs: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """ADK's request or response of a call (``gcp.vertex.agent.llm_request`` /
+    ``llm_response``, JSON text of the Gemini SDK's objects); empty when not sent."""
+    value = attrs.get(name)
+    if value is None:
+        return {}
+    value = _structured(value, name)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _gemini_part(part: Any) -> Any:
+    """A Gemini ``Part`` (as the SDK dumps it: ``text`` with ``thought``,
+    ``function_call``, ``function_response``, ``file_data``) in the contract's spelling."""
+    if not isinstance(part, Mapping):
+        return {"type": "text", "text": part} if isinstance(part, str) else part
+    if isinstance(part.get("text"), str):
+        return _thinking(part["text"]) if part.get("thought") else genai_part(part["text"])
+    call = part.get("function_call")
+    if isinstance(call, Mapping):
+        return _call(call.get("id"), call.get("name"), call.get("args"))
+    response = part.get("function_response")
+    if isinstance(response, Mapping):
+        return _result(response.get("id"), response.get("response"))
+    data = part.get("file_data")
+    if isinstance(data, Mapping):
+        found = {"url": data.get("file_uri"), "mime_type": data.get("mime_type")}
+        return _media({k: v for k, v in found.items() if v is not None}, "uri")
+    return dict(part)
+
+
+def adk_message(raw: Any) -> dict[str, Any]:
+    """A Gemini ``Content`` (``role`` ``user`` or ``model``, ``parts``) as a message."""
+    if not isinstance(raw, Mapping):
+        raise SpanError(ADK_REQUEST, "each content must be an object")
+    role = raw.get("role")
+    parts = raw.get("parts")
+    listed = [_gemini_part(p) for p in parts] if isinstance(parts, list) else []
+    return {
+        "role": "assistant" if role == "model" else role,
+        "content": content_of(listed) if listed else "",
+    }
+
+
+def _adk_input(attrs: Mapping[str, Any]) -> list[Any]:
+    request = _adk(attrs, ADK_REQUEST)
+    config = request.get("config")
+    system = config.get("system_instruction") if isinstance(config, Mapping) else None
+    raw: list[Any] = []
+    if isinstance(system, Mapping):
+        raw.append(("adk", {**system, "role": "system"}))
+    elif system:
+        raw.append(
+            ("adk", {"role": "system", "parts": system if isinstance(system, list) else [system]})
+        )
+    contents = request.get("contents", [])
+    if not isinstance(contents, list):
+        raise SpanError(ADK_REQUEST, "contents must be a list")
+    raw.extend(("adk", content) for content in contents)
+    return raw
+
+
+def _adk_output(attrs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    try:
+        response = _adk(attrs, "gcp.vertex.agent.llm_response")
+    except SpanError:  # ADK writes "<not serializable>" for a reply it cannot dump
+        return None
+    if not isinstance(response.get("content"), Mapping):
+        return None
+    reply = adk_message({"role": "model", **response["content"]})
+    if isinstance(response.get("finish_reason"), str):
+        reply["finish_reason"] = response["finish_reason"]
+    return [reply]
+
+
+def _adk_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
+    """The function declarations of ADK's request (``config.tools[].function_declarations``)."""
+    config = _adk(attrs, ADK_REQUEST).get("config")
+    tools = config.get("tools") if isinstance(config, Mapping) else None
+    declared = [
+        declaration
+        for tool in (tools if isinstance(tools, list) else [])
+        if isinstance(tool, Mapping) and isinstance(tool.get("function_declarations"), list)
+        for declaration in tool["function_declarations"]
+    ]
+    return declared or None
+
+
 # --- ids --------------------------------------------------------------------------------
 
 
@@ -739,7 +839,15 @@ def is_llm_call(attrs: Mapping[str, Any]) -> bool:
         or attrs.get("openinference.span.kind") == "LLM"
         or attrs.get("llm.request.type") in _TL_REQUEST_TYPES
         or attrs.get("ai.operationId") in _AI_CALLS
+        or is_adk_call(attrs)
     )
+
+
+def is_adk_call(attrs: Mapping[str, Any]) -> bool:
+    """ADK's ``call_llm`` span: it names no operation; its request is sent (its tool
+    spans carry an empty one, ``{}``)."""
+    request = attrs.get(ADK_REQUEST)
+    return isinstance(request, str) and len(request) > 2
 
 
 def is_tool_run(attrs: Mapping[str, Any]) -> bool:
@@ -751,12 +859,13 @@ def is_tool_run(attrs: Mapping[str, Any]) -> bool:
 
 def session_of(attrs: Mapping[str, Any], trace_id: str) -> str:
     """The session a span belongs to: its conversation, else its session (the
-    contract's, OpenLLMetry's or the AI SDK's), else its trace."""
+    contract's, OpenLLMetry's, the AI SDK's or ADK's), else its trace."""
     session = (
         attrs.get("gen_ai.conversation.id")
         or attrs.get("session.id")
         or attrs.get(_TL_SESSION)
         or attrs.get(_AI_SESSION)
+        or attrs.get(_ADK_SESSION)
     )
     return str(session) if session else trace_id
 
@@ -795,7 +904,9 @@ class _Pending:
     trace_id: str
     span_id: str
     session_id: str
+    # its own gen_ai.agent.name, else the resource's service.name
     agent: str | None
+    named: bool
 
 
 def _with_events(span: Span, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -864,6 +975,8 @@ def _input(p: _Pending, previous: _Context | None) -> _Context:
     if "ai.prompt.messages" in attrs:
         items = _list(attrs["ai.prompt.messages"], "ai.prompt.messages")
         return _context([("ai", item) for item in items], previous)
+    if ADK_REQUEST in attrs:
+        return _context(_adk_input(attrs), previous)
     for name, body in _events(p):
         role = _MESSAGE_EVENTS.get(name)
         if role is not None:
@@ -904,6 +1017,8 @@ def _convert(item: tuple[str, Any]) -> dict[str, Any]:
         return tl_message(value, "user")
     if form == "ai":
         return ai_message(value)
+    if form == "adk":
+        return adk_message(value)
     role, attrs = value
     return event_message(role, attrs)
 
@@ -921,6 +1036,8 @@ def _output(p: _Pending) -> list[dict[str, Any]] | None:
         return [tl_message(m, "assistant") for m in flat]
     if "ai.response.text" in attrs or "ai.response.toolCalls" in attrs:
         return _ai_output(attrs)
+    if ADK_REQUEST in attrs:
+        return _adk_output(attrs)
     out = []
     for name, body in _events(p):
         if name == "gen_ai.choice":
@@ -944,6 +1061,7 @@ def _tools(attrs: Mapping[str, Any]) -> list[Any] | None:
         _flat_tools(attrs, _OI_TOOLS, "tool.")
         or _flat_tools(attrs, _TL_FUNCTIONS, "")
         or _ai_tools(attrs)
+        or _adk_tools(attrs)
     )
 
 
@@ -1037,6 +1155,21 @@ def span_event_ids(request: ExportTraceServiceRequest) -> list[str]:
     ]
 
 
+def _agent_around(
+    span_id: bytes, parents: Mapping[bytes, bytes], agents: Mapping[bytes, str]
+) -> str | None:
+    """The agent a call without a name of its own ran in: the nearest span above it (in
+    the same export) that names one, such as Strands' and ADK's ``invoke_agent``."""
+    for _ in range(64):  # a bound, should parents form a loop
+        parent = parents.get(span_id)
+        if parent is None:
+            return None
+        if parent in agents:
+            return agents[parent]
+        span_id = parent
+    return None
+
+
 def decode_request(
     request: ExportTraceServiceRequest, *, stored: Container[str] = frozenset()
 ) -> Decoded:
@@ -1049,6 +1182,11 @@ def decode_request(
     """
     decoded = Decoded()
     pending: list[_Pending] = []
+    # Each span's parent, the agents named by spans that are no calls (an agent run
+    # around its calls), and ADK's call_llm spans: read to complete the calls below.
+    parents: dict[bytes, bytes] = {}
+    agents: dict[bytes, str] = {}
+    adk_calls: set[bytes] = set()
     for resource_spans in request.resource_spans:
         service = None
         for kv in resource_spans.resource.attributes:
@@ -1057,17 +1195,24 @@ def decode_request(
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 decoded.spans += 1
+                if span.parent_span_id:
+                    parents[span.span_id] = span.parent_span_id
                 trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
                 if stored and span_event_id(trace_id, span_id) in stored:
                     continue
                 attrs = attributes(span.attributes)
                 ids_ok = len(span.trace_id) == 16 and len(span.span_id) == 8
+                agent = _name(attrs.get("gen_ai.agent.name"))
                 if not is_llm_call(attrs):
+                    if agent:
+                        agents[span.span_id] = agent
                     # Accepted whatever it is (contract); a tool span is kept when it
                     # can be told apart from others.
                     if ids_ok and is_tool_run(attrs):
                         decoded.tools.append(tool_run(span, attrs, trace_id, span_id))
                     continue
+                if is_adk_call(attrs):
+                    adk_calls.add(span.span_id)
                 if not ids_ok:
                     decoded.refused.append(
                         Refused(trace_id, span_id, "trace_id and span_id must be 16 and 8 bytes")
@@ -1081,9 +1226,22 @@ def decode_request(
                         trace_id=trace_id,
                         span_id=span_id,
                         session_id=session_of(attrs, trace_id),
-                        agent=_name(attrs.get("gen_ai.agent.name")) or service,
+                        agent=agent or service,
+                        named=agent is not None,
                     )
                 )
+    if adk_calls:
+        # ADK's generate_content span inside its call_llm span is the same call, its
+        # messages sent as logs: the call_llm span, which carries them, is the step.
+        pending = [
+            p
+            for p in pending
+            if p.span.parent_span_id not in adk_calls or p.span.span_id in adk_calls
+        ]
+    if agents:
+        for p in pending:
+            if not p.named:
+                p.agent = _agent_around(p.span.span_id, parents, agents) or p.agent
     # A session's calls in start order: each one's context is compared with the one
     # before, so only what is new gets converted and hashed.
     pending.sort(key=lambda p: (p.session_id, p.span.start_time_unix_nano, p.span_id))

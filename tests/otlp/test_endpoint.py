@@ -604,6 +604,25 @@ HOSTILE_FORMS: list[dict[str, Any]] = [
      "ai.usage.inputTokens": -4, "ai.usage.outputTokens": "x"},
     {"ai.operationId": "ai.generateObject.doGenerate", "ai.prompt.messages": "[]",
      "ai.prompt.tools": "[3]", "ai.response.toolCalls": "{}"},
+    # ADK's call_llm span, its JSON broken or of the wrong shape
+    {"gcp.vertex.agent.llm_request": "{not", "gcp.vertex.agent.llm_response": "<not serializable>"},
+    {"gcp.vertex.agent.llm_request": '{"contents": 5, "config": []}'},
+    {"gcp.vertex.agent.llm_request": '{"contents": [1, {"role": 2, "parts": 3}]}'},
+    {"gcp.vertex.agent.llm_request":
+         '{"config": {"system_instruction": 5, "tools": [1, {"function_declarations": 3}]},'
+         ' "contents": [{"role": "model", "parts": [1, {"function_call": 2},'
+         ' {"function_response": {"response": []}}, {"file_data": {}}]}]}',
+     "gcp.vertex.agent.llm_response": '{"content": {"parts": "x"}, "finish_reason": 1}'},
+    # Pydantic AI's events attribute and Strands' Bedrock blocks, of the wrong shape
+    {"gen_ai.operation.name": "chat",
+     "events": '[1, {"message": 5}, {"role": 3}, {"event.name": "gen_ai.choice", "message": "x"},'
+               ' {"event.name": "gen_ai.user.message", "content": [{"kind": 1}, {"toolUse": 5},'
+               ' {"toolResult": {"content": 7}}, {"reasoningContent": {"reasoningText": 1}}]}]'},
+    {"gen_ai.operation.name": "chat", "gen_ai.system": "strands-agents",
+     "gen_ai.usage.input_tokens": 5, "gen_ai.usage.cache_write_input_tokens": "x",
+     "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "reasoningContent",'
+                              ' "content": {"image": {"format": 5}}}, {"type": "binary"},'
+                              ' {"type": "tool_call_response", "result": [{"text": 1}]}]}]'},
 ]  # fmt: skip
 
 

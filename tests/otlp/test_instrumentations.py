@@ -293,7 +293,7 @@ def test_it_reads_strands_agents_events_of_bedrock_blocks(key: str) -> None:
     """strands-agents/sdk-python, src/strands/telemetry/tracer.py: each message an
     event whose ``content`` is the JSON text of Bedrock content blocks, the reply a
     ``gen_ai.choice`` whose ``message`` is its blocks; Bedrock's input count leaves the
-    cached tokens out."""
+    cached tokens out; the agent's name is on the ``invoke_agent`` span around it."""
     agent = span(
         {
             "gen_ai.operation.name": "invoke_agent",
@@ -340,6 +340,7 @@ def test_it_reads_strands_agents_events_of_bedrock_blocks(key: str) -> None:
         "cache_read_tokens": 1000,
         "cache_write_tokens": 300,
     }
+    assert session(key, "strands-1")["agent"] == "order-debugger"
 
 
 def test_it_reads_strands_agents_latest_conventions(key: str) -> None:
@@ -521,6 +522,118 @@ def test_it_reads_the_openai_agents_sdk_through_openinference(key: str) -> None:
     assert got["output"]["messages"][0]["content"] == "A 504."
     assert got["tools"] == [{"type": "function", "function": {"name": "read_log"}}]
     assert got["usage"] == {"input_tokens": 176, "output_tokens": 9, "cache_read_tokens": 1024}
+
+
+ADK_REQUEST = {
+    "model": "gemini-2.5-flash",
+    "config": {
+        "system_instruction": "You debug orders.",
+        "tools": [
+            {
+                "function_declarations": [
+                    {"name": "read_log", "parameters": {"type": "OBJECT"}},
+                ]
+            }
+        ],
+    },
+    "contents": [
+        {"role": "user", "parts": [{"text": "Why does SO20260101007 time out?"}]},
+        {
+            "role": "model",
+            "parts": [
+                {"text": "Check the log.", "thought": True},
+                {"function_call": {"id": "f1", "name": "read_log", "args": {"n": 5}}},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {
+                    "function_response": {
+                        "id": "f1",
+                        "name": "read_log",
+                        "response": {"result": "504"},
+                    }
+                }
+            ],
+        },
+    ],
+}
+ADK_RESPONSE = {
+    "content": {"role": "model", "parts": [{"text": "A 504 from inventory."}]},
+    "finish_reason": "STOP",
+    "usage_metadata": {"prompt_token_count": 1200, "candidates_token_count": 9},
+}
+
+
+def test_it_reads_google_adks_call_llm_span_once(key: str) -> None:
+    """google/adk-python, src/google/adk/telemetry/tracing.py (``trace_call_llm``,
+    ``_build_llm_request_for_trace``, ``use_generate_content_span``): the call_llm
+    span names no operation and carries the request and response as JSON; the
+    ``generate_content`` span inside it (messages sent as logs) is the same call."""
+    agent = span(
+        {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "order_agent",
+            "gen_ai.conversation.id": "adk-1",
+        },
+        n=1,
+        name="invoke_agent order_agent",
+    )
+    call = span(
+        {
+            "gen_ai.system": "gcp.vertex.agent",
+            "gen_ai.request.model": "gemini-2.5-flash",
+            "gcp.vertex.agent.invocation_id": "e-1",
+            "gcp.vertex.agent.session_id": "adk-1",
+            "gcp.vertex.agent.event_id": "ev-1",
+            "gcp.vertex.agent.llm_request": json.dumps(ADK_REQUEST),
+            "gcp.vertex.agent.llm_response": json.dumps(ADK_RESPONSE),
+            "gen_ai.usage.input_tokens": 1200,
+            "gen_ai.usage.output_tokens": 9,
+            "gen_ai.response.finish_reasons": ["stop"],
+        },
+        n=2,
+        parent=1,
+        name="call_llm",
+    )
+    inner = span(
+        {
+            "gen_ai.system": "gemini",
+            "gen_ai.operation.name": "generate_content",
+            "gen_ai.request.model": "gemini-2.5-flash",
+            "gen_ai.agent.name": "order_agent",
+            "gen_ai.conversation.id": "adk-1",
+            "gcp.vertex.agent.invocation_id": "e-1",
+            "gcp.vertex.agent.event_id": "ev-1",
+            "gen_ai.usage.input_tokens": 1200,
+        },
+        n=3,
+        parent=2,
+        name="generate_content gemini-2.5-flash",
+    )
+    send(key, inner, call, agent)
+    assert session(key, "adk-1")["steps"] == 1
+    assert session(key, "adk-1")["agent"] == "order_agent"
+    got = step(key, "adk-1")
+    assert contents(got) == [
+        ("system", "You debug orders."),
+        ("user", "Why does SO20260101007 time out?"),
+        (
+            "assistant",
+            [
+                {"type": "thinking", "text": "Check the log."},
+                {"type": "tool_call", "id": "f1", "name": "read_log", "arguments": {"n": 5}},
+            ],
+        ),
+        ("user", [{"type": "tool_result", "tool_call_id": "f1", "content": {"result": "504"}}]),
+    ]
+    assert got["model"] == "gemini-2.5-flash"
+    assert got["tools"] == [{"name": "read_log", "parameters": {"type": "OBJECT"}}]
+    assert got["output"]["messages"] == [
+        {"role": "assistant", "content": "A 504 from inventory.", "finish_reason": "STOP"}
+    ]
+    assert got["usage"] == {"input_tokens": 1200, "output_tokens": 9}
 
 
 def test_it_reads_the_older_events_content_as_a_json_list_of_parts(key: str) -> None:
