@@ -341,19 +341,45 @@ def _bedrock_part(block: Mapping[str, Any]) -> Any:
     return dict(block)
 
 
-def _is_part(value: Any) -> bool:
-    """Whether `value` is a message part: typed (``type``, or Pydantic AI's ``kind``)
-    or a Bedrock block."""
-    if not isinstance(value, Mapping):
-        return False
-    kind = value.get("type", value.get("kind"))
-    if isinstance(kind, str):
-        return True
+def _is_block(value: Mapping[str, Any]) -> bool:
+    """Whether an untyped object is a Bedrock content block."""
     return len(value) == 1 and next(iter(value)) in _BEDROCK_BLOCKS
 
 
+# The part types that a list of parts is made of, as JSON text or not (the GenAI
+# conventions', OpenAI's, Anthropic's and Pydantic AI's): a tool's output that is a
+# JSON list of objects typed otherwise is the text it is, not parts.
+_LISTED_KINDS = frozenset(
+    {
+        "text",
+        "tool_call",
+        "tool_call_response",
+        "reasoning",
+        "thinking",
+        "redacted_thinking",
+        "tool_use",
+        "tool_result",
+        "image",
+        "image_url",
+        "input_audio",
+        "document",
+        *_MEDIA_TYPES,
+        *_BEDROCK_BLOCKS,
+    }
+)
+
+
+def _listed_part(value: Any) -> bool:
+    """Whether `value` is a message part: typed (``type``, or Pydantic AI's ``kind``) as
+    one of `_LISTED_KINDS`, or a Bedrock block."""
+    if not isinstance(value, Mapping):
+        return False
+    kind = value.get("type", value.get("kind"))
+    return kind in _LISTED_KINDS if isinstance(kind, str) else _is_block(value)
+
+
 def _is_parts(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(_is_part(p) for p in value)
+    return isinstance(value, list) and bool(value) and all(map(_listed_part, value))
 
 
 def genai_part(part: Any) -> Any:
@@ -366,7 +392,7 @@ def genai_part(part: Any) -> Any:
         return {"type": "text", "text": part} if isinstance(part, str) else part
     kind = part.get("type", part.get("kind"))
     if kind is None:
-        return _bedrock_part(part) if _is_part(part) else dict(part)
+        return _bedrock_part(part) if _is_block(part) else dict(part)
     if kind == "text":
         return {"type": "text", "text": part.get("content", part.get("text", ""))}
     if kind == "tool_call":

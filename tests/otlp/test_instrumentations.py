@@ -680,3 +680,24 @@ def test_it_reads_the_older_events_content_as_a_json_list_of_parts(key: str) -> 
             "finish_reason": "tool_calls",
         }
     ]
+
+
+def test_a_tools_json_output_that_lists_typed_objects_stays_the_text_it_is(key: str) -> None:
+    """A tool result (an older GenAI event) whose text is a JSON list of objects with a
+    ``type`` of their own is the tool's output, not message parts."""
+    found = json.dumps([{"type": "issue", "id": 7, "title": "SO20260101007 times out"}])
+    send(
+        key,
+        span(
+            {"gen_ai.operation.name": "chat", "session.id": "tool-json"},
+            events=[
+                ("gen_ai.user.message", {"content": "Which issues mention the order?"}),
+                ("gen_ai.tool.message", {"id": "c1", "content": found}),
+            ],
+        ),
+    )
+    got = step(key, "tool-json")
+    assert got["before"][1]["role"] == "tool"
+    assert got["before"][1]["content"] == [
+        {"type": "tool_result", "tool_call_id": "c1", "content": found}
+    ]
