@@ -28,7 +28,9 @@ convention it follows:
   none of the contract's, from ``ai.telemetry.metadata.sessionId``;
 - Google's Agent Development Kit, beyond the contract's list: its ``call_llm`` span
   (no operation named) with ``gcp.vertex.agent.llm_request`` and ``llm_response``
-  (JSON of Gemini contents), session ``gcp.vertex.agent.session_id``; the
+  (JSON of Gemini contents; its ``usage_metadata`` holds the cached count, and the
+  other counts in versions that set no ``gen_ai.usage.*``), session
+  ``gcp.vertex.agent.session_id``; the
   ``generate_content`` span inside it is the same call and is left out.
 
 A call that names no agent takes the one named by the nearest span around it in the
@@ -100,6 +102,7 @@ _AI_CALLS = frozenset(
 _AI_SESSION = "ai.telemetry.metadata.sessionId"
 # Google's Agent Development Kit: its call_llm span's request (JSON text), its session.
 ADK_REQUEST = "gcp.vertex.agent.llm_request"
+ADK_RESPONSE = "gcp.vertex.agent.llm_response"
 _ADK_SESSION = "gcp.vertex.agent.session_id"
 # What Strands Agents names as the system of its spans.
 STRANDS = "strands-agents"
@@ -773,7 +776,7 @@ def _adk_input(attrs: Mapping[str, Any]) -> list[Any]:
 
 def _adk_output(attrs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     try:
-        response = _adk(attrs, "gcp.vertex.agent.llm_response")
+        response = _adk(attrs, ADK_RESPONSE)
     except SpanError:  # ADK writes "<not serializable>" for a reply it cannot dump
         return None
     if not isinstance(response.get("content"), Mapping):
@@ -782,6 +785,20 @@ def _adk_output(attrs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     if isinstance(response.get("finish_reason"), str):
         reply["finish_reason"] = response["finish_reason"]
     return [reply]
+
+
+def _adk_usage(attrs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The ``usage_metadata`` of ADK's response (Gemini's counts, whose
+    ``prompt_token_count`` includes ``cached_content_token_count``); empty when the
+    response has none, so that a span without it is not read twice."""
+    raw = attrs.get(ADK_RESPONSE)
+    if not (isinstance(raw, str) and "usage_metadata" in raw):
+        return {}
+    try:
+        found = _adk(attrs, ADK_RESPONSE).get("usage_metadata")
+    except SpanError:
+        return {}
+    return found if isinstance(found, Mapping) else {}
 
 
 def _adk_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
@@ -1138,6 +1155,16 @@ def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
         "gen_ai.usage.details.cache_write_tokens",
         "gen_ai.usage.details.cache_creation_input_tokens",
     )
+    if ADK_REQUEST in attrs and (prompt is None or output is None or read is None):
+        # ADK copies the prompt and candidates counts to gen_ai.usage.* (older versions
+        # do not); the cached count is only in its response.
+        gemini = _adk_usage(attrs)
+        if prompt is None:
+            prompt = _int(gemini.get("prompt_token_count"))
+        if output is None:
+            output = _int(gemini.get("candidates_token_count"))
+        if read is None:
+            read = _int(gemini.get("cached_content_token_count"))
     usage: dict[str, int] = {}
     if prompt is not None:
         if not _uncached_input(attrs):

@@ -636,6 +636,44 @@ def test_it_reads_google_adks_call_llm_span_once(key: str) -> None:
     assert got["usage"] == {"input_tokens": 1200, "output_tokens": 9}
 
 
+def test_it_reads_google_adks_cached_tokens_from_its_response(key: str) -> None:
+    """google/adk-python, src/google/adk/telemetry/tracing.py (``trace_call_llm``): the
+    span's ``gen_ai.usage.input_tokens`` is Gemini's ``prompt_token_count``, which
+    includes the cached tokens; how many were cached is only in the response's
+    ``usage_metadata`` (as are all the counts, in versions that set no usage
+    attributes)."""
+    usage = {
+        "prompt_token_count": 1200,
+        "candidates_token_count": 9,
+        "cached_content_token_count": 1000,
+        "total_token_count": 1209,
+    }
+    response = json.dumps({**ADK_RESPONSE, "usage_metadata": usage})
+    common = {
+        "gen_ai.system": "gcp.vertex.agent",
+        "gen_ai.request.model": "gemini-2.5-flash",
+        "gcp.vertex.agent.llm_request": json.dumps(ADK_REQUEST),
+        "gcp.vertex.agent.llm_response": response,
+    }
+    send(
+        key,
+        span(
+            {
+                **common,
+                "gcp.vertex.agent.session_id": "adk-cached",
+                "gen_ai.usage.input_tokens": 1200,
+                "gen_ai.usage.output_tokens": 9,
+            },
+            n=1,
+            name="call_llm",
+        ),
+        span({**common, "gcp.vertex.agent.session_id": "adk-older"}, n=2, name="call_llm"),
+    )
+    expected = {"input_tokens": 200, "output_tokens": 9, "cache_read_tokens": 1000}
+    assert step(key, "adk-cached")["usage"] == expected
+    assert step(key, "adk-older")["usage"] == expected
+
+
 def test_it_reads_the_older_events_content_as_a_json_list_of_parts(key: str) -> None:
     """An older GenAI event whose ``content`` is the JSON text of a list of typed
     parts (as OpenLLMetry writes content lists); the ``gen_ai.choice`` message's
