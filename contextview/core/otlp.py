@@ -12,7 +12,9 @@ convention it follows:
   ``gen_ai.conversation.compacted``;
 - OpenInference: ``llm.input_messages.{i}.message.*`` (``content``, ``contents``,
   ``tool_calls``, ``tool_call_id``, ``name``), ``llm.output_messages.*``,
-  ``llm.tools.{i}.tool.*``, ``llm.token_count.*``, ``llm.model_name``, ``session.id``;
+  ``llm.tools.{i}.tool.*`` (else the ``tools`` or ``functions`` inside
+  ``llm.invocation_parameters``), ``llm.token_count.*``, ``llm.model_name``,
+  ``session.id``;
 - OpenLLMetry (Traceloop), beyond the contract's list: a span with ``llm.request.type``
   ``chat`` or ``completion``, its messages flattened as ``gen_ai.prompt.{i}.*`` and
   ``gen_ai.completion.{i}.*`` (``role``, ``content``, ``tool_call_id``,
@@ -85,6 +87,7 @@ _MESSAGE_EVENTS = {
 _OI_INPUT = "llm.input_messages."
 _OI_OUTPUT = "llm.output_messages."
 _OI_TOOLS = "llm.tools."
+_OI_PARAMETERS = "llm.invocation_parameters"
 _TL_PROMPT = "gen_ai.prompt."
 _TL_COMPLETION = "gen_ai.completion."
 _TL_FUNCTIONS = "llm.request.functions."
@@ -605,6 +608,26 @@ def _flat_tools(attrs: Mapping[str, Any], prefix: str, fields: str) -> list[Any]
     return tools or None
 
 
+def _oi_invocation_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
+    """The tools inside OpenInference's ``llm.invocation_parameters`` (JSON text of the
+    call's parameters; LangChain's hold ``tools``, or ``functions`` in OpenAI's older
+    API), which its instrumentations wrote before ``llm.tools.*``."""
+    raw = attrs.get(_OI_PARAMETERS)
+    if not (isinstance(raw, str) and ('"tools"' in raw or '"functions"' in raw)):
+        return None
+    try:
+        params = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None  # parameters are not what the step is about: not a reason to refuse it
+    if not isinstance(params, Mapping):
+        return None
+    for key in ("tools", "functions"):
+        tools = params.get(key)
+        if isinstance(tools, list) and tools:
+            return tools
+    return None
+
+
 # --- OpenLLMetry flattened attributes ---------------------------------------------------
 
 
@@ -1102,6 +1125,7 @@ def _tools(attrs: Mapping[str, Any]) -> list[Any] | None:
         return _list(attrs["gen_ai.tool.definitions"], "gen_ai.tool.definitions") or None
     return (
         _flat_tools(attrs, _OI_TOOLS, "tool.")
+        or _oi_invocation_tools(attrs)
         or _flat_tools(attrs, _TL_FUNCTIONS, "")
         or _ai_tools(attrs)
         or _adk_tools(attrs)

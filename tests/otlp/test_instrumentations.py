@@ -739,3 +739,63 @@ def test_a_tools_json_output_that_lists_typed_objects_stays_the_text_it_is(key: 
     assert got["before"][1]["content"] == [
         {"type": "tool_result", "tool_call_id": "c1", "content": found}
     ]
+
+
+def test_it_reads_tools_from_openinferences_invocation_parameters(key: str) -> None:
+    """Arize-ai/openinference, python/instrumentation/openinference-instrumentation-
+    langchain/src/openinference/instrumentation/langchain/_tracer.py
+    (``_invocation_parameters``): versions before ``llm.tools.*`` write the call's
+    tools only inside ``llm.invocation_parameters``, the JSON of LangChain's
+    ``invocation_params`` (``tools`` once bound, ``functions`` in the older API)."""
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "read_log",
+            "description": "Read the log",
+            "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        },
+    }
+    function = tool["function"]
+    base = {
+        "openinference.span.kind": "LLM",
+        "llm.model_name": "gpt-4o",
+        "llm.input_messages.0.message.role": "user",
+        "llm.input_messages.0.message.content": "Why does SO20260101007 time out?",
+    }
+    send(
+        key,
+        span(
+            {
+                **base,
+                "session.id": "oi-tools",
+                "llm.invocation_parameters": json.dumps(
+                    {"model_name": "gpt-4o", "temperature": 0.0, "tools": [tool]}
+                ),
+            },
+            n=1,
+            name="ChatOpenAI",
+        ),
+        span(
+            {
+                **base,
+                "session.id": "oi-functions",
+                "llm.invocation_parameters": json.dumps(
+                    {"model_name": "gpt-4o", "functions": [function]}
+                ),
+            },
+            n=2,
+            name="ChatOpenAI",
+        ),
+        span(
+            {
+                **base,
+                "session.id": "oi-no-tools",
+                "llm.invocation_parameters": json.dumps({"model_name": "gpt-4o"}),
+            },
+            n=3,
+            name="ChatOpenAI",
+        ),
+    )
+    assert step(key, "oi-tools")["tools"] == [tool]
+    assert step(key, "oi-functions")["tools"] == [function]
+    assert step(key, "oi-no-tools")["tools"] is None
