@@ -218,10 +218,12 @@ _ERRNO = frozenset(
 # log) is the data's own and only what is inside counts; a quote around none
 # (“answer in a table”) is a phrase someone chose to quote, and counts itself.
 # A quote escaped with a backslash (JSON held in a JSON string, \"type\": \"text\")
-# neither opens nor closes one.
+# neither opens nor closes one. Each alternative starts with its quote (what stands
+# before it is looked at from there), so the regex engine jumps from one quote
+# character to the next instead of trying every position: most texts hold few quotes.
 _QUOTED = re.compile(
-    r"""(?<![A-Za-z0-9\\])"(?P<dq>[^"\n]{1,200})(?<!\\)"
-    | (?<![A-Za-z0-9\\])'(?P<sq>[^'\n]{1,200})(?<!\\)'(?![A-Za-z0-9])
+    r""""(?<![A-Za-z0-9\\]")(?P<dq>[^"\n]{1,200})(?<!\\)"
+    | '(?<![A-Za-z0-9\\]')(?P<sq>[^'\n]{1,200})(?<!\\)'(?![A-Za-z0-9])
     | `(?P<bq>[^`\n]{1,200})`
     | “(?P<cdq>[^”\n]{1,200})”
     | ‘(?P<csq>[^’\n]{1,200})’
