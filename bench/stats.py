@@ -11,6 +11,8 @@ Parts (each printed as a table row, then all as one JSON line):
   tokenized: steps per second in this one process.
 * ``tokenize``: the session's distinct texts counted by ``TokenCounter`` against
   tiktoken's ``encode_ordinary`` called directly on the same texts.
+* ``entities``: the key entities of the same texts extracted (``extract_entities_keyed``,
+  the per-content work a worker does beside counting tokens): megabytes a second.
 * ``worker`` (with ``--database-url``): the session ingested through the ingest
   service into that database, then computed by the worker's service
   (``session_stats_compute``): cold (tokens not yet counted), warm (counts
@@ -108,15 +110,20 @@ def bench_core(steps: int, max_context: int) -> dict[str, Any]:
     }
 
 
-def bench_tokenize(steps: int, max_context: int) -> dict[str, Any]:
-    from contextview.core.tokens import TokenCounter, load_encoding
-
+def _distinct_texts(steps: int, max_context: int) -> list[str]:
+    """The distinct message texts of the benchmark session, in order of first use."""
     texts: dict[str, None] = {}
     for event in long_session("bench-stats", steps, max_context, seed=0, by_id=True):
         for m in event["body"]["obs"]["messages"]:
             if "content" in m:
                 texts[m["content"]] = None
-    distinct = list(texts)
+    return list(texts)
+
+
+def bench_tokenize(steps: int, max_context: int) -> dict[str, Any]:
+    from contextview.core.tokens import TokenCounter, load_encoding
+
+    distinct = _distinct_texts(steps, max_context)
     encoding = load_encoding("cl100k_base")
 
     counter = TokenCounter("cl100k_base")
@@ -140,6 +147,26 @@ def bench_tokenize(steps: int, max_context: int) -> dict[str, Any]:
         "tiktoken_s": round(raw, 3),
         "counter_s": round(ours, 3),
         "factor": round(ours / raw, 2),
+    }
+
+
+def bench_entities(steps: int, max_context: int) -> dict[str, Any]:
+    from contextview.core.entities import extract_entities_keyed
+
+    distinct = _distinct_texts(steps, max_context)
+    took = []
+    for _ in range(3):  # best of three: this machine is shared
+        started = time.perf_counter()
+        for text in distinct:
+            extract_entities_keyed(text)
+        took.append(time.perf_counter() - started)
+    total_bytes = sum(len(t.encode()) for t in distinct)
+    return {
+        "part": "entities",
+        "texts": len(distinct),
+        "mb": round(total_bytes / 1e6, 2),
+        "seconds": round(min(took), 3),
+        "mb_per_s": round(total_bytes / 1e6 / min(took), 1),
     }
 
 
@@ -289,7 +316,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.url and not args.key:
         parser.error("--url needs --key")
-    rows = [bench_core(args.steps, args.max_context), bench_tokenize(args.steps, args.max_context)]
+    rows = [
+        bench_core(args.steps, args.max_context),
+        bench_tokenize(args.steps, args.max_context),
+        bench_entities(args.steps, args.max_context),
+    ]
     if args.database_url:
         rows += bench_worker(args.steps, args.max_context, args.database_url, args.repeat)
         rows.append(bench_live(args.steps, args.max_context, args.trials))
