@@ -1,6 +1,7 @@
 """WSGI entry point: ``gunicorn contextview.wsgi``."""
 
 import gc
+import logging
 import os
 from importlib import import_module
 
@@ -8,6 +9,8 @@ from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
 from contextview.celery import app as celery_app
+from contextview.ingest.ratelimit import rate_limit_connect
+from contextview.stats.scheduling import stats_producers_connect
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextview.settings")
 
@@ -21,10 +24,19 @@ import_module(settings.ROOT_URLCONF)
 
 # Likewise the first statistics task a worker queues (after its first stored export or
 # batch) would finish setting Celery up in the middle of that request: the app's task
-# registry and its producers, 12 of the 22-29 ms that first task took. Neither connects
-# to the broker: the first task does, when there is one to send.
+# registry, its result backend (found among the installed packages' entry points) and
+# its producers. And each of the first requests that threads serve at once would open
+# its own connection to Redis, for the rate limiter and for the task: about a tenth of
+# the web's time in the first seconds of OTLP exports. Both are opened here, one per
+# thread; a broker not there yet is no reason not to serve (requests connect later).
 celery_app.finalize(auto=True)
-celery_app.producer_pool  # noqa: B018 - made on first use
+celery_app.backend  # noqa: B018 - made on first use
+_threads = max(1, int(os.environ.get("WEB_THREADS", "4") or 1))
+try:
+    rate_limit_connect(_threads)
+    stats_producers_connect(_threads)
+except Exception:  # noqa: BLE001 - whatever the clients raise; requests connect later
+    logging.getLogger(__name__).info("broker not reachable at start; connecting on use")
 
 # What is loaded by now lives as long as the process. Left to the garbage collector,
 # every full collection walks all of it again: 50-130 ms during which the process

@@ -17,6 +17,24 @@ def _client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=0.25, socket_connect_timeout=0.25)
 
 
+def rate_limit_connect(count: int) -> None:
+    """Open `count` connections of the limiter's pool now (one per thread that may
+    check at once), so that the first requests a process serves do not each open
+    one. Raises redis.RedisError when Redis cannot be reached."""
+    if settings.INGEST_RATE_LIMIT <= 0:
+        return
+    pool = _client(settings.CELERY_BROKER_URL).connection_pool
+    opened = []
+    try:
+        for _ in range(count):
+            connection = pool.get_connection()
+            opened.append(connection)
+            connection.connect()
+    finally:
+        for connection in opened:
+            pool.release(connection)
+
+
 def rate_limit_check(*, key_prefix: str) -> int | None:
     """None when the request may go on, else the seconds to wait before retrying.
 

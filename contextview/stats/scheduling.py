@@ -36,6 +36,35 @@ def stats_route(
     return None if queue is None else {"queue": queue}
 
 
+def stats_producers_connect(count: int) -> None:
+    """Connect `count` of the producers that `stats_schedule` sends with (one per thread
+    that may send at once), each with the statistics queues declared, so that the
+    first exports and batches a web process stores do not each connect and declare
+    while their agents wait. Raises what the broker's client raises when it cannot be
+    reached."""
+    from django.conf import settings
+
+    from contextview.celery import app
+
+    count_queues = settings.STATS_QUEUES
+    names = (
+        [stats_queue_name(n) for n in range(count_queues)]
+        if count_queues > 1
+        else [app.conf.task_default_queue]
+    )
+    queues = [app.amqp.queues[name] for name in names]
+    held = []
+    try:
+        for _ in range(count):
+            producer = app.producer_pool.acquire(block=True, timeout=5)
+            held.append(producer)
+            for queue in queues:
+                producer.maybe_declare(queue)
+    finally:
+        for producer in held:
+            producer.release()
+
+
 def stats_schedule(*, session_ids: Sequence[int]) -> None:
     """Queue one computation per session; if the broker is down, the sweep finds them later."""
     from contextview.stats.tasks import compute_session_stats
