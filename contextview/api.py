@@ -229,7 +229,15 @@ _ENVELOPE_DOC = {
 @api.post(
     "/ingest",
     summary="Ingest a batch of session, step and session_end events",
-    response={207: dict, 400: dict, 401: dict, 403: dict, 413: dict, 415: dict, 429: dict},
+    response={
+        207: out.IngestOut,
+        400: ErrorOut,
+        401: ErrorOut,
+        403: ErrorOut,
+        413: ErrorOut,
+        415: ErrorOut,
+        429: ErrorOut,
+    },
     openapi_extra=_ENVELOPE_DOC,
 )
 def ingest(request: HttpRequest) -> HttpResponse:
@@ -294,15 +302,15 @@ _IMPORT_DOC = {
     "/import",
     summary="Import transcripts agents wrote (Claude Code, Codex, OpenHands, SWE-agent, ATIF)",
     response={
-        200: dict,
-        201: dict,
-        400: dict,
-        401: dict,
-        403: dict,
-        409: dict,
-        413: dict,
-        415: dict,
-        422: dict,
+        200: out.ImportOut,
+        201: out.ImportOut,
+        400: ErrorOut,
+        401: ErrorOut,
+        403: ErrorOut,
+        409: ErrorOut,
+        413: ErrorOut,
+        415: ErrorOut,
+        422: ErrorOut,
     },
     openapi_extra=_IMPORT_DOC,
 )
@@ -626,7 +634,7 @@ _POLICY_DOC = {
 @api.post(
     "/sessions/{sessionid:session_id}/replay",
     summary="The session replayed under another context policy, streamed",
-    response={200: dict, 400: dict, 404: dict},
+    response={200: out.ReplayOut, 400: ErrorOut, 404: ErrorOut},
     openapi_extra=_json_body_doc(
         {"type": "object", "required": ["policy"], "properties": {"policy": _POLICY_DOC}}
     ),

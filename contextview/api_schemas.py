@@ -1,4 +1,4 @@
-"""The shapes of the read API's answers, for the OpenAPI document and generated clients.
+"""The shapes of the API's answers, for the OpenAPI document and generated clients.
 
 Each model is what a route already returns (``sessions.selectors``,
 ``sessions.services``, ``stats.selectors``), written down. They are open: fields
@@ -249,3 +249,54 @@ class ReportStepOut(StepOut):
 class ReportOut(Open):
     report: dict[str, Any] = Field(description="Header, timeline, flagged steps, annotations")
     steps: list[ReportStepOut]
+
+
+class EventResultOut(Open):
+    """What became of one event of an ingested batch, in the order sent."""
+
+    id: str | None = Field(description="The event's id; null when it sent none that is a string")
+    status: int = Field(
+        description="201 stored, 200 already stored alike, 409 its id or step index "
+        "was used for other content, 400 or 422 refused"
+    )
+    error: str | None = Field(default=None, description="Why it was refused, naming the field")
+    duplicate: bool | None = Field(default=None, description="true on a 200")
+
+
+class IngestOut(Open):
+    results: list[EventResultOut]
+    directives: list[DirectiveOut] = Field(description="Pending for the batch's sessions")
+
+
+class ReplayStepOut(Open):
+    index: int
+    tokens: int = Field(description="The tokens of the messages the policy's context holds")
+    messages: list[str] = Field(description="Ids of the messages the policy's context holds")
+    removed: list[str] = Field(description="Ids the policy took out at this step")
+    lost_needed: list[str] = Field(
+        description="Entities this step needs that the policy had removed by then"
+    )
+
+
+class ReplayTotalsOut(Open):
+    tokens: int
+    tokens_saved: int = Field(description="The recorded total minus the policy's")
+    peak_tokens: int
+    amnesia: int = Field(description="How many lost_needed entries the steps hold")
+
+
+class ReplayOut(Open):
+    policy: dict[str, Any] = Field(description="The policy replayed, as understood")
+    steps: list[ReplayStepOut]
+    totals: ReplayTotalsOut
+
+
+class ImportedOut(Open):
+    session_id: str
+    format: str
+    steps: int
+    operations: int
+
+
+class ImportOut(Open):
+    sessions: list[ImportedOut] = Field(description="One per session the files hold")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.api_client import Api, step
@@ -143,3 +144,73 @@ def test_real_answers_conform_to_the_document_and_keep_every_field_sent(api: Api
     conforms("/sessions/order/control", f"{prefix}/control")
     conforms("/sessions", "/api/v1/sessions")
     conforms("/stats/agents", "/api/v1/stats/agents")
+
+
+def _schema_of(document: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """The object schema `node` stands for: itself, its $ref, or the one object of its
+    anyOf (a field that may also be null)."""
+    for option in node.get("anyOf", [node]):
+        if "$ref" in option:
+            return _resolve(document, option["$ref"])  # type: ignore[no-any-return]
+        if option.get("type") == "object" and option.get("properties"):
+            return option
+    raise AssertionError(f"no object schema in {node}")
+
+
+def _answer(document: dict[str, Any], path: str, method: str, status: str) -> dict[str, Any]:
+    answer = document["paths"][path][method]["responses"][status]
+    return answer["content"]["application/json"]["schema"]  # type: ignore[no-any-return]
+
+
+def _validates(document: dict[str, Any], schema: dict[str, Any], body: Any) -> None:
+    import jsonschema_rs
+
+    jsonschema_rs.validator_for({**schema, "components": document["components"]}).validate(body)
+
+
+def test_it_documents_the_answer_of_an_ingest_and_its_refusals(api: Api) -> None:
+    """A client generated from the document reads each event's result and the pending
+    directives, and every refusal of the whole request as an error."""
+    api.ingest({"batch": [{"id": "s", "type": "session", "body": {"session_id": "a"}}]})
+    assert api.post("/sessions/a/directives", {"type": "set_mode", "mode": "rag"}).status_code
+    document = api.client.get("/api/v1/openapi.json").json()
+    schema = _answer(document, "/api/v1/ingest", "post", "207")
+    answer = _schema_of(document, schema)
+    assert {"results", "directives"} <= set(answer["required"])
+    result = _schema_of(document, answer["properties"]["results"]["items"])
+    assert {"id", "status", "error", "duplicate"} <= set(result["properties"])
+    for status in ("400", "413", "415", "429"):
+        refusal = _answer(document, "/api/v1/ingest", "post", status)
+        assert refusal == {"$ref": "#/components/schemas/ErrorOut"}, status
+    batch = [
+        {"id": "s", "type": "session", "body": {"session_id": "a"}},
+        {"id": "t", "type": "step", "body": {"session_id": "a"}},
+    ]
+    got = api.ingest({"batch": batch}).json()
+    assert [r["status"] for r in got["results"]] == [200, 400] and got["directives"]
+    _validates(document, schema, got)
+
+
+def test_it_documents_the_answers_of_a_replay_and_an_import(api: Api) -> None:
+    from tests.web.conftest import compute_stats, order_session_events
+
+    assert api.ingest({"batch": order_session_events("order")}).status_code == 207
+    compute_stats(api.project, "order")
+    document = api.client.get("/api/v1/openapi.json").json()
+    replay_path = "/api/v1/sessions/{session_id}/replay"
+    schema = _answer(document, replay_path, "post", "200")
+    replay = _schema_of(document, schema)
+    assert {"policy", "steps", "totals"} <= set(replay["properties"])
+    totals = _schema_of(document, replay["properties"]["totals"])
+    assert {"tokens", "tokens_saved", "peak_tokens", "amnesia"} <= set(totals["properties"])
+    got = api.post("/sessions/order/replay", {"policy": {"kind": "sliding", "keep_last": 1}})
+    _validates(document, schema, json.loads(b"".join(got.streaming_content)))
+    assert _answer(document, replay_path, "post", "400") == {
+        "$ref": "#/components/schemas/ErrorOut"
+    }
+    imported = _schema_of(document, _answer(document, "/api/v1/import", "post", "201"))
+    one = _schema_of(document, imported["properties"]["sessions"]["items"])
+    assert {"session_id", "format", "steps", "operations"} <= set(one["properties"])
+    assert _answer(document, "/api/v1/import", "post", "422") == {
+        "$ref": "#/components/schemas/ErrorOut"
+    }
