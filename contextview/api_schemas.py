@@ -65,6 +65,92 @@ class ReportedOut(Open):
     after_tokens: Number | None
 
 
+class SidesOut(Open):
+    """A measure of the step's context before and after its operations."""
+
+    before: Number | None = None
+    after: Number | None = None
+
+
+class NeededOut(Open):
+    text: str
+    step: int = Field(description="The later step that needed it")
+    how: str = Field(description="asked, mentioned, refetched or reloaded")
+
+
+class EntitiesOut(Open):
+    total: int | None = None
+    kept: int | None = None
+    lost: list[str] | None = Field(default=None, description="Most likely to matter first")
+    needed_later: list[NeededOut] | None = None
+
+
+class StatOpOut(Open):
+    """What one operation (own or inferred) did to the context."""
+
+    op: str | None = None
+    targets: list[str] | None = None
+    result_id: str | None = None
+    tokens_in: Number | None = None
+    tokens_out: Number | None = None
+    ratio: Number | None = Field(default=None, description="tokens_out / tokens_in")
+    entities: EntitiesOut | None = None
+    inferred: bool | None = Field(default=None, description="Only on inferred operations")
+
+
+class StatsOut(Open):
+    """A step's statistics, by the contract's names (and more the README lists). A step
+    whose statistics could not be computed has only `error`."""
+
+    tokens: SidesOut | None = None
+    partitions: dict[str, SidesOut] | None = None
+    occupancy: SidesOut | None = Field(
+        default=None, description="Tokens over the budget's max_tokens; null without one"
+    )
+    reported_error: SidesOut | None = Field(
+        default=None, description="(reported - measured) / measured"
+    )
+    ops: list[StatOpOut] | None = None
+    flags: list[str] | None = None
+    reward: Number | None = None
+    encoding: str | None = Field(default=None, description="The encoding tokens were counted in")
+    unseen_tokens: Number | None = Field(
+        default=None, description="With provider usage: reported minus measured"
+    )
+    error: str | None = None
+
+
+class AmnesiaOut(Open):
+    text: str
+    lost_at: int
+    needed_at: int
+    how: str
+
+
+class RefetchOut(Open):
+    tool: str | None
+    lost_at: int
+    refetched_at: int
+    tokens: Number | None
+
+
+class AggregatesOut(Open):
+    """A session's aggregates, by the contract's names (and more the README lists)."""
+
+    steps: int | None = None
+    peak_occupancy: Number | None = None
+    mean_occupancy: Number | None = None
+    ops_by_type: dict[str, int] | None = None
+    tokens_saved: Number | None = None
+    mean_ratio: Number | None = None
+    entity_retention: Number | None = None
+    reload_regrets: int | None = None
+    budget_violations: int | None = None
+    flag_counts: dict[str, int] | None = None
+    amnesia: list[AmnesiaOut] | None = None
+    refetches: list[RefetchOut] | None = None
+
+
 class StepOut(Open):
     """One step: the contexts before and after, operations, folds and statistics."""
 
@@ -89,9 +175,7 @@ class StepOut(Open):
     output: dict[str, Any] | None
     usage: dict[str, Any] | None
     context_window: int | None
-    stats: dict[str, Any] | None = Field(
-        description="The contract's Statistics names; null until computed"
-    )
+    stats: StatsOut | None = Field(description="null until computed")
     stats_status: StatsStatus
 
 
@@ -111,9 +195,7 @@ class SessionOut(Open):
     ended_at: str | None
     last_event_at: str
     steps: int
-    aggregates: dict[str, Any] | None = Field(
-        description="The contract's aggregate names; null until computed"
-    )
+    aggregates: AggregatesOut | None = Field(description="null until computed")
     stats_status: StatsStatus
     stats_steps_done: int
 

@@ -191,6 +191,31 @@ def test_it_documents_the_answer_of_an_ingest_and_its_refusals(api: Api) -> None
     _validates(document, schema, got)
 
 
+STEP_STATS = {"tokens", "partitions", "occupancy", "reported_error", "ops", "flags", "reward"}
+STAT_OP = {"op", "targets", "result_id", "tokens_in", "tokens_out", "ratio", "entities"}
+AGGREGATES = {
+    "steps", "peak_occupancy", "mean_occupancy", "ops_by_type", "tokens_saved", "mean_ratio",
+    "entity_retention", "reload_regrets", "budget_violations", "flag_counts",
+    "amnesia", "refetches",
+}  # fmt: skip
+
+
+def test_it_documents_the_names_of_step_statistics_and_session_aggregates(api: Api) -> None:
+    document = api.client.get("/api/v1/openapi.json").json()
+    schemas = document["components"]["schemas"]
+    stats = _schema_of(document, schemas["StepOut"]["properties"]["stats"])
+    assert STEP_STATS <= set(stats["properties"])
+    for pair in ("tokens", "occupancy", "reported_error"):
+        sides = _schema_of(document, stats["properties"][pair])
+        assert {"before", "after"} <= set(sides["properties"])
+    op = _schema_of(document, stats["properties"]["ops"]["anyOf"][0]["items"])
+    assert STAT_OP <= set(op["properties"])
+    entities = _schema_of(document, op["properties"]["entities"])
+    assert {"total", "kept", "lost", "needed_later"} <= set(entities["properties"])
+    aggregates = _schema_of(document, schemas["SessionOut"]["properties"]["aggregates"])
+    assert AGGREGATES <= set(aggregates["properties"])
+
+
 def test_it_documents_the_answers_of_a_replay_and_an_import(api: Api) -> None:
     from tests.web.conftest import compute_stats, order_session_events
 
