@@ -89,7 +89,10 @@ def monitor_create(*, project: Project, payload: dict[str, Any]) -> CreatedMonit
         raise InputError("window_minutes", f"must be a whole number of minutes, not {window!r}")
     if not 1 <= window <= 60 * 24 * 31:
         raise InputError("window_minutes", f"must be from 1 to 44640 minutes, not {window}")
-    filters = payload.get("filters") or {}
+    # Absent or null means no filter; an empty list or string is refused, not read as none.
+    filters = payload.get("filters")
+    if filters is None:
+        filters = {}
     if not isinstance(filters, dict):
         raise InputError("filters", "must be an object {agent, mode}")
     unknown = sorted(set(filters) - {"agent", "mode"})

@@ -76,6 +76,9 @@ def test_it_refuses_a_read_only_key_creating_a_monitor(api: Api) -> None:
         ({"name": "a\x00b"}, "name"),
         ({"filters": {"agent": 7}}, "agent"),
         ({"filters": {"team": "x"}}, "filters.team"),
+        ({"filters": []}, "filters"),
+        ({"filters": ""}, "filters"),
+        ({"filters": False}, "filters"),
     ],
 )
 def test_it_answers_a_rule_it_cannot_evaluate_with_400_naming_the_field(
