@@ -15,6 +15,7 @@ worker resumes at the first pending step (`resume`).
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,7 +143,11 @@ class SessionWalk:
             ops_field=ops_field,
             after_raw=after_raw,
             latest=self.latest,
-            archive=self.archive,
+            # What a reload can bring back: the archived originals, and what the
+            # session recorded and left the context without an operation saying so
+            # (its inferred fold is only archived once the worker has inferred it);
+            # what is still in the context is refused as such.
+            archive=ChainMap(self.archive, self.latest),
         )
 
     def record(self, index: int, result: StepResult) -> None:

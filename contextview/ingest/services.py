@@ -681,7 +681,10 @@ def _process(
             for e in steps:
                 pk = states[e.body.session_id].session.pk
                 wanted_latest[pk] |= _id_alone_refs(e.body)  # type: ignore[arg-type]
-                wanted_archive[pk] |= _reload_targets(e.body)  # type: ignore[arg-type]
+                reloads = _reload_targets(e.body)  # type: ignore[arg-type]
+                wanted_archive[pk] |= reloads
+                # what left the context silently is reloadable before its fold is stored
+                wanted_latest[pk] |= reloads
             for pk, latest in _load_by_id(cursor, store, wanted_latest, _LATEST_FROM).items():
                 by_pk[pk].walk.latest.update(latest)
             for pk, archive in _load_by_id(cursor, store, wanted_archive, _ARCHIVED_FROM).items():

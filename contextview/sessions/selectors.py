@@ -27,7 +27,15 @@ from contextview.core.textsafe import restore, restore_json
 from contextview.db import binary_cursor, each_key_sql
 from contextview.projects.models import Project
 from contextview.sessions import step_storage
-from contextview.sessions.models import AFTER_REFS, Blob, Operation, Session, Step, fold_key
+from contextview.sessions.models import (
+    AFTER_REFS,
+    Blob,
+    Operation,
+    Session,
+    SessionMessage,
+    Step,
+    fold_key,
+)
 from contextview.stats.blob_info import tokens_sql
 
 # The columns a core message is made from (cv_message m joined with cv_blob b),
@@ -226,6 +234,25 @@ class StepChange:
     # the previous step's after; None when that step is missing (no inference then)
     previous: list[StoredMessage] | None
     inferred: Inferred
+
+
+def left_the_context(*, session: Session, ids: Iterable[str]) -> set[str]:
+    """Of `ids`, those the session recorded that its last step's after context does
+    not hold: what left the context, whether or not an operation saying so is stored
+    yet (the statistics worker writes the folds of inferred operations)."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return set()
+    recorded = set(
+        SessionMessage.objects.filter(session_id=session.pk, msg_id__in=wanted)
+        .values_list("msg_id", flat=True)
+        .distinct()
+    )
+    last = Step.objects.filter(session=session).order_by("-index").first()
+    if last is None or not recorded:
+        return recorded
+    _, after = step_contexts([last])[last.pk]
+    return recorded - {s.message.id for s in after}
 
 
 def step_changes(

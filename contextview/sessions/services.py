@@ -15,7 +15,7 @@ from contextview.core.errors import InputError
 from contextview.core.model import Message as CoreMessage
 from contextview.projects.models import ApiKey
 from contextview.sessions.models import Directive, Session, Step
-from contextview.sessions.selectors import archived_originals
+from contextview.sessions.selectors import archived_originals, left_the_context
 
 _DIRECTIVE_ID = re.compile(r"^d-(\d{1,18})$")
 
@@ -140,6 +140,11 @@ def directive_create(
             a.original_msg_id for a in archived_originals(session_id=session.pk, ids=targets)
         }
         missing = [t for t in targets if t not in archived]
+        if missing:
+            # What left the context silently is archived once the statistics worker
+            # has inferred the operation: not yet refused for that.
+            gone = left_the_context(session=session, ids=missing)
+            missing = [t for t in missing if t not in gone]
         if missing:
             raise InputError(
                 "targets", f"not folded or dropped in this session: {', '.join(missing)}", 422

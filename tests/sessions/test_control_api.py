@@ -99,3 +99,36 @@ def test_it_names_what_is_wrong_with_a_directive(api: Api) -> None:
         assert no_step.json()["error"] == f"step: this session has no step {index}"
     missing = api.post("/sessions/nope/directives", {"type": "set_mode", "mode": "rag"})
     assert missing.status_code == 404
+
+
+def test_what_left_the_context_silently_can_be_restored_and_reloaded_before_the_worker_ran(
+    api: Api,
+) -> None:
+    # No worker runs here: the silent drop of t1 at step 1 is inferred later, and its
+    # fold stored then. The contract: an outage delays statistics and loses nothing.
+    batch = [step("quiet", 0, [SYSTEM, CHAT]), step("quiet", 1, [{"id": "sys"}])]
+    assert api.ingest({"batch": batch}).status_code == 207
+    assert api.get("/sessions/quiet").json()["stats_status"] == "pending"
+
+    restore = api.post("/sessions/quiet/directives", {"type": "restore", "targets": ["t1"]})
+    assert restore.status_code == 201, restore.content
+    # Still refused: what is in the context, and what the session never recorded.
+    for target in ("sys", "never-sent"):
+        refused = api.post("/sessions/quiet/directives", {"type": "restore", "targets": [target]})
+        assert refused.status_code == 422 and target in refused.json()["error"]
+
+    reload = step("quiet", 2, [{"id": "sys"}], action={"action": "reload", "target": "t1"})
+    assert [r["status"] for r in api.ingest({"batch": [reload]}).json()["results"]] == [201]
+    after = api.get("/sessions/quiet/steps/2").json()["after"]
+    assert [(m["id"], m["content"]) for m in after] == [
+        ("sys", SYSTEM["content"]),
+        ("t1", CHAT["content"]),
+    ]
+    # The restore is applied by the reload, as with any archived original.
+    assert api.get("/sessions/quiet/control").json()["directives"] == []
+    # A reload of what is in the context is still refused as such.
+    again = step(
+        "quiet", 3, [{"id": "sys"}, {"id": "t1"}], action={"action": "reload", "target": "t1"}
+    )
+    [result] = api.ingest({"batch": [again]}).json()["results"]
+    assert result["status"] == 422 and "already in the context" in result["error"]
