@@ -31,6 +31,7 @@ Parts (each printed as a table row, then all as one JSON line):
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -182,6 +183,9 @@ def bench_worker(
     from contextview.stats.services import caches_clear, session_stats_compute
 
     session, _ = _ingested("bench-stats", steps, max_context)
+    # As a worker process starts (``contextview.celery``): what is loaded by then is
+    # frozen, out of the collections that follow each run.
+    gc.freeze()
     rows = []
     # cold: nothing counted yet; warm: counts stored, as a new worker process finds
     # them; hot: the same process again, its caches holding the session's contents.
