@@ -698,7 +698,7 @@ Start contextview locally, with everything it needs:
   1. PostgreSQL and Redis: embedded ones unless DATABASE_URL / CELERY_BROKER_URL are set
   2. manage.py migrate, collectstatic and (unless --no-demo) demosetup, which creates the
      demo user, project and API key (written to data/demo.key)
-  3. gunicorn on 127.0.0.1:PORT (gunicorn.conf.py: 2 threaded workers), a Celery
+  3. gunicorn on 127.0.0.1:PORT (gunicorn.conf.py: threaded workers, 2 per core + 1), a Celery
      worker per statistics queue (STATS_QUEUES, 2 unless set) and Celery beat
   4. once /healthz answers 200: posts the scripted demo sessions, starts the demo agent
      fleet (live agents running through the SDK), and prints the URL and login
