@@ -31,6 +31,7 @@ import_module(settings.ROOT_URLCONF)
 # thread; a broker not there yet is no reason not to serve (requests connect later).
 celery_app.finalize(auto=True)
 celery_app.backend  # noqa: B018 - made on first use
+celery_app.producer_pool  # noqa: B018 - made on first use
 _threads = max(1, int(os.environ.get("WEB_THREADS", "4") or 1))
 try:
     rate_limit_connect(_threads)

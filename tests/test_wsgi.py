@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,10 +10,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _run(script: str) -> list[str]:
+def _run(script: str, **env: str) -> list[str]:
     done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={**os.environ, **env},
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout.split()
 
@@ -31,11 +33,21 @@ def test_it_leaves_what_it_loaded_out_of_the_garbage_collectors_walks() -> None:
     assert _run(script) == ["True"]
 
 
-def test_it_sets_up_celerys_sending_side_without_connecting_to_the_broker() -> None:
-    # A broker on a port nothing listens on: loading must neither connect nor fail.
+def test_it_sets_up_celerys_sending_side_and_starts_without_a_broker() -> None:
+    # A broker on a port nothing listens on: loading must not fail.
     script = (
         "import os; os.environ['CELERY_BROKER_URL'] = 'redis://127.0.0.1:9/0'; "
         "import contextview.wsgi as w; app = w.celery_app; "
         "print(app.finalized, app._pool is not None)"
     )
     assert _run(script) == ["True", "True"]
+
+
+def test_it_opens_a_redis_connection_per_thread_before_the_first_request() -> None:
+    # The rate limiter's, idle in its pool: the first requests do not each open one.
+    script = (
+        "import contextview.wsgi; from django.conf import settings; "
+        "from contextview.ingest.ratelimit import _client; "
+        "print(len(_client(settings.CELERY_BROKER_URL).connection_pool._available_connections))"
+    )
+    assert _run(script, WEB_THREADS="3") == ["3"]
