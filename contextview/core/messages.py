@@ -161,9 +161,17 @@ def _optional_partition(raw: Mapping[str, Any], field: str) -> str | None:
     return value
 
 
-def _extra(raw: Mapping[str, Any]) -> dict[str, Any] | None:
-    extra = {k: v for k, v in raw.items() if k not in _KNOWN_KEYS}
+def _extra(raw: Mapping[str, Any], content_key: str = "content") -> dict[str, Any] | None:
+    extra = {k: v for k, v in raw.items() if k not in _KNOWN_KEYS and k != content_key}
     return extra or None
+
+
+def _content_key(raw: Mapping[str, Any]) -> str:
+    """Where a message keeps its content: ``content``, or, in the OTel GenAI spelling
+    of a message (``{"role", "parts"}``), its list of ``parts``."""
+    if "content" not in raw and type(raw.get("parts")) is list:
+        return "parts"
+    return "content"
 
 
 def parse_message(
@@ -201,7 +209,8 @@ def parse_message(
     tool = optional_str(raw, "tool", field, max_length=MAX_TOOL_LENGTH)
     pinned = _optional_bool(raw, "pinned", field)
 
-    if "content" not in raw:
+    content_key = _content_key(raw)
+    if content_key not in raw:
         recorded = latest.get(mid)
         if recorded is None:
             raise InputError(f"{field}.id", f"id '{mid}' {NEVER_RECORDED} for this session", 422)
@@ -221,7 +230,7 @@ def parse_message(
             extra=recorded.extra if extra is None else extra,
         )
 
-    content = raw["content"]
+    content = raw[content_key]
     # OpenAI-style assistant messages that only call tools carry `content: null`:
     # kept as null, so the message reads back as it was sent.
     if content is not None and not isinstance(content, str | list):
@@ -235,7 +244,7 @@ def parse_message(
         partition=partition,
         tool=tool,
         pinned=bool(pinned),
-        extra=_extra(raw),
+        extra=_extra(raw, content_key),
     )
 
 

@@ -131,6 +131,20 @@ def test_it_resolves_a_tool_call_message_sent_by_id_alone(api: Api) -> None:
     assert got["a1"]["content"] is None
 
 
+def test_it_reads_a_message_in_the_otel_spelling_with_parts_and_no_content(api: Api) -> None:
+    # An OTel GenAI message is {"role", "parts"}: its parts are its content, also when
+    # its id was recorded before (it is not a message sent by id alone).
+    first = {"id": "u1", "role": "user", "parts": [{"type": "text", "content": "Order A1?"}]}
+    again = {"id": "u1", "role": "user", "parts": [{"type": "text", "content": "Order B2?"}]}
+    batch = [step("s", 0, [SYSTEM, first]), step("s", 1, [{"id": "sys"}, again])]
+    assert [r["status"] for r in results(api.ingest({"batch": batch}))] == [201, 201]
+    computed(api, "s")
+    got = by_id(api.get("/sessions/s/steps/1").json()["before"])
+    assert got["u1"]["content"] == again["parts"]
+    assert got["u1"]["tokens"] == TokenCounter().count("Order B2?")
+    assert "parts" not in got["u1"]
+
+
 def test_it_counts_an_image_by_rule_and_marks_the_step_estimated(api: Api) -> None:
     assert results(api.ingest({"batch": [step("s", 0, [SCREENSHOT])]}))[0]["status"] == 201
     computed(api, "s")
