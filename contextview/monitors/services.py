@@ -49,17 +49,26 @@ class CreatedMonitor:
     secret: str
 
 
-def _text(payload: dict[str, Any], name: str, *, required: bool = False, limit: int = 200) -> str:
+def _text(
+    payload: dict[str, Any],
+    name: str,
+    *,
+    required: bool = False,
+    limit: int = 200,
+    within: str = "",
+) -> str:
+    """A text field of `payload`; errors name it under `within` (``filters.agent``)."""
     value = payload.get(name)
+    field = f"{within}{name}"
     if value is None or value == "":
         if required:
-            raise InputError(name, "field required")
+            raise InputError(field, "field required")
         return ""
     if not isinstance(value, str):
-        raise InputError(name, f"must be a string, not {value!r}")
+        raise InputError(field, f"must be a string, not {value!r}")
     if len(value) > limit:
-        raise InputError(name, f"must be at most {limit} characters")
-    return text_storable(name, value)
+        raise InputError(field, f"must be at most {limit} characters")
+    return text_storable(field, value)
 
 
 def webhook_url_check(value: str) -> str:
@@ -98,8 +107,8 @@ def monitor_create(*, project: Project, payload: dict[str, Any]) -> CreatedMonit
     unknown = sorted(set(filters) - {"agent", "mode"})
     if unknown:
         raise InputError(f"filters.{unknown[0]}", "unknown filter; use agent or mode")
-    agent = _text(filters, "agent")
-    mode = _text(filters, "mode", limit=64)
+    agent = _text(filters, "agent", within="filters.")
+    mode = _text(filters, "mode", limit=64, within="filters.")
     webhook = _text(payload, "webhook_url", limit=2000)
     if webhook:
         webhook = webhook_url_check(webhook)
