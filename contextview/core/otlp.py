@@ -452,8 +452,16 @@ def genai_message(raw: Any, name: str) -> dict[str, Any]:
 
 
 def _system_message(instructions: Any) -> dict[str, Any]:
-    parts = instructions if isinstance(instructions, list) else [instructions]
-    return {"role": "system", "content": content_of([genai_part(p) for p in parts])}
+    """The system message of ``gen_ai.system_instructions``: a list of parts, or (as
+    some agent frameworks write it) of messages, ``{"role": "system", "content"}``,
+    whose contents are the parts."""
+    parts: list[Any] = []
+    for item in instructions if isinstance(instructions, list) else [instructions]:
+        if isinstance(item, Mapping) and "role" in item and "type" not in item:
+            parts += _content_parts(item.get("content", item.get("parts")))
+        else:
+            parts.append(genai_part(item))
+    return {"role": "system", "content": content_of(parts)}
 
 
 def _call_parts(calls: Any) -> list[dict[str, Any]]:

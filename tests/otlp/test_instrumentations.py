@@ -799,3 +799,27 @@ def test_it_reads_tools_from_openinferences_invocation_parameters(key: str) -> N
     assert step(key, "oi-tools")["tools"] == [tool]
     assert step(key, "oi-functions")["tools"] == [function]
     assert step(key, "oi-no-tools")["tools"] is None
+
+
+def test_it_reads_system_instructions_written_as_messages(key: str) -> None:
+    """Some agent frameworks write ``gen_ai.system_instructions`` as a list of system
+    messages rather than of parts: their contents are the instructions."""
+    instructions = [{"role": "system", "content": "You triage orders; answer in a table."}]
+    send(
+        key,
+        span(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.conversation.id": "sys-messages",
+                "gen_ai.system_instructions": json.dumps(instructions),
+                "gen_ai.input.messages": json.dumps(
+                    [{"role": "user", "parts": [{"type": "text", "content": "Order A1?"}]}]
+                ),
+            }
+        ),
+    )
+    got = step(key, "sys-messages")
+    assert contents(got) == [
+        ("system", "You triage orders; answer in a table."),
+        ("user", "Order A1?"),
+    ]
