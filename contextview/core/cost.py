@@ -105,24 +105,27 @@ class Total:
     unknown_models: tuple[str, ...]
 
 
+# What `summed_cost` reads of each model's sums (a session's ``usage_by_model``).
+_SUMMED = ("calls", "input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
+
+
 def total_cost(
     calls: list[tuple[str, Mapping[str, Any] | None]], prices: Mapping[str, Price]
 ) -> Total | None:
-    """The summed cost of (model, usage) calls; None when none reported usage."""
-    usd, priced, unpriced, unknown = 0.0, 0, 0, dict[str, None]()
+    """The summed cost of (model, usage) calls; None when none reported usage: their
+    usage summed by model and priced once (`summed_cost`), a price being linear."""
+    by_model: dict[str, dict[str, int]] = {}
     for model, usage in calls:
-        cost = call_cost(usage=usage, model=model, prices=prices)
-        if cost is None:
+        counts = usage_counts(usage)
+        if counts is None:
             continue
-        if cost.usd is None:
-            unpriced += 1
-            unknown[model or "(none)"] = None
-        else:
-            usd += cost.usd
-            priced += 1
-    if not priced and not unpriced:
-        return None
-    return Total(usd, priced, unpriced, tuple(unknown))
+        sums = by_model.setdefault(model, dict.fromkeys(_SUMMED, 0))
+        sums["calls"] += 1
+        sums["input_tokens"] += counts.input
+        sums["cache_read_tokens"] += counts.cache_read
+        sums["cache_write_tokens"] += counts.cache_write
+        sums["output_tokens"] += counts.output
+    return summed_cost(by_model, prices)
 
 
 def summed_cost(

@@ -46,15 +46,6 @@ class SizedLRU(Generic[K, V]):
                     found[key] = entry[0]
         return found, missing
 
-    def get(self, key: K) -> V | None:
-        """The value of `key` (None when there is none)."""
-        with self._lock:
-            entry = self._data.get(key)
-            if entry is None:
-                return None
-            self._data.move_to_end(key)
-            return entry[0]
-
     def pop(self, key: K) -> V | None:
         """Take the value of `key` out (None when there is none)."""
         with self._lock:

@@ -32,8 +32,8 @@ convention it follows:
   (no operation named) with ``gcp.vertex.agent.llm_request`` and ``llm_response``
   (JSON of Gemini contents; its ``usage_metadata`` holds the cached count, and the
   other counts in versions that set no ``gen_ai.usage.*``), session
-  ``gcp.vertex.agent.session_id``; the
-  ``generate_content`` span inside it is the same call and is left out.
+  ``gcp.vertex.agent.session_id``; the ``generate_content`` span inside it is the same
+  call and is left out.
 
 A call that names no agent takes the one named by the nearest span around it in the
 export (an ``invoke_agent`` span).
@@ -61,9 +61,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -677,12 +678,9 @@ def _ai_part(part: Any) -> Any:
     if kind == "text":
         return {"type": "text", "text": part.get("text", "")}
     if kind == "tool-call":
-        return {
-            "type": "tool_call",
-            "id": part.get("toolCallId"),
-            "name": part.get("toolName"),
-            "arguments": part.get("input", part.get("args")),
-        }
+        return _call(
+            part.get("toolCallId"), part.get("toolName"), part.get("input", part.get("args"))
+        )
     if kind == "tool-result":
         output = part.get("output", part.get("result"))
         if isinstance(output, Mapping) and "value" in output:
@@ -750,8 +748,15 @@ def _adk(attrs: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     value = attrs.get(name)
     if value is None:
         return {}
-    value = _structured(value, name)
+    value = _adk_decoded(value, name) if isinstance(value, str) else value
     return value if isinstance(value, Mapping) else {}
+
+
+@lru_cache(maxsize=4)
+def _adk_decoded(text: str, name: str) -> Any:
+    """`_structured` of one of ADK's JSON texts, decoded once for the call's context,
+    tools, reply and usage, which each read it (callers only read what it gives)."""
+    return _structured(text, name)
 
 
 def _gemini_part(part: Any) -> Any:
@@ -980,7 +985,6 @@ class _Pending:
     session_id: str
     # its own gen_ai.agent.name, else the resource's service.name
     agent: str | None
-    named: bool
 
 
 def _with_events(span: Span, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -1079,22 +1083,21 @@ def _events(p: _Pending) -> list[tuple[str, Mapping[str, Any]]]:
     return out
 
 
+# How each form of a raw context item (as `_input` tags them) becomes a message.
+_CONVERTERS: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "genai": lambda value: genai_message(value, "gen_ai.input.messages"),
+    "system": _system_message,
+    "oi": oi_message,
+    "tl": lambda value: tl_message(value, "user"),
+    "ai": ai_message,
+    "adk": adk_message,
+    "event": lambda value: event_message(*value),
+}
+
+
 def _convert(item: tuple[str, Any]) -> dict[str, Any]:
     form, value = item
-    if form == "genai":
-        return genai_message(value, "gen_ai.input.messages")
-    if form == "system":
-        return _system_message(value)
-    if form == "oi":
-        return oi_message(value)
-    if form == "tl":
-        return tl_message(value, "user")
-    if form == "ai":
-        return ai_message(value)
-    if form == "adk":
-        return adk_message(value)
-    role, attrs = value
-    return event_message(role, attrs)
+    return _CONVERTERS[form](value)
 
 
 def _output(p: _Pending) -> list[dict[str, Any]] | None:
@@ -1312,7 +1315,6 @@ def decode_request(
                         span_id=span_id,
                         session_id=session_of(attrs, trace_id),
                         agent=agent or service,
-                        named=agent is not None,
                     )
                 )
     if adk_calls:
@@ -1325,7 +1327,7 @@ def decode_request(
         ]
     if agents:
         for p in pending:
-            if not p.named:
+            if _name(p.attrs.get("gen_ai.agent.name")) is None:  # none of its own
                 p.agent = _agent_around(p.span.span_id, parents, agents) or p.agent
     # A session's calls in start order: each one's context is compared with the one
     # before, so only what is new gets converted and hashed.

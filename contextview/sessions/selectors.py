@@ -30,6 +30,7 @@ from contextview.sessions import step_storage
 from contextview.sessions.models import (
     AFTER_REFS,
     Blob,
+    Message,
     Operation,
     Session,
     SessionMessage,
@@ -251,8 +252,11 @@ def left_the_context(*, session: Session, ids: Iterable[str]) -> set[str]:
     last = Step.objects.filter(session=session).order_by("-index").first()
     if last is None or not recorded:
         return recorded
-    _, after = step_contexts([last])[last.pk]
-    return recorded - {s.message.id for s in after}
+    # Which of them the after context holds, read from its references: no content.
+    refs = last.after_context_refs()
+    (pks, _, _) = decode_many([refs])[refs]
+    held = Message.objects.filter(pk__in=set(pks), msg_id__in=recorded)
+    return recorded - set(held.values_list("msg_id", flat=True))
 
 
 def step_changes(

@@ -260,32 +260,35 @@ def entities_for_blobs(
 
     Reads the extracted ones, extracts and stores the rest.
     """
-    known, missing = _cached("entities", blobs if pks is None else pks)
+    known, missing = _entities_in_cache(blobs, blobs if pks is None else pks)
+    if missing:
+        stored = _entities_stored(blobs, sorted(missing))
+        for pk, keyed in stored.items():
+            _CACHE.put(_key("entities", pk), keyed, _entities_size(keyed))
+        known.update(stored)
+    return known
+
+
+def _entities_in_cache(
+    blobs: Mapping[int, str], pks: Iterable[int]
+) -> tuple[dict[int, tuple[list[str], list[str]]], list[int]]:
+    """(the entities of `pks` this process's cache holds, unpacked or packed as
+    `messages_cached` read them; the pks it holds neither of)."""
+    known, missing = _cached("entities", pks)
     if missing:
         packed, missing = _cached("packed entities", missing)
         # Their keys were cut with the message (`messages_cached`): not cut again.
         cut, _ = _cached("entity keys", packed)
-        found = {pk: entities_unpack(data, blobs[pk], cut.get(pk)) for pk, data in packed.items()}
-        if missing:
-            found.update(_entities_stored(blobs, sorted(missing)))
-        for pk, keyed in found.items():
+        for pk, data in packed.items():
+            keyed = known[pk] = entities_unpack(data, blobs[pk], cut.get(pk))
             _CACHE.put(_key("entities", pk), keyed, _entities_size(keyed))
-        known.update(found)
-    return known
+    return known, missing
 
 
 def _entities_cached(pk: int, text: str) -> tuple[list[str], list[str]] | None:
     """`entities_for_blobs` of one blob whose text is `text`, from this process's
-    cache alone (its entities, or them packed as `messages_cached` read them); None
-    when neither is there."""
-    keyed = _CACHE.get(_key("entities", pk))
-    if keyed is None:
-        packed = _CACHE.get(_key("packed entities", pk))
-        if packed is None:
-            return None
-        keyed = entities_unpack(packed, text, _CACHE.get(_key("entity keys", pk)))
-        _CACHE.put(_key("entities", pk), keyed, _entities_size(keyed))
-    return keyed
+    cache alone; None when it holds them neither unpacked nor packed."""
+    return _entities_in_cache({pk: text}, (pk,))[0].get(pk)
 
 
 # The text the core reads of a content (``Message.text``) depends on the content

@@ -297,6 +297,12 @@ class SessionLog:
         if order is not None:
             self.staged_order = order
 
+    def untouched(self) -> list[str]:
+        """The context's ids that no staged operation names: what an operation staged
+        next may still take out."""
+        named = {t for op in self.staged for t in op.get("targets", ())}
+        return [m for m in self.context if m not in named]
+
     def _apply(self, ops: list[dict[str, Any]]) -> list[str]:
         ctx = list(self.context)
         for op in ops:

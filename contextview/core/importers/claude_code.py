@@ -455,8 +455,7 @@ class _Reader:
         """Stage a microcompaction for the next call: the results of the tool uses it
         lists cleared, the attachments it lists gone."""
         log = s.log
-        gone = {t for op in log.staged for t in op.get("targets", ())}
-        live = [m for m in log.context if m not in gone]
+        live = log.untouched()
         tools = meta.get("compactedToolIds")
         cleared = {t for t in tools if isinstance(t, str)} if isinstance(tools, list) else set()
         ops: list[dict[str, Any]] = []

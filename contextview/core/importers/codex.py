@@ -309,8 +309,7 @@ class _Reader:
         if isinstance(turns, bool) or not isinstance(turns, int) or turns <= 0:
             return
         log = self.session(lineno)
-        gone = {t for op in log.staged for t in op.get("targets", ())}
-        live = [m for m in log.context if m not in gone]
+        live = log.untouched()
         prompts = [m for m in live if m in self.prompts]
         if not prompts:
             return
