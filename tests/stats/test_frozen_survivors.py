@@ -1,0 +1,55 @@
+"""What a statistics run leaves alive, frozen in a worker process (run fresh in a
+subprocess, as a worker process starts)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+_PRELUDE = (
+    "import gc, weakref, django\n"
+    "django.setup()\n"
+    "from contextview.stats import services\n"
+    "class Node: pass\n"
+)
+
+
+def _run(script: str) -> list[str]:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "contextview.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", _PRELUDE + script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_cycles_frozen_with_a_runs_survivors_are_collected_once_enough_grew() -> None:
+    script = (
+        "gc.freeze()\n"  # as contextview.celery does when a worker process starts
+        "services.FROZEN_GROWTH = 1000\n"
+        "a = Node(); a.me = a; gone = weakref.ref(a); del a\n"  # garbage, in a cycle
+        "with services._cyclic_gc_paused(): pass\n"  # a run ends: what is alive is frozen
+        "gc.collect(); print(gone() is not None)\n"  # frozen: no collection finds it
+        "with services._cyclic_gc_paused():\n"
+        "    kept = [[] for _ in range(2000)]\n"  # what the next run leaves alive
+        "print(gone() is None, gc.get_freeze_count() > 2000)\n"
+    )
+    assert _run(script) == ["True", "True", "True"]
+
+
+def test_a_process_that_froze_nothing_collects_as_usual() -> None:
+    script = (
+        "a = Node(); a.me = a; gone = weakref.ref(a); del a\n"
+        "with services._cyclic_gc_paused(): pass\n"
+        "gc.collect(); print(gone() is None, gc.get_freeze_count())\n"
+    )
+    assert _run(script) == ["True", "0"]
