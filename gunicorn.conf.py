@@ -18,7 +18,9 @@ five than with two). ``WEB_WORKERS`` and ``WEB_THREADS`` set them.
 
 import os
 
+from contextview.serving import web_threads, web_workers
+
 worker_class = "gthread"
-workers = int(os.environ.get("WEB_WORKERS") or min(9, 2 * len(os.sched_getaffinity(0)) + 1))
-threads = int(os.environ.get("WEB_THREADS", "4"))
+workers = web_workers()
+threads = web_threads()
 timeout = int(os.environ.get("WEB_TIMEOUT", "60"))

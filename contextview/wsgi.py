@@ -10,6 +10,7 @@ from django.core.wsgi import get_wsgi_application
 
 from contextview.celery import app as celery_app
 from contextview.ingest.ratelimit import rate_limit_connect
+from contextview.serving import web_threads
 from contextview.stats.scheduling import stats_producers_connect
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextview.settings")
@@ -32,7 +33,7 @@ import_module(settings.ROOT_URLCONF)
 celery_app.finalize(auto=True)
 celery_app.backend  # noqa: B018 - made on first use
 celery_app.producer_pool  # noqa: B018 - made on first use
-_threads = max(1, int(os.environ.get("WEB_THREADS", "4") or 1))
+_threads = web_threads()
 try:
     rate_limit_connect(_threads)
     stats_producers_connect(_threads)
