@@ -236,9 +236,13 @@ _QUOTED = re.compile(
 # chose to quote; an identifier inside quotes is found as an identifier anyway.
 _BARE_WORD = re.compile(r"[A-Za-z][A-Za-z_\-]*|[0-9.,:\-]+")
 # JSON and Python reprs quote every key and value; those quotes mean nothing. A
-# key or value follows "{", "[" or ":", or sits between commas; prose quotes
-# ('he said, "hi there".') do not.
-_JSON_OPENER = re.compile(r"[\[{:]\s*$")
+# key or value follows "{", "[" or a quoted key's ":", or sits between commas;
+# prose quotes ('he said, "hi there".', 'remember the phrase: "blue harbor"') do
+# not. A YAML or log line's value follows its bare key at the start of the line
+# (`  message: "order not found"`).
+_JSON_OPENER = re.compile(r"(?:[\[{]|[\"']\s*:)\s*$")
+_OBJECT_KEY = re.compile(r"[{,(\[][ \t]*[\w.$\-]+[ \t]*:[ \t]*$")
+_FIELD_KEY = re.compile(r"[ \t]*(?:- )?[\w.\-]+:[ \t]*")
 _JSON_COMMA = re.compile(r",\s*$")
 _JSON_KEY_AFTER = re.compile(r"\s*:")
 _JSON_ITEM_AFTER = re.compile(r"\s*[,\]}]")
@@ -351,9 +355,13 @@ def _code_literal(text: str, start: int, end: int) -> bool:
     a quote after a word.
     """
     before = text[max(0, start - 8) : start].rstrip(" ")
+    if before.endswith(":"):
+        # A key's value ({name: "x"}, f(x: "Foo"); at a line's start, `_jsonish`);
+        # prose quotes a phrase after a colon ('remember the phrase: "blue harbor"').
+        return bool(_OBJECT_KEY.search(text, max(0, start - 60), start))
     if (
         before
-        and before[-1] in "([{=+,<>!%|&?:\"'"
+        and before[-1] in "([{=+,<>!%|&?\"'"
         or before.endswith(("return", "in", "f", "r", "b"))
     ):
         return not before.endswith(("said", "says"))
@@ -364,6 +372,9 @@ def _code_literal(text: str, start: int, end: int) -> bool:
 def _jsonish(text: str, start: int, end: int) -> bool:
     before = max(0, start - 20)
     if _JSON_OPENER.search(text, before, start) or _JSON_KEY_AFTER.match(text, end):
+        return True
+    line = text.rfind("\n", 0, start) + 1
+    if start - line <= 80 and _FIELD_KEY.fullmatch(text, line, start):
         return True
     return bool(_JSON_COMMA.search(text, before, start) and _JSON_ITEM_AFTER.match(text, end))
 

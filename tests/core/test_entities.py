@@ -136,6 +136,25 @@ def test_it_reads_no_quote_into_json_escaped_inside_a_string() -> None:
     ]
 
 
+def test_a_phrase_quoted_after_a_colon_in_prose_counts_but_a_keys_value_does_not() -> None:
+    """What a user asks to be remembered is often introduced by a colon; a key's
+    value in JSON, code, YAML or a log line is data, and its quotes mean nothing."""
+    assert extract_entities('Remember the phrase: "blue harbor protocol" for later.') == [
+        "blue harbor protocol"
+    ]
+    assert extract_entities('The customer wrote: "please cancel my plan"') == [
+        "please cancel my plan"
+    ]
+    for data in (
+        '{"note": "blue harbor protocol"}',
+        "{'note': 'blue harbor protocol'}",
+        '{note: "blue harbor protocol", level: "warn now"}',
+        'def remember(phrase: "Blue Harbor") -> None:',
+        'steps:\n  - note: "blue harbor protocol"\n    owner: "ops team"',
+    ):
+        assert extract_entities(data) == [], data
+
+
 def test_it_adds_pinned_texts_that_the_text_contains() -> None:
     text = "Member id A12345. Please answer in a table."
     found = extract_entities(text, pinned=["answer in a table", "member id A12345", "in French"])
