@@ -976,3 +976,47 @@ def test_it_drops_the_turns_a_codex_rollback_undid() -> None:
     assert op["action"] == "drop" and "rollback" in body["reason"]
     assert ids(step.after) == ["instructions", "l3", "l4", "l5", "l11"]
     assert "delete the tests" in " ".join(m.text for m in step.folds[0].originals)
+
+
+def _atif(steps: list[dict[str, Any]]) -> bytes:
+    doc = {
+        "schema_version": "ATIF-v1.7",
+        "session_id": "atif-m",
+        "agent": {"name": "nat", "version": "1.4", "model_name": "gpt-5"},
+        "steps": steps,
+    }
+    return json.dumps(doc).encode()
+
+
+def _atif_call(step_id: int, text: str, prompt: int, **extra: Any) -> dict[str, Any]:
+    metrics = {"prompt_tokens": prompt, "completion_tokens": 20, "cached_tokens": 0}
+    return {"step_id": step_id, "source": "agent", "message": text, "metrics": metrics, **extra}
+
+
+def test_it_reads_an_atif_step_without_an_llm_call_as_context_not_a_call() -> None:
+    dispatch = {
+        "step_id": 2,
+        "source": "agent",
+        "message": "",
+        "llm_call_count": 0,
+        "tool_calls": [
+            {"tool_call_id": "c1", "function_name": "lookup", "arguments": {"id": "A100"}}
+        ],
+        "observation": {"results": [{"source_call_id": "c1", "content": "order A100: shipped"}]},
+    }
+    data = _atif(
+        [
+            {"step_id": 1, "source": "user", "message": "Where is order A100?"},
+            dispatch,
+            _atif_call(3, "It has shipped.", 300, llm_call_count=1),
+        ]
+    )
+    steps = replay(list(read(io.BytesIO(data), format="atif")))["atif-m"]
+    # one model call, which saw what the harness dispatched and what came back
+    [(body, call)] = steps
+    assert ids(call.before) == ["s1", "s2", "s2.r0"]
+    assert body["usage"] == {"input_tokens": 300, "cache_read_tokens": 0, "output_tokens": 20}
+    dispatch["llm_call_count"] = "none"
+    with pytest.raises(TranscriptError) as caught:
+        list(read(io.BytesIO(_atif([dispatch])), format="atif"))
+    assert str(caught.value) == "steps[0].llm_call_count: must be a whole number, not 'none'"

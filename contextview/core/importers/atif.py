@@ -11,7 +11,9 @@ content as a list of text and image parts (v1.6), observations on system steps
 (v1.2), steps copied from the trajectory this one continues (``is_copied_context``:
 context, not calls of this run), and sub-agents' trajectories embedded in
 ``subagent_trajectories`` (v1.7, each with its ``trajectory_id``), which become
-sessions of their own whose ``metadata.parent_session`` names this one.
+sessions of their own whose ``metadata.parent_session`` names this one. An agent
+step whose ``llm_call_count`` is 0 (v1.7) is a dispatch the harness made without a
+model call: context, not a call.
 """
 
 from __future__ import annotations
@@ -138,8 +140,10 @@ def _trajectory(
             )
         reply = {"id": f"s{sid_n}", "role": "assistant", "content": parts}
         # A step copied from the trajectory this one continues is context this run
-        # starts from, not a call it made (its usage was the earlier run's).
-        if step.get("is_copied_context") is not True:
+        # starts from, not a call it made (its usage was the earlier run's); a step
+        # with no LLM call (llm_call_count 0, v1.7) is a dispatch the agent's harness
+        # made itself. Both are context for the calls that follow.
+        if step.get("is_copied_context") is not True and _llm_calls(step, at) != 0:
             yield from log.step(
                 timestamp=step.get("timestamp"),
                 fields={
@@ -161,6 +165,19 @@ def _trajectory(
         if started_by.get(tid) is not None:
             meta["parent_tool_call_id"] = started_by[tid]
         yield from _trajectory(sub, f"{sid}:{tid}", where=f"{at}.", parent=meta)
+
+
+def _llm_calls(step: dict[str, Any], at: str) -> int | None:
+    """How many LLM calls a step stands for (v1.7): None when the producer did not
+    say, 0 for a step the harness dispatched without one."""
+    count = step.get("llm_call_count")
+    if count is None:
+        return None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        shown = repr(count)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise TranscriptError(f"{at}.llm_call_count", f"must be a whole number, not {shown}")
+    return count
 
 
 def _results(
