@@ -1020,3 +1020,43 @@ def test_it_reads_an_atif_step_without_an_llm_call_as_context_not_a_call() -> No
     with pytest.raises(TranscriptError) as caught:
         list(read(io.BytesIO(_atif([dispatch])), format="atif"))
     assert str(caught.value) == "steps[0].llm_call_count: must be a whole number, not 'none'"
+
+
+def test_it_replaces_the_context_at_an_atif_context_boundary() -> None:
+    boundary = {
+        "step_id": 4,
+        "source": "system",
+        "message": "Context compaction performed",
+        "observation": {"results": [{"content": "Summary: the user wants order A100 refunded."}]},
+        "extra": {"context_management": {"type": "compaction", "boundary": "replace"}},
+    }
+    data = _atif(
+        [
+            {"step_id": 1, "source": "system", "message": "You are a support agent."},
+            {"step_id": 2, "source": "user", "message": "Refund order A100."},
+            _atif_call(3, "Looking it up.", 900),
+            boundary,
+            {"step_id": 5, "source": "user", "message": "Go on."},
+            _atif_call(6, "Refunded.", 200),
+        ]
+    )
+    steps = replay(list(read(io.BytesIO(data), format="atif")))["atif-m"]
+    assert len(steps) == 2
+    body, after = steps[1]
+    # the calls after the boundary see its summary and what follows, nothing before it
+    assert ids(after.after) == ["s4.summary", "s5"]
+    assert [o["action"] for o in body["actions"]] == ["summarize"]
+    assert {m.id for m in after.folds[0].originals} == {"s1", "s2", "s3"}
+    assert "refunded" in after.after[0].text
+    # a boundary with no content to carry on (the next message brings the summary)
+    del boundary["observation"]
+    steps = replay(list(read(io.BytesIO(_atif_with(data, boundary)), format="atif")))["atif-m"]
+    body, after = steps[1]
+    assert [o["action"] for o in body["actions"]] == ["drop"]
+    assert ids(after.after) == ["s5"]
+
+
+def _atif_with(data: bytes, step: dict[str, Any]) -> bytes:
+    doc = json.loads(data)
+    doc["steps"] = [step if s["step_id"] == step["step_id"] else s for s in doc["steps"]]
+    return json.dumps(doc).encode()

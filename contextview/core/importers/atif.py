@@ -13,7 +13,9 @@ context, not calls of this run), and sub-agents' trajectories embedded in
 ``subagent_trajectories`` (v1.7, each with its ``trajectory_id``), which become
 sessions of their own whose ``metadata.parent_session`` names this one. An agent
 step whose ``llm_call_count`` is 0 (v1.7) is a dispatch the harness made without a
-model call: context, not a call.
+model call: context, not a call. A step whose ``extra.context_management.boundary``
+is ``replace`` (v1.7's convention for a compaction) ends the context before it: the
+calls after it see its observation's content (the summary) and what follows.
 """
 
 from __future__ import annotations
@@ -117,8 +119,8 @@ def _trajectory(
         if source not in ("system", "user", "agent"):
             raise TranscriptError(f"{at}.source", "must be system, user or agent")
         if source != "agent":
-            log.add({"id": f"s{sid_n}", "role": source, "content": _content(step.get("message"))})
-            _results(log, step, at, sid_n, started_by)
+            said = {"id": f"s{sid_n}", "role": source, "content": _content(step.get("message"))}
+            _observed(log, step, at, sid_n, started_by, said=said)
             continue
         parts: list[Any] = []
         if step.get("reasoning_content"):
@@ -154,7 +156,7 @@ def _trajectory(
                 },
             )
         log.add(reply)
-        _results(log, step, at, sid_n, started_by)
+        _observed(log, step, at, sid_n, started_by, said=None)
     subs = doc.get("subagent_trajectories")
     for i, sub in enumerate(subs if isinstance(subs, list) else []):
         at = f"{where}subagent_trajectories[{i}]"
@@ -180,11 +182,66 @@ def _llm_calls(step: dict[str, Any], at: str) -> int | None:
     return count
 
 
-def _results(
-    log: SessionLog, step: dict[str, Any], at: str, sid_n: Any, started_by: dict[str, Any]
+def _observed(
+    log: SessionLog,
+    step: dict[str, Any],
+    at: str,
+    sid_n: Any,
+    started_by: dict[str, Any],
+    *,
+    said: dict[str, Any] | None,
 ) -> None:
-    """A step's observation results, added to the context: the results of its tool
-    calls (and, on a system step, of what the system did)."""
+    """What a step adds to the context: what it `said` (an agent's reply is in
+    already) and its observation results. A step that declares it replaces the
+    context (``extra.context_management.boundary`` ``replace``, the convention of
+    v1.7) instead leaves only its results' content for the calls after it: what
+    was in the context is summarized into them, or dropped when they hold none."""
+    results = _results(step, at, sid_n, started_by)
+    extra = step.get("extra")
+    managed = extra.get("context_management") if isinstance(extra, dict) else None
+    if not isinstance(managed, dict) or managed.get("boundary") != "replace":
+        if said is not None:
+            log.add(said)
+        for msg in results:
+            log.add(msg)
+        return
+    kind = managed.get("type") if isinstance(managed.get("type"), str) else "context management"
+    reason = f"{kind} (ATIF context boundary at step {sid_n}): the context was replaced"
+    contents = [m["content"] for m in results if m["content"]]
+    summary: dict[str, Any] | None = None
+    if contents:
+        if all(isinstance(c, str) for c in contents):
+            content: Any = "\n\n".join(contents)
+        else:
+            content = [
+                part
+                for c in contents
+                for part in (c if isinstance(c, list) else [{"type": "text", "text": c}])
+            ]
+        summary = {
+            "id": f"s{sid_n}.summary",
+            "role": "user",
+            "content": content,
+            "partition": "memory",
+        }
+    left = log.untouched()
+    if not left:
+        if summary is not None:
+            log.add(summary)
+        return
+    if summary is not None:
+        op = {"action": "summarize", "targets": left, "result": summary, "reason": reason}
+    else:
+        op = {"action": "drop", "targets": left, "reason": reason}
+    log.stage([op], reason=reason)
+
+
+def _results(
+    step: dict[str, Any], at: str, sid_n: Any, started_by: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """A step's observation results as messages: the results of its tool calls
+    (and, on a system step, of what the system did)."""
+    out: list[dict[str, Any]] = []
     observation = step.get("observation")
     results = observation.get("results") if isinstance(observation, dict) else None
     for r, result in enumerate(results if isinstance(results, list) else []):
@@ -199,4 +256,5 @@ def _results(
         for ref in refs if isinstance(refs, list) else []:
             if isinstance(ref, dict) and _named(ref.get("trajectory_id")):
                 started_by[ref["trajectory_id"]] = call_id
-        log.add(msg)
+        out.append(msg)
+    return out
