@@ -1060,3 +1060,51 @@ def _atif_with(data: bytes, step: dict[str, Any]) -> bytes:
     doc = json.loads(data)
     doc["steps"] = [step if s["step_id"] == step["step_id"] else s for s in doc["steps"]]
     return json.dumps(doc).encode()
+
+
+def _recall(eid: int, kind: str, **extras: Any) -> list[dict[str, Any]]:
+    """A recall OpenHands' memory answers, as its event stream logs the pair."""
+    action = {
+        "id": eid,
+        "source": "user",
+        "action": "recall",
+        "message": "Retrieving content",
+        "args": {"recall_type": kind, "query": "Fix the timeout", "thought": ""},
+    }
+    said = (
+        "Added workspace context" if kind == "workspace_context" else "Added microagent knowledge"
+    )
+    observation = {
+        "id": eid + 1,
+        "source": "environment",
+        "cause": eid,
+        "observation": "recall",
+        "message": said,
+        "content": said,
+        "extras": {"recall_type": kind, **extras},
+    }
+    return [action, observation]  # fmt: skip
+
+
+def test_it_sends_an_openhands_recall_as_the_knowledge_it_added() -> None:
+    history = json.loads((FIXTURES / "openhands.json").read_text())[:7]
+    github = {"name": "github", "trigger": "github", "content": "Use the GITHUB_TOKEN to push."}
+    docker = {"name": "docker", "trigger": "container", "content": "Run docker with sudo."}
+    workspace = _recall(101, "workspace_context", repo_name="acme/billing", date="2026-11-30",
+                        repo_instructions="Run make test before you commit.",
+                        conversation_instructions="", additional_agent_instructions="",
+                        runtime_hosts={"http://localhost:51102": 51102},
+                        microagent_knowledge=[github])  # fmt: skip
+    knowledge = _recall(103, "knowledge", microagent_knowledge=[github, docker])
+    empty = _recall(105, "knowledge", microagent_knowledge=[github])
+    events = [*history[:2], *workspace, *history[2:5], *knowledge, *empty, *history[5:]]
+    data = json.dumps(events).encode()
+    steps = replay(list(read(io.BytesIO(data), format="openhands", session_id="oh-r")))
+    (_, first), (_, second) = steps["oh-r"]
+    assert ids(first.before) == ["e0", "e1", "e102"]
+    assert (
+        first.before[2].text == "Run make test before you commit.\n\nUse the GITHUB_TOKEN to push."
+    )
+    # a microagent already recalled is not sent again, and a recall adding nothing is no message
+    assert ids(second.before) == ["e0", "e1", "e102", "e3", "e4", "e104"]
+    assert second.before[-1].text == "Run docker with sudo."

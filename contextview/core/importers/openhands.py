@@ -16,7 +16,8 @@ are sent with every call. A
 ``condensation`` action forgets ``forgotten_event_ids`` (or the range
 ``forgotten_events_start_id``..``forgotten_events_end_id``), replacing them with
 its ``summary`` when it has one. ``agent_state_changed`` observations tell how the
-run ended.
+run ended. A ``recall`` observation (workspace context, microagent knowledge) is
+sent as the user message of the texts in its extras, not its ``content``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ FORMAT = "openhands"
 # Observations that never reach the model.
 _SILENT = frozenset({"agent_state_changed", "null", "user_rejected", "agent_condensation"})
 _SILENT_ACTIONS = frozenset({"change_agent_state", "recall", "condensation_request"})
+# The texts of a workspace-context recall that OpenHands sends the model.
+_WORKSPACE_TEXTS = (
+    "repo_instructions",
+    "conversation_instructions",
+    "additional_agent_instructions",
+)
 _V1_END_STATES = {"finished": "succeeded", "error": "failed", "stuck": "failed"}
 _END_STATES = {
     "finished": "succeeded",
@@ -149,6 +156,14 @@ def _v1_action_parts(event: dict[str, Any]) -> list[Any]:
     return parts
 
 
+def _recall_type(event: dict[str, Any]) -> str | None:
+    """What a ``recall`` observation recalled (``workspace_context`` or
+    ``knowledge``); None for the recalls of OpenHands before microagents."""
+    extras = event.get("extras")
+    kind = extras.get("recall_type") if isinstance(extras, dict) else None
+    return kind if kind in ("workspace_context", "knowledge") else None
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
@@ -162,6 +177,8 @@ class _Reader:
         self.last_ts: str | None = None
         # the tool definitions the agent's system prompt came with
         self.tools: list[dict[str, Any]] | None = None
+        # the microagents whose knowledge a recall has sent
+        self.microagents: set[str] = set()
 
     def finish(self) -> Iterator[Event]:
         call = self.call
@@ -204,6 +221,11 @@ class _Reader:
                 if isinstance(state, str) and state in _END_STATES:
                     self.status = _END_STATES[state]
             if kind in _SILENT:
+                return
+            if kind == "recall" and _recall_type(event) is not None:
+                recalled = self.recalled(mid, event)
+                if recalled is not None:
+                    yield from self.heard(recalled)
                 return
             meta = event.get("tool_call_metadata") or {}
             msg: dict[str, Any] = {
@@ -362,6 +384,38 @@ class _Reader:
             if isinstance(status, str) and status in _V1_END_STATES:
                 self.status = _V1_END_STATES[status]
         # other events (pauses, condensation requests, hooks) never reach the model
+
+    def recalled(self, mid: str, event: dict[str, Any]) -> dict[str, Any] | None:
+        """A ``recall`` observation as the user message OpenHands sends for it, or None
+        when it sends none. Its ``content`` only says what was added ("Added workspace
+        context"): what the model reads is in its extras, the instructions of the
+        workspace and the repository and the knowledge of each microagent triggered.
+        The message holds those texts; the template OpenHands puts around them (and
+        the date, hosts and repository facts it adds) is its own and is left out. A
+        microagent recalled again for knowledge is sent once, as OpenHands does."""
+        extras = event.get("extras")
+        extras = extras if isinstance(extras, dict) else {}
+        kind = _recall_type(event)
+        texts: list[str] = []
+        if kind == "workspace_context":
+            for key in _WORKSPACE_TEXTS:
+                value = extras.get(key)
+                if isinstance(value, str) and value.strip():
+                    texts.append(value)
+        knowledge = extras.get("microagent_knowledge")
+        for agent in knowledge if isinstance(knowledge, list) else []:
+            if not isinstance(agent, dict) or not isinstance(agent.get("content"), str):
+                continue
+            name = agent.get("name")
+            if kind == "knowledge" and name in self.microagents:
+                continue
+            if isinstance(name, str):
+                self.microagents.add(name)
+            if agent["content"].strip():
+                texts.append(agent["content"])
+        if not texts:
+            return None
+        return {"id": mid, "role": "user", "content": "\n\n".join(texts)}
 
     def condense(self, args: dict[str, Any]) -> None:
         forgotten = args.get("forgotten_event_ids")
