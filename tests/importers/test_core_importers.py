@@ -1108,3 +1108,12 @@ def test_it_sends_an_openhands_recall_as_the_knowledge_it_added() -> None:
     # a microagent already recalled is not sent again, and a recall adding nothing is no message
     assert ids(second.before) == ["e0", "e1", "e102", "e3", "e4", "e104"]
     assert second.before[-1].text == "Run docker with sudo."
+
+
+def test_it_leaves_an_openhands_loop_detection_out_of_the_context() -> None:
+    history = json.loads((FIXTURES / "openhands.json").read_text())[:7]
+    said = "Agent detected in a loop! Loop type: repeating_action_observation"
+    loop = {"id": 50, "source": "environment", "observation": "loop_detection", "content": said}
+    data = json.dumps([*history[:5], loop, *history[5:]]).encode()
+    steps = replay(list(read(io.BytesIO(data), format="openhands", session_id="oh-l")))["oh-l"]
+    assert ids(steps[1][1].before) == ["e0", "e1", "e3", "e4"]

@@ -40,8 +40,10 @@ from contextview.core.importers._log import (
 )
 
 FORMAT = "openhands"
-# Observations that never reach the model.
-_SILENT = frozenset({"agent_state_changed", "null", "user_rejected", "agent_condensation"})
+# Observations that never reach the model (a loop detection only tells the CLI's user).
+_SILENT = frozenset(
+    {"agent_state_changed", "null", "user_rejected", "agent_condensation", "loop_detection"}
+)
 _SILENT_ACTIONS = frozenset({"change_agent_state", "recall", "condensation_request"})
 # The texts of a workspace-context recall that OpenHands sends the model.
 _WORKSPACE_TEXTS = (
