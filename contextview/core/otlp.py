@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -873,6 +874,8 @@ class _Context:
     ids: list[str]
     # the JSON texts it was decoded from (system instructions, input messages), if any
     texts: tuple[Any, Any] = (None, None)
+    # the system instructions decoded from the first of them
+    instructions: Any = None
 
 
 def _context(raw: list[Any], previous: _Context | None, *, same: int = 0) -> _Context:
@@ -997,6 +1000,45 @@ def _with_events(span: Span, attrs: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
+def _text_of(part: Any) -> str | None:
+    """The text of a GenAI text part, if it is one."""
+    if isinstance(part, Mapping) and part.get("type") == "text":
+        text = part.get("content", part.get("text"))
+        return text if isinstance(text, str) else None
+    return None
+
+
+def _unrepeated(instructions: Any, items: Sequence[Any]) -> Any:
+    """``gen_ai.system_instructions`` less the texts that the context's own system
+    messages hold too, which the model was sent once: Pydantic AI writes the text of
+    each of its system prompt parts both there (after the agent's instructions) and
+    as a system message of ``gen_ai.input.messages``, where it stays in its place.
+    None when nothing is left."""
+    if not (isinstance(instructions, list) and instructions):
+        return instructions
+    held: Counter[str] = Counter()
+    for _, message in items:
+        if not (isinstance(message, Mapping) and message.get("role") == "system"):
+            continue
+        parts = message.get("parts", message.get("content"))
+        if isinstance(parts, str):
+            held[parts] += 1
+        elif isinstance(parts, list):
+            held.update(t for t in map(_text_of, parts) if t is not None)
+    if not held:
+        return instructions
+    kept = []
+    for part in instructions:
+        text = _text_of(part)
+        if text is not None and held[text] > 0:
+            held[text] -= 1
+        else:
+            kept.append(part)
+    if len(kept) == len(instructions):
+        return instructions
+    return kept or None
+
+
 def _genai_input(attrs: Mapping[str, Any], previous: _Context | None) -> _Context:
     """The context of a GenAI call. The official instrumentations write the messages as
     one JSON text per call, which mostly starts with the previous call's text (less its
@@ -1004,18 +1046,13 @@ def _genai_input(attrs: Mapping[str, Any], previous: _Context | None) -> _Contex
     system_text = attrs.get("gen_ai.system_instructions")
     input_text = attrs.get("gen_ai.input.messages", "[]")
     old = previous.texts if previous is not None else (None, None)
-    raw: list[Any] = []
-    # whether raw so far is the previous call's raw, item for item
-    aligned = previous is not None and (system_text is None) == (old[0] is None)
-    if system_text is not None:
-        if previous is not None and system_text == old[0] and previous.raw[:1]:
-            raw.append(previous.raw[0])
-        else:
-            aligned = False
-            raw.append(("system", _structured(system_text, "gen_ai.system_instructions")))
+    # the system message the previous call's context starts with, if any
+    old_system = None
+    if previous is not None and previous.raw[:1] and previous.raw[0][0] == "system":
+        old_system = previous.raw[0]
     shared: list[Any] | None = None
     if previous is not None and isinstance(input_text, str) and isinstance(old[1], str):
-        old_items = previous.raw[1:] if old[0] is not None else previous.raw
+        old_items = previous.raw[1:] if old_system is not None else previous.raw
         head = old[1].rstrip()[:-1].rstrip()
         if input_text == old[1]:
             shared, rest = old_items, None
@@ -1023,18 +1060,32 @@ def _genai_input(attrs: Mapping[str, Any], previous: _Context | None) -> _Contex
             tail = input_text[len(head) :].lstrip()
             if tail.startswith(","):
                 shared, rest = old_items, "[" + tail[1:]
-    same = 0
     if shared is None:
         items = [("genai", m) for m in _list(input_text, "gen_ai.input.messages")]
     else:
         items = list(shared)
-        if aligned:
-            same = len(raw) + len(items)
         if rest is not None:
             items.extend(("genai", m) for m in _list(rest, "gen_ai.input.messages"))
+    raw: list[Any] = []
+    instructions = None
+    if system_text is not None:
+        if previous is not None and system_text == old[0]:
+            instructions = previous.instructions
+        else:
+            instructions = _structured(system_text, "gen_ai.system_instructions")
+        system = _unrepeated(instructions, items)
+        if system is not None:
+            if old_system is not None and (system is old_system[1] or system == old_system[1]):
+                raw.append(old_system)
+            else:
+                raw.append(("system", system))
+    # whether raw so far is the previous call's raw, item for item
+    aligned = previous is not None and (raw[0] if raw else None) is old_system
+    same = len(raw) + len(shared) if aligned and shared is not None else 0
     raw.extend(items)
     context = _context(raw, previous, same=same)
     context.texts = (system_text, input_text)
+    context.instructions = instructions
     return context
 
 

@@ -823,3 +823,61 @@ def test_it_reads_system_instructions_written_as_messages(key: str) -> None:
         ("system", "You triage orders; answer in a table."),
         ("user", "Order A1?"),
     ]
+
+
+def test_it_reads_pydantic_ais_system_prompt_once(key: str) -> None:
+    """pydantic/pydantic-ai, pydantic_ai_slim/pydantic_ai/models/instrumented.py
+    (``InstrumentationSettings.handle_messages``, versions 2 and 3): the agent's
+    ``instructions`` and then the text of each ``SystemPromptPart`` go to
+    ``gen_ai.system_instructions``, and ``messages_to_otel_messages`` also keeps those
+    parts in ``gen_ai.input.messages`` as a ``system`` message (messages.py,
+    ``SystemPromptPart.otel_message_parts``): the system prompt is one message."""
+
+    def text(role: str, content: str) -> dict[str, Any]:
+        return {"role": role, "parts": [{"type": "text", "content": content}]}
+
+    def call(n: int, session: str, instructions: list[str], history: list[Any]) -> dict[str, Any]:
+        return span(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.system": "openai",
+                "gen_ai.request.model": "gpt-4o",
+                "gen_ai.input.messages": json.dumps(history),
+                "gen_ai.output.messages": json.dumps([text("assistant", f"Reply {n}.")]),
+                "gen_ai.system_instructions": json.dumps(
+                    [{"type": "text", "content": t} for t in instructions]
+                ),
+                "gen_ai.conversation.id": session,
+            },
+            n=n,
+            name="chat gpt-4o",
+        )
+
+    first = [text("system", "You debug orders."), text("user", "Why does A1 time out?")]
+    second = [*first, text("assistant", "Reply 1."), text("user", "And A2?")]
+    both = ["Answer in a table.", "You debug orders."]
+    send(
+        key,
+        call(1, "pyd-system", ["You debug orders."], first),
+        call(2, "pyd-system", ["You debug orders."], second),
+        call(3, "pyd-both", both, first),
+        call(4, "pyd-both", both, second),
+    )
+    assert contents(step(key, "pyd-system", 0)) == [
+        ("system", "You debug orders."),
+        ("user", "Why does A1 time out?"),
+    ]
+    assert contents(step(key, "pyd-system", 1)) == [
+        ("system", "You debug orders."),
+        ("user", "Why does A1 time out?"),
+        ("assistant", "Reply 1."),
+        ("user", "And A2?"),
+    ]
+    # The agent's instructions are only in gen_ai.system_instructions: kept, first.
+    assert contents(step(key, "pyd-both", 1)) == [
+        ("system", "Answer in a table."),
+        ("system", "You debug orders."),
+        ("user", "Why does A1 time out?"),
+        ("assistant", "Reply 1."),
+        ("user", "And A2?"),
+    ]
