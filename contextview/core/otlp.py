@@ -21,6 +21,9 @@ convention it follows:
   ``tool_calls.{j}.*``; a content list written as JSON text is read as its parts),
   its tools as ``llm.request.functions.{i}.*``; its session, when it names none of
   the contract's, from ``traceloop.association.properties.session_id``;
+- LiteLLM's OpenTelemetry callback, beyond the contract's list: a span whose
+  ``llm.request.type`` is one of LiteLLM's call types of a model call
+  (``acompletion``...), its messages as the GenAI conventions';
 - the Vercel AI SDK, beyond the contract's list: its provider-call spans
   (``ai.operationId`` ``ai.generateText.doGenerate``, ``ai.streamText.doStream``,
   ``ai.generateObject.doGenerate``, ``ai.streamObject.doStream``) with
@@ -95,6 +98,24 @@ _TL_COMPLETION = "gen_ai.completion."
 _TL_FUNCTIONS = "llm.request.functions."
 _TL_REQUEST_TYPES = frozenset({"chat", "completion"})
 _TL_SESSION = "traceloop.association.properties.session_id"
+# LiteLLM's call types of a model call (its ``CallTypes``), which its OpenTelemetry
+# callback writes as ``llm.request.type`` (and, but for ``completion``, as
+# ``gen_ai.operation.name``): its other calls (embeddings, images...) are not steps.
+_LITELLM_CALLS = frozenset(
+    {
+        "completion",
+        "acompletion",
+        "text_completion",
+        "atext_completion",
+        "responses",
+        "aresponses",
+        "anthropic_messages",
+        "generate_content",
+        "agenerate_content",
+        "generate_content_stream",
+        "agenerate_content_stream",
+    }
+)
 # The Vercel AI SDK's spans of one provider call (its outer spans wrap one or more).
 _AI_CALLS = frozenset(
     {
@@ -920,6 +941,7 @@ def is_llm_call(attrs: Mapping[str, Any]) -> bool:
         attrs.get("gen_ai.operation.name") in LLM_OPERATIONS
         or attrs.get("openinference.span.kind") == "LLM"
         or attrs.get("llm.request.type") in _TL_REQUEST_TYPES
+        or attrs.get("llm.request.type") in _LITELLM_CALLS
         or attrs.get("ai.operationId") in _AI_CALLS
         or is_adk_call(attrs)
     )

@@ -881,3 +881,66 @@ def test_it_reads_pydantic_ais_system_prompt_once(key: str) -> None:
         ("assistant", "Reply 1."),
         ("user", "And A2?"),
     ]
+
+
+def litellm_span(call_type: str, n: int, **more: Any) -> dict[str, Any]:
+    """A span of LiteLLM's OpenTelemetry callback for one call: BerriAI/litellm,
+    litellm/integrations/opentelemetry.py (``OpenTelemetry.set_attributes``), which
+    names the call by LiteLLM's call type (litellm/types/utils.py, ``CallTypes``) in
+    ``llm.request.type`` and, but for ``completion`` (``chat``), in
+    ``gen_ai.operation.name``; its messages in the GenAI conventions' spelling, its
+    tool calls and results as OpenAI's ``tool_calls`` and ``tool_call_id`` beside the
+    parts."""
+    return span(
+        {
+            "metadata.user_api_key_alias": "support-bot",
+            "gen_ai.request.model": "gpt-4o",
+            "llm.request.type": call_type,
+            "gen_ai.system": "openai",
+            "llm.is_streaming": "False",
+            "gen_ai.response.id": "chatcmpl-1",
+            "gen_ai.response.model": "gpt-4o-2024-08-06",
+            "gen_ai.usage.total_tokens": 130,
+            "gen_ai.usage.output_tokens": 10,
+            "gen_ai.usage.input_tokens": 120,
+            "gen_ai.operation.name": "chat" if call_type == "completion" else call_type,
+            **more,
+        },
+        n=n,
+        name="litellm_request",
+    )
+
+
+def test_it_reads_litellms_async_calls_and_leaves_its_other_calls_out(key: str) -> None:
+    """LiteLLM's proxy and async SDK call ``acompletion``: its spans are model calls as
+    ``completion``'s are; an embedding's span is none."""
+    messages = [
+        {"role": "system", "parts": [{"type": "text", "content": "You debug orders."}]},
+        {"role": "user", "parts": [{"type": "text", "content": "Why does A1 time out?"}]},
+    ]
+    reply = [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "A 504."}],
+            "finish_reason": "stop",
+        }
+    ]
+    send(
+        key,
+        litellm_span(
+            "acompletion",
+            1,
+            **{
+                "gen_ai.input.messages": json.dumps(messages),
+                "gen_ai.output.messages": json.dumps(reply),
+                "gen_ai.response.finish_reasons": '["stop"]',
+            },
+        ),
+        litellm_span("aembedding", 2),
+    )
+    got = step(key, TRACE)
+    assert contents(got) == [("system", "You debug orders."), ("user", "Why does A1 time out?")]
+    assert got["model"] == "gpt-4o-2024-08-06"
+    assert got["usage"] == {"input_tokens": 120, "output_tokens": 10}
+    assert got["output"]["messages"][0]["content"] == "A 504."
+    assert session(key, TRACE)["steps"] == 1
