@@ -454,7 +454,9 @@ def content_of(parts: Sequence[Any]) -> str | list[Any]:
 
 
 def genai_message(raw: Any, name: str) -> dict[str, Any]:
-    """A ``gen_ai.input.messages`` / ``gen_ai.output.messages`` element."""
+    """A ``gen_ai.input.messages`` / ``gen_ai.output.messages`` element; OpenAI's
+    ``tool_calls`` and ``tool_call_id`` beside its parts, as LiteLLM keeps them, are
+    read as its calls and its result."""
     if not isinstance(raw, Mapping):
         raise SpanError(name, "each message must be an object")
     out: dict[str, Any] = {"role": raw.get("role")}
@@ -468,8 +470,20 @@ def genai_message(raw: Any, name: str) -> dict[str, Any]:
         )
     else:
         out["content"] = ""
+    read: tuple[str, ...] = ("role", "parts", "content")
+    calls = _call_parts(raw.get("tool_calls"))
+    if calls or (out["role"] == "tool" and raw.get("tool_call_id")):
+        # OpenAI's tool_calls and tool_call_id beside the parts (LiteLLM): its calls
+        # and its result as parts too.
+        read = (*read, "tool_calls", "tool_call_id")
+        content = out["content"]
+        listed = content if isinstance(content, list) else _content_parts(content)
+        if not any(isinstance(p, dict) and p.get("type") == "tool_result" for p in listed):
+            listed = _answered(out["role"], listed, raw.get("tool_call_id"))
+        listed = _with_calls(listed, calls)
+        out["content"] = content_of(listed) if listed else ""
     for key, value in raw.items():
-        if key not in ("role", "parts", "content") and value is not None:
+        if key not in read and value is not None:
             out[key] = value
     return out
 

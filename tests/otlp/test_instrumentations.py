@@ -944,3 +944,50 @@ def test_it_reads_litellms_async_calls_and_leaves_its_other_calls_out(key: str) 
     assert got["usage"] == {"input_tokens": 120, "output_tokens": 10}
     assert got["output"]["messages"][0]["content"] == "A 504."
     assert session(key, TRACE)["steps"] == 1
+
+
+def test_it_reads_litellms_tool_calls_and_results_beside_the_parts(key: str) -> None:
+    """BerriAI/litellm, litellm/integrations/opentelemetry.py
+    (``_transform_messages_to_otel_semantic_conventions``): a message keeps OpenAI's
+    ``tool_calls`` and ``tool_call_id`` beside its ``parts`` (none for a reply that is
+    only calls), in the context and in the reply alike."""
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "read_log", "arguments": '{"n": 5}'},
+    }
+    messages = [
+        {"role": "user", "parts": [{"type": "text", "content": "Why does A1 time out?"}]},
+        {"role": "assistant", "parts": [], "tool_calls": [call]},
+        {"role": "tool", "parts": [{"type": "text", "content": "504"}], "tool_call_id": "call_1"},
+    ]
+    second = {**call, "id": "call_2", "function": {"name": "read_log", "arguments": '{"n": 50}'}}
+    reply = [
+        {"role": "assistant", "parts": [], "tool_calls": [second], "finish_reason": "tool_calls"}
+    ]
+    send(
+        key,
+        litellm_span(
+            "acompletion",
+            1,
+            **{
+                "gen_ai.input.messages": json.dumps(messages),
+                "gen_ai.output.messages": json.dumps(reply),
+            },
+        ),
+    )
+    got = step(key, TRACE)
+    assert contents(got) == [
+        ("user", "Why does A1 time out?"),
+        (
+            "assistant",
+            [{"type": "tool_call", "id": "call_1", "name": "read_log", "arguments": '{"n": 5}'}],
+        ),
+        ("tool", [{"type": "tool_result", "tool_call_id": "call_1", "content": "504"}]),
+    ]
+    assert [(m["content"], m.get("tool_calls")) for m in got["output"]["messages"]] == [
+        (
+            [{"type": "tool_call", "id": "call_2", "name": "read_log", "arguments": '{"n": 50}'}],
+            None,
+        )
+    ]
