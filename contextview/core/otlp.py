@@ -1036,6 +1036,19 @@ def _with_events(span: Span, attrs: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
+def _instructions(value: Any) -> Any:
+    """``gen_ai.system_instructions`` decoded: JSON text of its parts (or messages), or
+    a structured value; a text that is no JSON list or object is the instructions
+    themselves (LiteLLM writes a system prompt given as one text so)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        decoded = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return value
+    return decoded if isinstance(decoded, list | dict) else value
+
+
 def _text_of(part: Any) -> str | None:
     """The text of a GenAI text part, if it is one."""
     if isinstance(part, Mapping) and part.get("type") == "text":
@@ -1108,7 +1121,7 @@ def _genai_input(attrs: Mapping[str, Any], previous: _Context | None) -> _Contex
         if previous is not None and system_text == old[0]:
             instructions = previous.instructions
         else:
-            instructions = _structured(system_text, "gen_ai.system_instructions")
+            instructions = _instructions(system_text)
         system = _unrepeated(instructions, items)
         if system is not None:
             if old_system is not None and (system is old_system[1] or system == old_system[1]):

@@ -991,3 +991,39 @@ def test_it_reads_litellms_tool_calls_and_results_beside_the_parts(key: str) -> 
             None,
         )
     ]
+
+
+def test_it_reads_system_instructions_sent_as_plain_text(key: str) -> None:
+    """BerriAI/litellm, litellm/integrations/opentelemetry.py
+    (``OpenTelemetry.set_attributes``): a system prompt given as one text (the
+    ``system`` of an Anthropic Messages call, the ``instructions`` of a Responses call)
+    is written to ``gen_ai.system_instructions`` as that text, not as JSON."""
+    messages = [{"role": "user", "parts": [{"type": "text", "content": "Why does A1 time out?"}]}]
+    send(
+        key,
+        litellm_span(
+            "anthropic_messages",
+            1,
+            **{
+                "gen_ai.system_instructions": "You debug orders.",
+                "gen_ai.input.messages": json.dumps(messages),
+            },
+        ),
+        litellm_span(
+            "aresponses",
+            2,
+            **{
+                "gen_ai.system_instructions": "[Orders] Answer in a table.",
+                "gen_ai.input.messages": json.dumps(messages),
+                "gen_ai.conversation.id": "litellm-responses",
+            },
+        ),
+    )
+    assert contents(step(key, TRACE)) == [
+        ("system", "You debug orders."),
+        ("user", "Why does A1 time out?"),
+    ]
+    assert contents(step(key, "litellm-responses")) == [
+        ("system", "[Orders] Answer in a table."),
+        ("user", "Why does A1 time out?"),
+    ]
