@@ -673,6 +673,35 @@ def _oi_invocation_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     return None
 
 
+def _pydantic_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
+    """The tools in Pydantic AI's ``model_request_parameters`` (JSON text of the call's
+    ``ModelRequestParameters``), where its releases before ``gen_ai.tool.definitions``
+    wrote them: ``function_tools``, then ``output_tools`` (``result_tools`` in the
+    oldest), as that attribute now writes them."""
+    raw = attrs.get("model_request_parameters")
+    if not (isinstance(raw, str) and '"function_tools"' in raw):
+        return None
+    try:
+        params = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None  # parameters are not what the step is about: not a reason to refuse it
+    if not isinstance(params, Mapping):
+        return None
+    tools: list[Any] = []
+    for key in ("function_tools", "output_tools", "result_tools"):
+        listed = params.get(key)
+        for tool in listed if isinstance(listed, list) else []:
+            if not isinstance(tool, Mapping):
+                continue
+            found = {"type": "function", "name": tool.get("name")}
+            if tool.get("description"):
+                found["description"] = tool["description"]
+            if tool.get("parameters_json_schema"):
+                found["parameters"] = tool["parameters_json_schema"]
+            tools.append(found)
+    return tools or None
+
+
 # --- OpenLLMetry flattened attributes ---------------------------------------------------
 
 
@@ -1237,6 +1266,7 @@ def _tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     return (
         _flat_tools(attrs, _OI_TOOLS, "tool.")
         or _oi_invocation_tools(attrs)
+        or _pydantic_tools(attrs)
         or _flat_tools(attrs, _TL_FUNCTIONS, "")
         or _ai_tools(attrs)
         or _adk_tools(attrs)

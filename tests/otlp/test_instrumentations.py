@@ -1027,3 +1027,79 @@ def test_it_reads_system_instructions_sent_as_plain_text(key: str) -> None:
         ("system", "[Orders] Answer in a table."),
         ("user", "Why does A1 time out?"),
     ]
+
+
+def test_it_reads_pydantic_ais_tools_from_its_request_parameters(key: str) -> None:
+    """pydantic/pydantic-ai, pydantic_ai_slim/pydantic_ai/models/instrumented.py
+    (``InstrumentedModel._instrument``): releases before ``gen_ai.tool.definitions``
+    write the call's tools only in ``model_request_parameters``, the JSON of its
+    ``ModelRequestParameters`` (models/__init__.py): ``function_tools`` and
+    ``result_tools``, later ``output_tools``, each a ``ToolDefinition``."""
+    read_log = {
+        "name": "read_log",
+        "description": "Read the log",
+        "parameters_json_schema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        "outer_typed_dict_key": None,
+        "strict": None,
+    }
+    final = {
+        "name": "final_result",
+        "description": "The final response",
+        "parameters_json_schema": {"type": "object"},
+        "outer_typed_dict_key": None,
+        "strict": None,
+        "kind": "output",
+    }
+    events = [{"content": "Why?", "role": "user", "event.name": "gen_ai.user.message"}]
+    base = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": "openai",
+        "gen_ai.request.model": "gpt-4o",
+        "events": json.dumps(events),
+    }
+    send(
+        key,
+        span(
+            {
+                **base,
+                "model_request_parameters": json.dumps(
+                    {"function_tools": [read_log], "allow_text_result": True, "result_tools": []}
+                ),
+                "session.id": "pyd-tools-old",
+            },
+            n=1,
+        ),
+        span(
+            {
+                **base,
+                "model_request_parameters": json.dumps(
+                    {
+                        "function_tools": [read_log],
+                        "builtin_tools": [],
+                        "output_mode": "tool",
+                        "output_object": None,
+                        "output_tools": [final],
+                        "allow_text_output": False,
+                    }
+                ),
+                "session.id": "pyd-tools",
+            },
+            n=2,
+        ),
+    )
+    tool = {
+        "type": "function",
+        "name": "read_log",
+        "description": "Read the log",
+        "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}},
+    }
+    assert step(key, "pyd-tools-old")["tools"] == [tool]
+    assert step(key, "pyd-tools")["tools"] == [
+        tool,
+        {
+            "type": "function",
+            "name": "final_result",
+            "description": "The final response",
+            "parameters": {"type": "object"},
+        },
+    ]
