@@ -1095,9 +1095,9 @@ def _unrepeated(instructions: Any, items: Sequence[Any]) -> Any:
     if not (isinstance(instructions, list) and instructions):
         return instructions
     held: Counter[str] = Counter()
-    for _, message in items:
-        if not (isinstance(message, Mapping) and message.get("role") == "system"):
-            continue
+    # Decoded JSON: dicts (a comprehension, as this runs on every call's context).
+    systems = [m for _, m in items if type(m) is dict and m.get("role") == "system"]
+    for message in systems:
         parts = message.get("parts", message.get("content"))
         if isinstance(parts, str):
             held[parts] += 1
