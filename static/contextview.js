@@ -671,7 +671,12 @@
     box.textContent = text || ("The server answered " + xhr.status + " " + xhr.statusText + ".");
     box.hidden = false;
   });
-  document.addEventListener("htmx:beforeRequest", function () {
+  // What the user does next clears it; a request nobody made (the live tail's poll,
+  // a redraw) leaves it for them to read.
+  document.addEventListener("htmx:beforeRequest", function (ev) {
+    const config = ev.detail.requestConfig;
+    const cause = config && config.triggeringEvent;
+    if (!cause || cause.isTrusted === false) return;
     const box = document.getElementById("request-error");
     if (box) box.hidden = true;
   });

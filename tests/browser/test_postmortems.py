@@ -196,6 +196,11 @@ def test_it_says_why_a_note_was_refused(
     error = page.locator("#request-error")
     error.wait_for(state="visible")
     assert "must not contain a NUL character" in error.inner_text()
+    # The live session's page polls for new steps: a request nobody made leaves it.
+    polled = page.wait_for_event("requestfinished", lambda r: "/live/" in r.url)
+    assert polled.response().status == 200
+    page.wait_for_timeout(200)
+    assert error.is_visible()
     # The next request clears it, and the note goes in once it can be stored.
     form.locator("textarea").fill("pasted, cleaned")
     form.locator("button[type=submit]").click()
