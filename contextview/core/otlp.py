@@ -35,10 +35,10 @@ convention it follows:
   (no operation named) with ``gcp.vertex.agent.llm_request`` and ``llm_response``
   (JSON of Gemini contents; its ``usage_metadata`` holds the cached count, and the
   other counts in versions that set no ``gen_ai.usage.*``), session
-  ``gcp.vertex.agent.session_id``; the ``generate_content`` span inside it is the same
-  call and is left out.
+  ``gcp.vertex.agent.session_id``.
 
-A call that names no agent takes the one named by the nearest span around it in the
+A call traced twice (a framework's span and its model client's inside it) is one
+step (`_one_per_call`). A call that names no agent takes the one named by the nearest span around it in the
 export (an ``invoke_agent`` span).
 
 Messages come out in the contract's v1.1 form: ``content`` a string when the message
@@ -1388,6 +1388,56 @@ def _agent_around(
     return None
 
 
+def _carries_input(p: _Pending) -> bool:
+    """Whether a call's span holds a context in one of the forms `_input` reads."""
+    attrs = p.attrs
+    if any(key in attrs for key in _INPUT_KEYS):
+        return True
+    if any(key.startswith((_OI_INPUT, _TL_PROMPT)) for key in attrs):
+        return True
+    return bool(p.span.events) or "events" in attrs
+
+
+_INPUT_KEYS = (
+    "gen_ai.input.messages",
+    "gen_ai.system_instructions",
+    "ai.prompt.messages",
+    ADK_REQUEST,
+)
+
+
+def _one_per_call(pending: list[_Pending], parents: Mapping[bytes, bytes]) -> list[_Pending]:
+    """The calls of an export less those another instrumentation traced again.
+
+    A model call made through a framework is often traced twice when both are
+    instrumented (LangChain's and the OpenAI client's OpenInference instrumentors,
+    as auto-instrumentation sets them up; ADK's ``call_llm`` around the
+    ``generate_content`` span of the Gemini client): the client's span sits inside
+    the framework's, and no model call can run inside another. Of such nested
+    spans the outermost that holds a context is the step (the framework's names
+    the session and the agent); the others are accepted and left out. Spans of one
+    call that come in separate exports are both steps.
+    """
+    by_span = {p.span.span_id: p for p in pending}
+    dropped: set[bytes] = set()
+    for p in pending:
+        outer = p.span.parent_span_id
+        for _ in range(64):  # a bound, should parents form a loop
+            if not outer or outer in by_span:
+                break
+            outer = parents.get(outer, b"")
+        if not outer or outer not in by_span:
+            continue
+        # The inner one goes, unless only it holds the context.
+        if _carries_input(by_span[outer]) or not _carries_input(p):
+            dropped.add(p.span.span_id)
+        else:
+            dropped.add(outer)
+    if not dropped:
+        return pending
+    return [p for p in pending if p.span.span_id not in dropped]
+
+
 def decode_request(
     request: ExportTraceServiceRequest, *, stored: Container[str] = frozenset()
 ) -> Decoded:
@@ -1400,11 +1450,10 @@ def decode_request(
     """
     decoded = Decoded()
     pending: list[_Pending] = []
-    # Each span's parent, the agents named by spans that are no calls (an agent run
-    # around its calls), and ADK's call_llm spans: read to complete the calls below.
+    # Each span's parent and the agents named by spans that are no calls (an agent run
+    # around its calls): read to complete the calls below.
     parents: dict[bytes, bytes] = {}
     agents: dict[bytes, str] = {}
-    adk_calls: set[bytes] = set()
     for resource_spans in request.resource_spans:
         service = None
         for kv in resource_spans.resource.attributes:
@@ -1429,8 +1478,6 @@ def decode_request(
                     if ids_ok and is_tool_run(attrs):
                         decoded.tools.append(tool_run(span, attrs, trace_id, span_id))
                     continue
-                if is_adk_call(attrs):
-                    adk_calls.add(span.span_id)
                 if not ids_ok:
                     decoded.refused.append(
                         Refused(trace_id, span_id, "trace_id and span_id must be 16 and 8 bytes")
@@ -1447,14 +1494,8 @@ def decode_request(
                         agent=agent or service,
                     )
                 )
-    if adk_calls:
-        # ADK's generate_content span inside its call_llm span is the same call, its
-        # messages sent as logs: the call_llm span, which carries them, is the step.
-        pending = [
-            p
-            for p in pending
-            if p.span.parent_span_id not in adk_calls or p.span.span_id in adk_calls
-        ]
+    if len(pending) > 1:
+        pending = _one_per_call(pending, parents)
     if agents:
         for p in pending:
             if _name(p.attrs.get("gen_ai.agent.name")) is None:  # none of its own

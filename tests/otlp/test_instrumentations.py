@@ -1103,3 +1103,61 @@ def test_it_reads_pydantic_ais_tools_from_its_request_parameters(key: str) -> No
             "parameters": {"type": "object"},
         },
     ]
+
+
+def _oi_llm(n: int, model: str, *, parent: int | None = None, **more: Any) -> dict[str, Any]:
+    """An OpenInference LLM span of a two-message context (as both its LangChain and
+    its OpenAI instrumentors write one: python/instrumentation/openinference-
+    instrumentation-langchain/.../_tracer.py, ...-openai/.../_request_attributes_extractor.py)."""
+    return span(
+        {
+            "openinference.span.kind": "LLM",
+            "llm.model_name": model,
+            "llm.input_messages.0.message.role": "system",
+            "llm.input_messages.0.message.content": "You debug orders.",
+            "llm.input_messages.1.message.role": "user",
+            "llm.input_messages.1.message.content": "Why does SO20260101007 time out?",
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": "A 504 from inventory.",
+            "llm.token_count.prompt": 30,
+            "llm.token_count.completion": 6,
+            **more,
+        },
+        n=n,
+        parent=parent,
+        name="ChatOpenAI" if parent is None else "ChatCompletion",
+    )
+
+
+def test_a_call_traced_by_a_framework_and_its_model_client_is_one_step(key: str) -> None:
+    """Phoenix's ``register(auto_instrument=True)`` turns on every OpenInference
+    instrumentor installed: a LangChain chat model's call is a LangChain LLM span
+    (with the session from its metadata) and, inside it, the OpenAI client's."""
+    chain = span({"openinference.span.kind": "CHAIN", "session.id": "lc-1"}, n=1, name="Agent")
+    outer = _oi_llm(2, "gpt-4o", parent=1, **{"session.id": "lc-1"})
+    inner = _oi_llm(3, "gpt-4o-2024-08-06", parent=2)
+    send(key, inner, outer, chain)
+    assert session(key, "lc-1")["steps"] == 1
+    got = step(key, "lc-1")
+    assert contents(got) == [
+        ("system", "You debug orders."),
+        ("user", "Why does SO20260101007 time out?"),
+    ]
+    assert got["model"] == "gpt-4o"
+    # The client's span made no session of its own (its trace id would name it).
+    response = Client().get(f"/api/v1/sessions/{TRACE}", HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 404
+
+
+def test_of_two_spans_of_one_call_the_one_holding_the_context_is_the_step(key: str) -> None:
+    wrapper = span(
+        {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4o", "session.id": "wrap-1"},
+        n=1,
+        name="llm",
+    )
+    inner = _oi_llm(2, "gpt-4o-2024-08-06", parent=1, **{"session.id": "wrap-1"})
+    send(key, wrapper, inner)
+    assert session(key, "wrap-1")["steps"] == 1
+    got = step(key, "wrap-1")
+    assert contents(got)[1] == ("user", "Why does SO20260101007 time out?")
+    assert got["model"] == "gpt-4o-2024-08-06"
