@@ -38,8 +38,8 @@ convention it follows:
   ``gcp.vertex.agent.session_id``.
 
 A call traced twice (a framework's span and its model client's inside it) is one
-step (`_one_per_call`). A call that names no agent takes the one named by the nearest span around it in the
-export (an ``invoke_agent`` span).
+step (`_one_per_call`). A call that names no agent takes the one named by the
+nearest span around it in the export (an ``invoke_agent`` span).
 
 Messages come out in the contract's v1.1 form: ``content`` a string when the message
 is one text, else a list of parts (``text``, ``tool_call``, ``tool_result``,
@@ -166,6 +166,9 @@ class LlmCall:
     extra: dict[str, Any] | None = None
     # the ids of `messages`, in order, when known (decoding builds them as it goes)
     ids: list[str] | None = None
+    # the span its span sits in, when that one was not in the export: a later export
+    # may bring it, and it is the same call when it is a model call's (`inner_marker_id`)
+    outer_span_id: str | None = None
 
     def message_ids(self) -> list[str]:
         return self.ids if self.ids is not None else [m["id"] for m in self.messages]
@@ -185,6 +188,12 @@ class LlmCall:
 def span_event_id(trace_id: str, span_id: str) -> str:
     """The ingest event id of a span: a span sent again is the same event."""
     return f"otlp-{trace_id}-{span_id}"
+
+
+def inner_marker_id(trace_id: str, span_id: str) -> str:
+    """The event id stored to say that span `span_id` holds a model call stored as a
+    step: a model call's span that comes later under that id is the same call."""
+    return f"otlp-inner-{trace_id}-{span_id}"
 
 
 @dataclass(slots=True)
@@ -1373,6 +1382,21 @@ def span_event_ids(request: ExportTraceServiceRequest) -> list[str]:
     ]
 
 
+def span_lookup_ids(request: ExportTraceServiceRequest) -> list[str]:
+    """The event ids whose being stored `decode_request` asks about: every span's own
+    (`span_event_ids`), its parent's (a model call stored under it) and its marker
+    (a model call stored inside it, `inner_marker_id`)."""
+    out = span_event_ids(request)
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                trace_id = span.trace_id.hex()
+                out.append(inner_marker_id(trace_id, span.span_id.hex()))
+                if span.parent_span_id:
+                    out.append(span_event_id(trace_id, span.parent_span_id.hex()))
+    return out
+
+
 def _agent_around(
     span_id: bytes, parents: Mapping[bytes, bytes], agents: Mapping[bytes, str]
 ) -> str | None:
@@ -1415,8 +1439,10 @@ def _one_per_call(pending: list[_Pending], parents: Mapping[bytes, bytes]) -> li
     ``generate_content`` span of the Gemini client): the client's span sits inside
     the framework's, and no model call can run inside another. Of such nested
     spans the outermost that holds a context is the step (the framework's names
-    the session and the agent); the others are accepted and left out. Spans of one
-    call that come in separate exports are both steps.
+    the session and the agent); the others are accepted and left out. When they
+    come in separate exports, the one stored first is the step: a call's span stored
+    under a span of an earlier export marks that span (``inner_marker_id``), and a
+    model call's span inside a stored call, or marked, is left out (``decode_request``).
     """
     by_span = {p.span.span_id: p for p in pending}
     dropped: set[bytes] = set()
@@ -1454,6 +1480,7 @@ def decode_request(
     # around its calls): read to complete the calls below.
     parents: dict[bytes, bytes] = {}
     agents: dict[bytes, str] = {}
+    in_export: set[bytes] = set()
     for resource_spans in request.resource_spans:
         service = None
         for kv in resource_spans.resource.attributes:
@@ -1462,6 +1489,7 @@ def decode_request(
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 decoded.spans += 1
+                in_export.add(span.span_id)
                 if span.parent_span_id:
                     parents[span.span_id] = span.parent_span_id
                 trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
@@ -1482,6 +1510,16 @@ def decode_request(
                     decoded.refused.append(
                         Refused(trace_id, span_id, "trace_id and span_id must be 16 and 8 bytes")
                     )
+                    continue
+                if stored and (
+                    inner_marker_id(trace_id, span_id) in stored
+                    or (
+                        span.parent_span_id
+                        and span_event_id(trace_id, span.parent_span_id.hex()) in stored
+                    )
+                ):
+                    # One call traced twice, the other span stored as a step already
+                    # (`_one_per_call`, across exports): accepted, no step of its own.
                     continue
                 attrs = _with_events(span, attrs)
                 pending.append(
@@ -1521,6 +1559,9 @@ def decode_request(
                 output=_output(p),
                 compacted=_compacted(p.attrs),
             )
+            outer = p.span.parent_span_id
+            if outer and outer not in in_export:
+                call.outer_span_id = outer.hex()
         except SpanError as exc:
             decoded.refused.append(Refused(p.trace_id, p.span_id, str(exc)))
             continue

@@ -47,8 +47,9 @@ from contextview.core.otlp import (
     LlmCall,
     ToolRun,
     decode_request,
+    inner_marker_id,
     span_event_id,
-    span_event_ids,
+    span_lookup_ids,
     step_event,
     timestamp,
 )
@@ -136,7 +137,7 @@ def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> Tr
             # Decoded in a slot: the slots bound the memory and time of that too. Spans
             # stored already are left out before their contexts are read (`_unseen`
             # checks again once the sessions are locked).
-            decoded = decode_request(request, stored=_stored(project, span_event_ids(request)))
+            decoded = decode_request(request, stored=_stored(project, span_lookup_ids(request)))
             outcome = TracesOutcome(spans=decoded.spans)
             for refused in decoded.refused:
                 outcome.rejected += 1
@@ -167,10 +168,32 @@ def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> Tr
                 outcome.rejected += 1
                 outcome.errors.append(f"span {call.span_id}: {error}")
             if not refused or last:
+                gone = {id(call) for call, _ in refused}
+                _inner_marked(project, [c for c in calls if id(c) not in gone])
                 break
             gone = {id(call) for call, _ in refused}
             calls = [c for c in calls if id(c) not in gone]
     return outcome
+
+
+def _inner_marked(project: Project, stored: list[LlmCall]) -> None:
+    """Note, for each stored call whose span sits in one the export did not hold, that
+    that span holds a model call: should it come later and be a model call's, it is
+    the same call traced twice (``decode_request``), and no step of its own."""
+    keys = [
+        event_key(inner_marker_id(c.trace_id, c.outer_span_id))
+        for c in stored
+        if c.outer_span_id is not None
+    ]
+    if not keys:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO cv_raw_event (project_id, event_key, type, body_hash, received_at) "
+            "SELECT %s, k, 'otlp-inner', '', now() FROM unnest(%s::uuid[]) k "
+            "ON CONFLICT DO NOTHING",
+            [project.pk, keys],
+        )
 
 
 def _tool_runs_store(project: Project, runs: list[ToolRun]) -> None:

@@ -1161,3 +1161,39 @@ def test_of_two_spans_of_one_call_the_one_holding_the_context_is_the_step(key: s
     got = step(key, "wrap-1")
     assert contents(got)[1] == ("user", "Why does SO20260101007 time out?")
     assert got["model"] == "gpt-4o-2024-08-06"
+
+
+@pytest.mark.parametrize("order", ["client first", "framework first"])
+def test_a_call_traced_twice_and_sent_in_two_exports_is_one_step(key: str, order: str) -> None:
+    """Phoenix's ``register()`` exports each span as it ends (a SimpleSpanProcessor):
+    the client's span, which ends first, comes alone, then the framework's."""
+    outer = _oi_llm(2, "gpt-4o", parent=1, **{"session.id": "lc-2"})
+    inner = _oi_llm(3, "gpt-4o", parent=2, **{"session.id": "lc-2"})
+    first, second = (inner, outer) if order == "client first" else (outer, inner)
+    send(key, first)
+    send(key, second)
+    send(key, first)  # and one sent again
+    assert session(key, "lc-2")["steps"] == 1
+    assert contents(step(key, "lc-2"))[1] == ("user", "Why does SO20260101007 time out?")
+
+
+def test_a_tool_span_around_a_stored_model_call_is_still_kept(key: str) -> None:
+    """An agent used as a tool: its model call ends (and is sent) before the tool's
+    span; the tool run is kept as any other."""
+    call = _oi_llm(2, "gpt-4o", parent=1, **{"session.id": "tool-1"})
+    tool = span(
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "ask_expert",
+            "gen_ai.tool.call.id": "call_9",
+            "session.id": "tool-1",
+        },
+        n=1,
+        name="execute_tool ask_expert",
+    )
+    send(key, call)
+    send(key, tool)
+    assert session(key, "tool-1")["steps"] == 1
+    from contextview.ingest.models import ToolRun
+
+    assert list(ToolRun.objects.values_list("name", flat=True)) == ["ask_expert"]
