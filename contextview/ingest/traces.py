@@ -167,11 +167,10 @@ def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> Tr
             for call, error in refused:
                 outcome.rejected += 1
                 outcome.errors.append(f"span {call.span_id}: {error}")
+            gone = {id(call) for call, _ in refused}
             if not refused or last:
-                gone = {id(call) for call, _ in refused}
                 _inner_marked(project, [c for c in calls if id(c) not in gone])
                 break
-            gone = {id(call) for call, _ in refused}
             calls = [c for c in calls if id(c) not in gone]
     return outcome
 
