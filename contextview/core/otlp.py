@@ -1430,6 +1430,17 @@ _INPUT_KEYS = (
 )
 
 
+def _within(span_id: bytes, other: bytes, parents: Mapping[bytes, bytes]) -> bool:
+    """Whether span `span_id` is `other` or sits inside it (64 levels at most)."""
+    for _ in range(64):
+        if span_id == other:
+            return True
+        span_id = parents.get(span_id, b"")
+        if not span_id:
+            return False
+    return False
+
+
 def _one_per_call(pending: list[_Pending], parents: Mapping[bytes, bytes]) -> list[_Pending]:
     """The calls of an export less those another instrumentation traced again.
 
@@ -1452,8 +1463,8 @@ def _one_per_call(pending: list[_Pending], parents: Mapping[bytes, bytes]) -> li
             if not outer or outer in by_span:
                 break
             outer = parents.get(outer, b"")
-        if not outer or outer not in by_span:
-            continue
+        if not outer or outer not in by_span or _within(outer, p.span.span_id, parents):
+            continue  # inside no call (or in a loop of parents: inside nothing)
         # The inner one goes, unless only it holds the context.
         if _carries_input(by_span[outer]) or not _carries_input(p):
             dropped.add(p.span.span_id)

@@ -1197,3 +1197,14 @@ def test_a_tool_span_around_a_stored_model_call_is_still_kept(key: str) -> None:
     from contextview.ingest.models import ToolRun
 
     assert list(ToolRun.objects.values_list("name", flat=True)) == ["ask_expert"]
+
+
+def test_spans_whose_parents_loop_are_no_nesting_and_each_call_is_a_step(key: str) -> None:
+    # Ids no SDK writes, but a hand-made exporter can: a span its own parent, and two
+    # model calls each the other's parent. Nothing sits inside anything there.
+    send(key, _oi_llm(1, "gpt-4o", parent=1, **{"session.id": "loop-1"}))
+    assert session(key, "loop-1")["steps"] == 1
+    first = _oi_llm(2, "gpt-4o", parent=3, **{"session.id": "loop-2"})
+    second = _oi_llm(3, "gpt-4o", parent=2, **{"session.id": "loop-2"})
+    send(key, first, second)
+    assert session(key, "loop-2")["steps"] == 2
