@@ -610,12 +610,16 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 
 # Objects frozen since the last full collection, at most, before the next one
-# (`_survivors_frozen`): more than the caches of some sessions hold.
+# (`_survivors_frozen`): more than the caches of some sessions hold. And runs at most:
+# a live agent's steps are a run each (a full collection every thousand of them
+# costs each about a tenth of a millisecond).
 FROZEN_GROWTH = 500_000
+FULL_EVERY_RUNS = 1000
 # Whether this process freezes what its runs leave (decided at its first run), and
-# how many objects its runs froze since the last full collection.
+# how many objects and runs its runs froze since the last full collection.
 _freezing: bool | None = None
 _frozen_since = 0
+_runs_since = 0
 
 
 def _survivors_frozen() -> None:
@@ -628,20 +632,23 @@ def _survivors_frozen() -> None:
     are never looked at for cycles, so should any form after all, a full
     collection runs once the runs froze FROZEN_GROWTH objects more than they freed
     since the last (the collector's own count of new objects, read at no cost;
-    counting the frozen ones walks them all). Only in a process that froze what it
-    started with (a worker process, ``contextview.celery``): elsewhere (a shell, the
-    tests) the collector runs as usual.
+    counting the frozen ones walks them all), and every FULL_EVERY_RUNS runs: what
+    the process did between runs (its broker's client, a failed task's traceback)
+    may have left garbage in cycles, which a freeze keeps too. Only in a process
+    that froze what it started with (a worker process, ``contextview.celery``):
+    elsewhere (a shell, the tests) the collector runs as usual.
     """
-    global _freezing, _frozen_since
+    global _freezing, _frozen_since, _runs_since
     if _freezing is None:
         _freezing = gc.get_freeze_count() > 0
     if not _freezing:
         return
     _frozen_since += gc.get_count()[0]
-    if _frozen_since > FROZEN_GROWTH:
+    _runs_since += 1
+    if _frozen_since > FROZEN_GROWTH or _runs_since >= FULL_EVERY_RUNS:
         gc.unfreeze()
         gc.collect()
-        _frozen_since = 0
+        _frozen_since = _runs_since = 0
     gc.freeze()
 
 

@@ -46,6 +46,20 @@ def test_cycles_frozen_with_a_runs_survivors_are_collected_once_enough_grew() ->
     assert _run(script) == ["True", "True", "True"]
 
 
+def test_cycles_frozen_between_runs_are_collected_every_so_many_runs() -> None:
+    script = (
+        "gc.freeze()\n"
+        "services.FULL_EVERY_RUNS = 3\n"
+        "a = Node(); a.me = a; gone = weakref.ref(a); del a\n"  # left by other work
+        "seen = []\n"
+        "for _ in range(3):\n"
+        "    with services._cyclic_gc_paused(): pass\n"  # runs that leave nothing new
+        "    gc.collect(); seen.append(gone() is None)\n"
+        "print(*seen)\n"
+    )
+    assert _run(script) == ["False", "False", "True"]
+
+
 def test_a_process_that_froze_nothing_collects_as_usual() -> None:
     script = (
         "a = Node(); a.me = a; gone = weakref.ref(a); del a\n"
