@@ -2,21 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _run(script: str, **env: str) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60,
-        env={**os.environ, **env},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return done.stdout.split()
+from tests.fresh import run_fresh as _run
 
 
 def test_it_imports_the_urlconf_and_the_views_before_the_first_request() -> None:

@@ -65,7 +65,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -662,18 +662,29 @@ def _flat_tools(attrs: Mapping[str, Any], prefix: str, fields: str) -> list[Any]
     return tools or None
 
 
-def _oi_invocation_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
-    """The tools inside OpenInference's ``llm.invocation_parameters`` (JSON text of the
-    call's parameters; LangChain's hold ``tools``, or ``functions`` in OpenAI's older
-    API), which its instrumentations wrote before ``llm.tools.*``."""
-    raw = attrs.get(_OI_PARAMETERS)
-    if not (isinstance(raw, str) and ('"tools"' in raw or '"functions"' in raw)):
+def _json_parameters(
+    attrs: Mapping[str, Any], name: str, marks: tuple[str, ...]
+) -> Mapping[str, Any] | None:
+    """The object a call's parameters attribute `name` holds as JSON text, when the text
+    holds one of `marks` (what the caller looks for: most calls' parameters have none,
+    and are not decoded). None otherwise, and when the text is no JSON object: the
+    parameters are not what the step is about, and no reason to refuse it."""
+    raw = attrs.get(name)
+    if not (isinstance(raw, str) and any(mark in raw for mark in marks)):
         return None
     try:
         params = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return None  # parameters are not what the step is about: not a reason to refuse it
-    if not isinstance(params, Mapping):
+        return None
+    return params if isinstance(params, Mapping) else None
+
+
+def _oi_invocation_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
+    """The tools inside OpenInference's ``llm.invocation_parameters`` (JSON text of the
+    call's parameters; LangChain's hold ``tools``, or ``functions`` in OpenAI's older
+    API), which its instrumentations wrote before ``llm.tools.*``."""
+    params = _json_parameters(attrs, _OI_PARAMETERS, ('"tools"', '"functions"'))
+    if params is None:
         return None
     for key in ("tools", "functions"):
         tools = params.get(key)
@@ -687,14 +698,8 @@ def _pydantic_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     ``ModelRequestParameters``), where its releases before ``gen_ai.tool.definitions``
     wrote them: ``function_tools``, then ``output_tools`` (``result_tools`` in the
     oldest), as that attribute now writes them."""
-    raw = attrs.get("model_request_parameters")
-    if not (isinstance(raw, str) and '"function_tools"' in raw):
-        return None
-    try:
-        params = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None  # parameters are not what the step is about: not a reason to refuse it
-    if not isinstance(params, Mapping):
+    params = _json_parameters(attrs, "model_request_parameters", ('"function_tools"',))
+    if params is None:
         return None
     tools: list[Any] = []
     for key in ("function_tools", "output_tools", "result_tools"):
@@ -1397,19 +1402,23 @@ def span_lookup_ids(request: ExportTraceServiceRequest) -> list[str]:
     return out
 
 
+def _ancestors(span_id: bytes, parents: Mapping[bytes, bytes]) -> Iterator[bytes]:
+    """The spans above `span_id` in an export, nearest first (64 at most, should
+    parents form a loop)."""
+    for _ in range(64):
+        parent = parents.get(span_id)
+        if not parent:
+            return
+        yield parent
+        span_id = parent
+
+
 def _agent_around(
     span_id: bytes, parents: Mapping[bytes, bytes], agents: Mapping[bytes, str]
 ) -> str | None:
     """The agent a call without a name of its own ran in: the nearest span above it (in
     the same export) that names one, such as Strands' and ADK's ``invoke_agent``."""
-    for _ in range(64):  # a bound, should parents form a loop
-        parent = parents.get(span_id)
-        if parent is None:
-            return None
-        if parent in agents:
-            return agents[parent]
-        span_id = parent
-    return None
+    return next((agents[a] for a in _ancestors(span_id, parents) if a in agents), None)
 
 
 def _carries_input(p: _Pending) -> bool:
@@ -1430,17 +1439,6 @@ _INPUT_KEYS = (
 )
 
 
-def _within(span_id: bytes, other: bytes, parents: Mapping[bytes, bytes]) -> bool:
-    """Whether span `span_id` is `other` or sits inside it (64 levels at most)."""
-    for _ in range(64):
-        if span_id == other:
-            return True
-        span_id = parents.get(span_id, b"")
-        if not span_id:
-            return False
-    return False
-
-
 def _one_per_call(pending: list[_Pending], parents: Mapping[bytes, bytes]) -> list[_Pending]:
     """The calls of an export less those another instrumentation traced again.
 
@@ -1458,12 +1456,9 @@ def _one_per_call(pending: list[_Pending], parents: Mapping[bytes, bytes]) -> li
     by_span = {p.span.span_id: p for p in pending}
     dropped: set[bytes] = set()
     for p in pending:
-        outer = p.span.parent_span_id
-        for _ in range(64):  # a bound, should parents form a loop
-            if not outer or outer in by_span:
-                break
-            outer = parents.get(outer, b"")
-        if not outer or outer not in by_span or _within(outer, p.span.span_id, parents):
+        inner = p.span.span_id
+        outer = next((a for a in _ancestors(inner, parents) if a in by_span), None)
+        if outer is None or outer == inner or inner in _ancestors(outer, parents):
             continue  # inside no call (or in a loop of parents: inside nothing)
         # The inner one goes, unless only it holds the context.
         if _carries_input(by_span[outer]) or not _carries_input(p):

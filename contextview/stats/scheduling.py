@@ -46,13 +46,11 @@ def stats_producers_connect(count: int) -> None:
 
     from contextview.celery import app
 
-    count_queues = settings.STATS_QUEUES
-    names = (
-        [stats_queue_name(n) for n in range(count_queues)]
-        if count_queues > 1
-        else [app.conf.task_default_queue]
-    )
-    queues = [app.amqp.queues[name] for name in names]
+    # Every queue a session's computation may go to (`stats_queue`).
+    names = {
+        stats_queue(n) or app.conf.task_default_queue for n in range(max(1, settings.STATS_QUEUES))
+    }
+    queues = [app.amqp.queues[name] for name in sorted(names)]
     held = []
     try:
         for _ in range(count):

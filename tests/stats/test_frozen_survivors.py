@@ -3,12 +3,7 @@ subprocess, as a worker process starts)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from tests.fresh import run_fresh
 
 _PRELUDE = (
     "import gc, weakref, django\n"
@@ -19,17 +14,7 @@ _PRELUDE = (
 
 
 def _run(script: str) -> list[str]:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "contextview.settings"}
-    done = subprocess.run(
-        [sys.executable, "-c", _PRELUDE + script],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.split()
+    return run_fresh(_PRELUDE + script, DJANGO_SETTINGS_MODULE="contextview.settings")
 
 
 def test_cycles_frozen_with_a_runs_survivors_are_collected_once_enough_grew() -> None:

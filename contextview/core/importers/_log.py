@@ -84,9 +84,7 @@ def token_count(value: Any, where: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 53:
-        shown = repr(value)
-        shown = shown if len(shown) <= 40 else shown[:37] + "..."
-        raise TranscriptError(where, f"must be a whole number of tokens, not {shown}")
+        raise TranscriptError(where, f"must be a whole number of tokens, not {short_repr(value)}")
     return value
 
 
@@ -190,13 +188,14 @@ def own_lines(
 def _what_line_is(lineno: int, line: dict[str, Any]) -> str:
     kind = line.get("type")
     if isinstance(kind, str):
-        return f"line {lineno} has type {_short(kind)}"
-    fields = ", ".join(_short(k) for k in list(line)[:6]) or "none"
+        return f"line {lineno} has type {short_repr(kind)}"
+    fields = ", ".join(short_repr(k) for k in list(line)[:6]) or "none"
     return f"line {lineno} has no type; its fields: {fields}"
 
 
-def _short(text: str) -> str:
-    shown = repr(text)
+def short_repr(value: Any) -> str:
+    """A value as an error shows what a log held: its repr, cut to 40 characters."""
+    shown = repr(value)
     return shown if len(shown) <= 40 else shown[:37] + "..."
 
 

@@ -28,6 +28,7 @@ from contextview.core.importers._log import (
     SessionLog,
     TranscriptError,
     json_document,
+    short_repr,
     token_count,
     usage_cached_inside,
 )
@@ -176,9 +177,9 @@ def _llm_calls(step: dict[str, Any], at: str) -> int | None:
     if count is None:
         return None
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        shown = repr(count)
-        shown = shown if len(shown) <= 40 else shown[:37] + "..."
-        raise TranscriptError(f"{at}.llm_call_count", f"must be a whole number, not {shown}")
+        raise TranscriptError(
+            f"{at}.llm_call_count", f"must be a whole number, not {short_repr(count)}"
+        )
     return count
 
 
