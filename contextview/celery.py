@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+from contextlib import suppress
 
 from celery import Celery
 from celery.signals import worker_process_init
@@ -47,3 +48,28 @@ def _yield_to_ingest(**_: object) -> None:
     increment = settings.WORKER_NICE
     if increment > 0:
         os.nice(increment)
+        _own_group_lowered(increment)
+
+
+# Where Linux shows the scheduling group of a process, on kernels that group by session.
+AUTOGROUP = "/proc/self/autogroup"
+
+
+def _own_group_lowered(increment: int) -> None:
+    """Lower the worker process's scheduling group as its nice was lowered.
+
+    Where the kernel groups processes by session (autogroups), CPU is shared between
+    the groups before a nice value counts within one: a worker started in a session
+    of its own (a service manager, ``setsid``, another terminal) took as much CPU as
+    all the web's processes together, niced or not. So the process leads a session of
+    its own, whose group it lowers, not that of the web it may have shared one with.
+    Nothing changes where there are no autogroups, or where the process may not.
+    """
+    if not os.path.exists(AUTOGROUP):
+        return
+    try:
+        os.setsid()
+    except OSError:
+        return  # it leads its process group: its group may hold others, left alone
+    with suppress(OSError), open(AUTOGROUP, "w") as group:
+        group.write(str(increment))

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from contextview.celery import AUTOGROUP
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -39,3 +43,27 @@ def test_a_worker_process_runs_below_the_web_by_worker_nice() -> None:
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() == [lowered]
+
+
+@pytest.mark.skipif(not os.path.exists(AUTOGROUP), reason="the kernel groups no sessions")
+def test_a_worker_process_lowers_a_scheduling_group_of_its_own() -> None:
+    # With autogroups, CPU is shared between sessions' groups before nice counts: the
+    # worker process leads a session of its own and lowers its group, not the group
+    # of the session it was started in (the web's, when one command starts both).
+    script = (
+        "import os; from contextview.celery import app, AUTOGROUP; "
+        "from celery.signals import worker_process_init; "
+        "started_in = os.getsid(0); worker_process_init.send(sender=None); "
+        "print(os.getsid(0) == os.getpid(), os.getsid(0) != started_in, "
+        "open(AUTOGROUP).read().split()[-1])"
+    )
+    group_before = Path(AUTOGROUP).read_text()
+    for setting, expected in (("7", ["True", "True", "7"]), ("0", ["False", "False", "0"])):
+        done = subprocess.run(
+            [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+            timeout=60, env={**os.environ, "WORKER_NICE": setting},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == expected
+    # The session the tests run in kept its group as it was.
+    assert Path(AUTOGROUP).read_text() == group_before
