@@ -8,11 +8,13 @@ Each session starts with a context of --context messages (a system prompt, then
 user, assistant and tool messages of 100 B to 3 KB) and every call adds the
 previous reply and a tool result; every --compact-every calls the agent compacts:
 the oldest half of its history becomes one summary message (and the call reports
-``gen_ai.conversation.compacted``). The spans are made with the OpenTelemetry SDK
-before the clock starts, which also waits for the server to answer (``/healthz``,
-then a few empty exports at once: a server still starting is not measured); then
-every session's calls are exported in order, in exports of --batch spans, one
-thread per session, through ``OTLPSpanExporter``.
+``gen_ai.conversation.compacted``). Each session is an agent in a process of its
+own, as separate agents are (threads of one process would wait on each other's
+encoding, which holds the interpreter: a limit of the client, not of the server).
+It makes its spans with the OpenTelemetry SDK before the clock starts, which also
+waits for the server to answer (``/healthz``, then a few empty exports at once: a
+server still starting is not measured); then every agent exports its calls in
+order, in exports of --batch spans, through an ``OTLPSpanExporter`` of its own.
 
 Reports spans accepted per second (the exports alone), spans per second end to end
 (until every step's statistics are ready: run a worker), the p50/p99 latency of an
@@ -28,14 +30,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import random
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -133,27 +138,22 @@ class Session:
         return attrs
 
 
-def make_spans(args: argparse.Namespace) -> tuple[list[list[ReadableSpan]], int, list[str]]:
-    """Every session's spans, in call order; the distinct content bytes; session ids."""
+def session_spans(args: argparse.Namespace, name: str, seed: int) -> tuple[list[ReadableSpan], int]:
+    """One session's spans, in call order, and its distinct content bytes."""
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "bench-agent"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("bench.otlp")
-    run = uuid.uuid4().hex[:8]
-    sessions = [Session(f"bench-otlp-{run}-{i}", args, args.seed + i) for i in range(args.sessions)]
+    session = Session(name, args, seed)
     start = time.time_ns()
-    out: list[list[ReadableSpan]] = []
-    for s in sessions:
-        memory.clear()
-        for n in range(args.calls):
-            at = start + n * 1_000_000_000
-            tracer.start_span("chat gpt-4o", attributes=s.attributes(n), start_time=at).end(
-                end_time=at + 500_000_000
-            )
-        out.append(list(memory.get_finished_spans()))
+    for n in range(args.calls):
+        at = start + n * 1_000_000_000
+        tracer.start_span("chat gpt-4o", attributes=session.attributes(n), start_time=at).end(
+            end_time=at + 500_000_000
+        )
+    spans = list(memory.get_finished_spans())
     provider.shutdown()
-    distinct = sum(sum(s.distinct.values()) for s in sessions)
-    return out, distinct, [s.name for s in sessions]
+    return spans, sum(session.distinct.values())
 
 
 def server_ready(url: str, key: str, callers: int, wait_s: float = 60.0) -> None:
@@ -229,35 +229,70 @@ class _Retries(logging.Handler):
             self.count += 1
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+# How long the agents wait for each other to be ready.
+_READY_S = 120.0
+
+
+def _agent(
+    index: int, name: str, args: argparse.Namespace, deadline: float, start_line: Any, out: Any
+) -> None:
+    """One agent, in a process of its own: makes its session's spans, then, once every
+    agent is ready, sends them through an exporter of its own; (sent, failed,
+    latencies, retries, distinct content bytes) go to `out`, whatever happens."""
     retries = _Retries()
     logging.getLogger("opentelemetry").addHandler(retries)
-    by_session, distinct, session_ids = make_spans(args)
-    size_before = database_size(args.database_url)
-    exporter = OTLPSpanExporter(
-        endpoint=f"{args.url.rstrip('/')}/v1/traces",
-        headers={"Authorization": f"Bearer {args.key}"},
-        timeout=args.export_timeout,
-    )
-    server_ready(args.url, args.key, 2 * len(by_session))
-    deadline = time.monotonic() + args.time_limit
-    started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=len(by_session)) as pool:
-        done = list(
-            pool.map(lambda s: export_session(exporter, s, args.batch, deadline), by_session)
+    result: tuple[int, int, list[float], int, int] = (0, args.calls, [], 0, 0)
+    try:
+        spans, distinct = session_spans(args, name, args.seed + index)
+        exporter = OTLPSpanExporter(
+            endpoint=f"{args.url.rstrip('/')}/v1/traces",
+            headers={"Authorization": f"Bearer {args.key}"},
+            timeout=args.export_timeout,
         )
+        start_line.wait(timeout=_READY_S)
+        sent, failed, latencies = export_session(exporter, spans, args.batch, deadline)
+        exporter.shutdown()
+        result = (sent, failed, latencies, retries.count, distinct)
+    except BaseException:
+        start_line.abort()  # the others go, and the run reports this one's calls failed
+        raise
+    finally:
+        out.put(result)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    run_id = uuid.uuid4().hex[:8]
+    session_ids = [f"bench-otlp-{run_id}-{i}" for i in range(args.sessions)]
+    size_before = database_size(args.database_url)
+    server_ready(args.url, args.key, 2 * args.sessions)
+    deadline = time.monotonic() + args.time_limit
+    context = multiprocessing.get_context("fork")
+    start_line = context.Barrier(args.sessions + 1)
+    out = context.SimpleQueue()
+    agents = [
+        context.Process(target=_agent, args=(i, name, args, deadline, start_line, out))
+        for i, name in enumerate(session_ids)
+    ]
+    for agent in agents:
+        agent.start()
+    with suppress(threading.BrokenBarrierError):
+        start_line.wait(timeout=_READY_S)
+    started = time.monotonic()
+    done = [out.get() for _ in agents]
     exported_s = time.monotonic() - started
+    for agent in agents:
+        agent.join()
+    distinct = sum(d[4] for d in done)
     sent = sum(d[0] for d in done)
     failed = sum(d[1] for d in done)
     latencies = [ms for d in done for ms in d[2]]
     ready = total = 0
-    while time.monotonic() < deadline:
+    while sent and time.monotonic() < deadline:
         ready, total = steps_ready(args.database_url, session_ids)
         if total and ready >= total:
             break
         time.sleep(0.2)
     ready_s = time.monotonic() - started
-    exporter.shutdown()
     growth = database_size(args.database_url) - size_before
     return {
         "sessions": args.sessions,
@@ -265,7 +300,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "batch": args.batch,
         "spans_sent": sent,
         "spans_failed": failed,
-        "export_retries": retries.count,
+        "export_retries": sum(d[3] for d in done),
         "steps_stored": total,
         "steps_ready": ready,
         "export_s": round(exported_s, 2),
