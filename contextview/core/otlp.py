@@ -35,7 +35,16 @@ convention it follows:
   (no operation named) with ``gcp.vertex.agent.llm_request`` and ``llm_response``
   (JSON of Gemini contents; its ``usage_metadata`` holds the cached count, and the
   other counts in versions that set no ``gen_ai.usage.*``), session
-  ``gcp.vertex.agent.session_id``.
+  ``gcp.vertex.agent.session_id``;
+- Spring AI, beyond the contract's list: the texts of a chat model call's prompt and
+  reply, without their roles, as its content handlers wrote them on the span before
+  1.0 (the events ``gen_ai.content.prompt`` and ``gen_ai.content.completion``, an array
+  of texts under ``gen_ai.prompt`` / ``gen_ai.completion``) and as its content
+  observation filters, which 1.0 and 1.1 ship for an application to register, still
+  write them (the span attributes ``gen_ai.prompt`` and ``gen_ai.completion``: the
+  texts joined in one, `_spring_texts`). Its 2.x sources write
+  ``gen_ai.input.messages`` and ``gen_ai.output.messages``, read as the GenAI
+  conventions'.
 
 A call traced twice (a framework's span and its model client's inside it) is one
 step (`_one_per_call`). A call that names no agent takes the one named by the
@@ -130,6 +139,9 @@ _AI_SESSION = "ai.telemetry.metadata.sessionId"
 ADK_REQUEST = "gcp.vertex.agent.llm_request"
 ADK_RESPONSE = "gcp.vertex.agent.llm_response"
 _ADK_SESSION = "gcp.vertex.agent.session_id"
+# Spring AI: the event and attribute holding a call's prompt texts, and its reply's.
+SPRING_PROMPT = ("gen_ai.content.prompt", "gen_ai.prompt")
+SPRING_COMPLETION = ("gen_ai.content.completion", "gen_ai.completion")
 # What Strands Agents names as the system of its spans.
 STRANDS = "strands-agents"
 # Limits of the ingest schema that a span's values must fit.
@@ -929,6 +941,48 @@ def _adk_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     return declared or None
 
 
+# --- Spring AI ---------------------------------------------------------------------------
+
+
+def _spring_texts(value: Any, name: str) -> list[str]:
+    """The texts Spring AI wrote of a prompt's messages (or of a reply's generations), in
+    order: an array of texts (an event's attribute; a message without text is an empty
+    one), or one text joining them, as its content observation filters write it: each
+    text in double quotes, unescaped, the texts separated by ``", "``, in brackets. The
+    join is undone by splitting at ``", "``, so a text holding those four characters
+    comes out as two. A text not so joined is the one text there is."""
+    if isinstance(value, list) and all(v is None or isinstance(v, str) for v in value):
+        return [v or "" for v in value]
+    if not isinstance(value, str):
+        raise SpanError(name, "must be a text or a list of texts")
+    if value == "[]":
+        return []
+    if len(value) >= 4 and value.startswith('["') and value.endswith('"]'):
+        return value[2:-2].split('", "')
+    return [value]
+
+
+def _spring(p: _Pending, names: tuple[str, str], role: str) -> list[tuple[str, Any]]:
+    """What Spring AI wrote on a call's span of its prompt (or reply), `names` being the
+    event and the attribute that hold it, as raw context items: from the events, else
+    from the span's attribute.
+
+    Spring AI writes the text of each message alone (``Content.getText``): which one
+    was the system prompt, an earlier reply or a tool's result is not on the span, and
+    is not guessed from the texts. Each is a message of `role`, in order: ``user`` for a
+    prompt's texts, ``assistant`` for the generations of a reply. Read as the older
+    per-message events' content is."""
+    event, name = names
+    found = [body[name] for e, body in _events(p) if e == event and name in body]
+    if not found and name in p.attrs:
+        found = [p.attrs[name]]
+    return [
+        ("event", (role, {"content": text}))
+        for value in found
+        for text in _spring_texts(value, name)
+    ]
+
+
 # --- ids --------------------------------------------------------------------------------
 
 
@@ -1202,7 +1256,7 @@ def _input(p: _Pending, previous: _Context | None) -> _Context:
         role = _MESSAGE_EVENTS.get(name)
         if role is not None:
             raw.append(("event", (role, body)))
-    return _context(raw, previous)
+    return _context(raw or _spring(p, SPRING_PROMPT, "user"), previous)
 
 
 def _events(p: _Pending) -> list[tuple[str, Mapping[str, Any]]]:
@@ -1271,6 +1325,8 @@ def _output(p: _Pending) -> list[dict[str, Any]] | None:
             if body.get("finish_reason"):
                 reply["finish_reason"] = body["finish_reason"]
             out.append(reply)
+    if not out:
+        out = [_convert(item) for item in _spring(p, SPRING_COMPLETION, "assistant")]
     return out or None
 
 
@@ -1436,6 +1492,7 @@ _INPUT_KEYS = (
     "gen_ai.system_instructions",
     "ai.prompt.messages",
     ADK_REQUEST,
+    SPRING_PROMPT[1],
 )
 
 

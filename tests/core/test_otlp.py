@@ -133,6 +133,77 @@ def test_it_reads_the_older_per_message_events(agent: Agent) -> None:
     assert call.output == [{"role": "assistant", "content": "A 504.", "finish_reason": "stop"}]
 
 
+# A Spring AI chat model span as its observation convention leaves it, every value a
+# text (spring-projects/spring-ai, DefaultChatModelObservationConvention).
+SPRING_SPAN = {
+    "gen_ai.operation.name": "chat",
+    "gen_ai.system": "openai",
+    "gen_ai.request.model": "gpt-4o-mini",
+    "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
+    "gen_ai.request.temperature": "0.7",
+    "gen_ai.response.finish_reasons": '["STOP"]',
+    "gen_ai.usage.input_tokens": "120",
+    "gen_ai.usage.output_tokens": "8",
+    "gen_ai.usage.total_tokens": "128",
+}
+
+
+def test_it_reads_spring_ais_prompt_and_completion_events(agent: Agent) -> None:
+    """spring-projects/spring-ai before 1.0, spring-ai-core's
+    ChatModelPromptContentObservationHandler and ChatModelCompletionObservationHandler:
+    each text of the prompt's messages, and of the reply's generations, in an array
+    under the event's gen_ai.prompt / gen_ai.completion; no roles."""
+    span(
+        agent,
+        SPRING_SPAN,
+        [
+            (
+                "gen_ai.content.prompt",
+                {"gen_ai.prompt": ["You debug orders.", "Why does SO20260101007 time out?"]},
+            ),
+            ("gen_ai.content.completion", {"gen_ai.completion": ["It waits on inventory."]}),
+        ],
+    )
+    (call,) = calls(agent)
+    assert contents(call) == [
+        ("user", "You debug orders."),
+        ("user", "Why does SO20260101007 time out?"),
+    ]
+    assert call.output == [{"role": "assistant", "content": "It waits on inventory."}]
+    assert call.model == "gpt-4o-mini-2024-07-18"
+    assert call.usage == {"input_tokens": 120, "output_tokens": 8}
+
+
+def test_it_reads_spring_ais_prompt_and_completion_joined_in_one_attribute(agent: Agent) -> None:
+    """spring-projects/spring-ai 1.0, spring-ai-model's
+    ChatModelPromptContentObservationFilter and ChatModelCompletionObservationFilter: the
+    texts joined in one attribute, each in quotes, nothing escaped (so no JSON)."""
+    prompt = ["You debug orders.", 'Logs say "timeout"\nin C:\\new', "Why?"]
+    span(
+        agent,
+        {
+            **SPRING_SPAN,
+            "gen_ai.prompt": "[" + ", ".join(f'"{t}"' for t in prompt) + "]",
+            "gen_ai.completion": '["A 504 from inventory."]',
+        },
+    )
+    (call,) = calls(agent)
+    assert contents(call) == [("user", t) for t in prompt]
+    assert call.output == [{"role": "assistant", "content": "A 504 from inventory."}]
+
+
+def test_it_refuses_a_spring_ai_prompt_of_no_texts_naming_it_and_keeps_the_others(
+    agent: Agent,
+) -> None:
+    span(agent, SPRING_SPAN, [("gen_ai.content.prompt", {"gen_ai.prompt": [1, 2]})])
+    span(agent, {**SPRING_SPAN, "gen_ai.prompt": '["Still here."]'})
+    decoded = decode_request(request_of(agent.exporter.get_finished_spans()))  # type: ignore[attr-defined]
+    assert [r.error for r in decoded.refused] == [
+        "gen_ai.prompt: must be a text or a list of texts"
+    ]
+    assert [contents(c) for c in decoded.calls] == [[("user", "Still here.")]]
+
+
 def test_it_reads_openinference_flattened_attributes(agent: Agent) -> None:
     m = "llm.input_messages"
     span(

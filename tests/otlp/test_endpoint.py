@@ -639,3 +639,25 @@ def test_no_span_of_the_forms_beyond_the_contract_costs_another_or_a_500(
     # Each hostile span is stored or refused naming what is wrong; the good call is stored.
     assert out.partial_success.rejected_spans <= len(HOSTILE_FORMS)
     assert read_step(key, "hostile", 0)["before"][-1]["content"] == "still here"
+
+
+def test_it_refuses_a_spring_ai_span_whose_prompt_holds_no_texts_and_keeps_the_others(
+    key: str, memory: Any
+) -> None:
+    agent, exporter = memory
+    call = {"gen_ai.operation.name": "chat", "gen_ai.system": "openai"}
+    bad = agent.tracer.start_span("chat gpt-4o-mini", attributes=call)
+    bad.add_event("gen_ai.content.prompt", {"gen_ai.prompt": [1.5, 2.5]})
+    bad.end()
+    good = agent.tracer.start_span("chat gpt-4o-mini", attributes=call)
+    good.add_event("gen_ai.content.prompt", {"gen_ai.prompt": ["You debug orders.", "Why?"]})
+    good.end()
+    out = answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    assert out.partial_success.rejected_spans == 1
+    assert format(bad.context.span_id, "016x") in out.partial_success.error_message
+    assert "gen_ai.prompt: must be a text or a list of texts" in out.partial_success.error_message
+    got = read_step(key, format(good.context.trace_id, "032x"), 0)
+    assert [(m["role"], m["content"]) for m in got["before"]] == [
+        ("user", "You debug orders."),
+        ("user", "Why?"),
+    ]

@@ -1208,3 +1208,58 @@ def test_spans_whose_parents_loop_are_no_nesting_and_each_call_is_a_step(key: st
     second = _oi_llm(3, "gpt-4o", parent=2, **{"session.id": "loop-2"})
     send(key, first, second)
     assert session(key, "loop-2")["steps"] == 2
+
+
+def _spring_chat(n: int, prompt: list[str], completion: list[str]) -> dict[str, Any]:
+    """A chat model span of Spring AI inside its ChatClient's (span 1), its values the
+    texts its Micrometer observation writes, with its prompt and completion events."""
+    return span(
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
+            "gen_ai.usage.input_tokens": str(100 * n),
+            "gen_ai.usage.output_tokens": "12",
+        },
+        n=n,
+        parent=1,
+        name="chat gpt-4o-mini",
+        events=[
+            ("gen_ai.content.prompt", {"gen_ai.prompt": prompt}),
+            ("gen_ai.content.completion", {"gen_ai.completion": completion}),
+        ],
+    )
+
+
+def test_it_reads_a_spring_ai_chat_client_run_with_a_tool_call(key: str) -> None:
+    """spring-projects/spring-ai: the ChatClient's span (spring.ai.kind chat_client,
+    operation framework) around two chat model calls and the tool call between them.
+    A prompt's texts carry no roles (spring-ai-core's
+    ChatModelObservationContentProcessor.prompt: each message's getText), and a message
+    with no text (the assistant's tool call, the tool's response) is an empty text; a
+    reply of tool calls alone writes no completion text."""
+    system, question = "You debug orders.", "Why does SO20260101007 time out?"
+    framework = {"gen_ai.operation.name": "framework", "gen_ai.system": "spring_ai"}
+    send(
+        key,
+        span({**framework, "spring.ai.kind": "chat_client"}, n=1, name="spring_ai chat_client"),
+        _spring_chat(2, [system, question], []),
+        span(
+            {**framework, "spring.ai.kind": "tool_call", "spring.ai.tool.definition.name": "logs"},
+            n=3,
+            parent=1,
+            name="tool_call logs",
+        ),
+        _spring_chat(4, [system, question, "", ""], ["Inventory answered 504 after 3 s."]),
+    )
+    first, second = step(key, TRACE, 0), step(key, TRACE, 1)
+    assert contents(first) == [("user", system), ("user", question)]
+    assert first["output"] is None
+    assert contents(second) == [("user", system), ("user", question), ("user", ""), ("user", "")]
+    assert second["output"]["messages"] == [
+        {"role": "assistant", "content": "Inventory answered 504 after 3 s."}
+    ]
+    assert second["model"] == "gpt-4o-mini-2024-07-18"
+    assert second["usage"] == {"input_tokens": 400, "output_tokens": 12}
+    assert session(key, TRACE)["steps"] == 2
