@@ -1414,6 +1414,12 @@ def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
     return usage or None
 
 
+# Micrometer's value of a key it was given nothing for (``KeyValue.NONE_VALUE``): Spring
+# AI's observation writes it as the request or response model it does not know (a
+# response that names no model), which is no model's name.
+_NO_MODEL = "none"
+
+
 def _model(attrs: Mapping[str, Any]) -> str | None:
     for name in (
         "gen_ai.response.model",
@@ -1423,7 +1429,7 @@ def _model(attrs: Mapping[str, Any]) -> str | None:
         "ai.model.id",
     ):
         found = _name(attrs.get(name))
-        if found:
+        if found and found != _NO_MODEL:
             return found
     return None
 

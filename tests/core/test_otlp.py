@@ -192,6 +192,15 @@ def test_it_reads_spring_ais_prompt_and_completion_joined_in_one_attribute(agent
     assert call.output == [{"role": "assistant", "content": "A 504 from inventory."}]
 
 
+def test_it_takes_no_model_from_spring_ais_none_placeholder(agent: Agent) -> None:
+    """spring-projects/spring-ai, DefaultChatModelObservationConvention: a model it does
+    not know (a response naming none, a request whose options name none) is written as
+    Micrometer's KeyValue.NONE_VALUE, "none"."""
+    span(agent, {**SPRING_SPAN, "gen_ai.response.model": "none"})
+    span(agent, {**SPRING_SPAN, "gen_ai.request.model": "none", "gen_ai.response.model": "none"})
+    assert {c.model for c in calls(agent)} == {"gpt-4o-mini", None}
+
+
 def test_it_refuses_a_spring_ai_prompt_of_no_texts_naming_it_and_keeps_the_others(
     agent: Agent,
 ) -> None:
