@@ -70,17 +70,25 @@ class Message:
     expirable: bool = False
     # Any other field the agent sent with the message (name, tool_call_id, ...).
     extra: dict[str, Any] | None = None
+    # What `reading` worked out, kept: a message's fields never change, and a walk
+    # asks a message of its text at every step that holds it (a tool call's text is
+    # its arguments written out as JSON).
+    _reading: Reading | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def text(self) -> str:
         """What the model reads of it (see `contextview.core.parts`)."""
         if type(self.content) is str and self.extra is None:
             return self.content
-        return reading(self.content, self.extra).text
+        return self.reading.text
 
     @property
     def reading(self) -> Reading:
-        return reading(self.content, self.extra)
+        found = self._reading
+        if found is None:
+            found = reading(self.content, self.extra)
+            object.__setattr__(self, "_reading", found)
+        return found
 
 
 @dataclass(frozen=True, slots=True)

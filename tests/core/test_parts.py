@@ -277,3 +277,22 @@ def test_it_gives_back_content_and_tool_calls_from_what_it_stores(
     assert split_payload(payload(content, extra)) == (content, carried)
     reading(content, extra)  # any JSON reads without an error
     blocks(content, extra)
+
+
+def test_a_message_works_out_what_the_model_reads_of_it_once() -> None:
+    # A walk asks a message of its text at every step that holds it; a tool call's
+    # text is its arguments written out as JSON, which is worth doing once.
+    call = Message(
+        id="a1",
+        role="assistant",
+        content=[
+            {"type": "text", "text": "Looking."},
+            {"type": "tool_use", "id": "t1", "name": "Read", "input": {"path": "/srv/app.py"}},
+        ],
+        partition="messages",
+    )
+    assert call.reading is call.reading
+    assert call.text == 'Looking.\nRead\n{"path": "/srv/app.py"}'
+    # What it kept is no part of what the message is.
+    fresh = Message(id="a1", role="assistant", content=call.content, partition="messages")
+    assert fresh == call and repr(fresh) == repr(call)
