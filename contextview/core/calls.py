@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from contextview.core.model import Message
-from contextview.core.parts import all_results, listed_calls, part_kind
+from contextview.core.parts import all_results, json_text, listed_calls, part_kind
 
 _CALL_PARTS = frozenset({"tool_call", "tool_use", "function_call"})
 _ARG_KEYS = ("arguments", "args", "input", "tool_input")
@@ -110,18 +110,20 @@ def result_call(context: Sequence[Message], position: int) -> tuple[str, str | N
     return (tool, None) if tool else None
 
 
-def call_text(message: Message) -> str:
-    """What an assistant message passes to its tools, as text (for finding entities in it)."""
-    texts = []
-    for _, _, arguments in calls_of(message):
-        if arguments is not None:
-            texts.append(arguments if isinstance(arguments, str) else args_key(arguments))
-    return "\n".join(texts)
-
-
 def said_text(message: Message) -> str:
-    """A message's text with what it passes to its tools: where its entities are said."""
+    """A message's text with what it passes to its tools: where its entities are said.
+
+    The text holds the arguments of the calls the model reads as it reads them
+    (``parts.reading``); arguments it does not read (under ``args`` or ``tool_input``)
+    follow it. So for nearly every message this is its text, whose entities' keys are
+    stored with its content and need not be found again.
+    """
     if not message.extra and not isinstance(message.content, list):
         return message.text  # tool calls sit in extra fields or in parts
-    args = call_text(message)
-    return f"{message.text}\n{args}" if args else message.text
+    text = message.text
+    unread = [
+        arguments if isinstance(arguments, str) else args_key(arguments)
+        for _, _, arguments in calls_of(message)
+        if arguments is not None and json_text(arguments) not in text
+    ]
+    return "\n".join((text, *unread)) if unread else text

@@ -152,3 +152,33 @@ def test_it_looks_only_at_what_changed_between_contexts() -> None:
         tracker.step(index, before, words, cache)
     # The log once, and each assistant message once, when it arrives.
     assert len(seen) == 1 + 29
+
+
+def test_what_a_message_says_is_its_text_when_the_model_reads_its_calls_arguments() -> None:
+    # Arguments the model reads are in the text already, so the entity keys stored with
+    # the content serve; arguments under a key the model does not read follow the text.
+    read = Message(
+        id="a1",
+        role="assistant",
+        content=[{"type": "tool_use", "id": "t1", "name": "Read", "input": {"path": "/srv/x.py"}}],
+        partition="messages",
+    )
+    assert said_text(read) == read.text
+    listed = Message(
+        id="a2",
+        role="assistant",
+        content=None,
+        partition="messages",
+        extra={
+            "tool_calls": [{"id": "c1", "function": {"name": "grep", "arguments": '{"q": "SO1"}'}}]
+        },
+    )
+    assert said_text(listed) == listed.text
+    unread = Message(
+        id="a3",
+        role="assistant",
+        content=[{"type": "function_call", "name": "lookup", "args": {"order": "SO20260101007"}}],
+        partition="messages",
+    )
+    assert "SO20260101007" not in unread.text
+    assert said_text(unread) == unread.text + '\n{"order":"SO20260101007"}'
