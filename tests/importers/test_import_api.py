@@ -278,6 +278,37 @@ def test_it_names_a_field_of_the_wrong_type_and_stores_nothing(
     assert not Session.objects.exists()
 
 
+def _atif_with_calls_of(calls: Any) -> bytes:
+    steps = [
+        {"step_id": 1, "source": "user", "message": "q"},
+        {"step_id": 2, "source": "agent", "message": "a", "tool_calls": calls},
+    ]
+    doc = {"schema_version": "ATIF-v1.4", "agent": {"name": "x"}, "steps": steps}
+    return json.dumps(doc).encode()
+
+
+def _openhands_with_extras(extras: Any) -> bytes:
+    events = json.loads((FIXTURES / "openhands.json").read_bytes())
+    events[2]["extras"] = extras
+    return json.dumps(events).encode()
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "where"),
+    [
+        ("run.json", _atif_with_calls_of(5), "steps[1]"),
+        ("events.json", _openhands_with_extras(5), "[2]"),
+    ],
+)
+def test_it_names_the_json_path_of_a_part_of_unexpected_shape(
+    api: Api, name: str, data: bytes, where: str
+) -> None:
+    response = upload(api, (name, data))
+    assert response.status_code == 422, response.content
+    assert response.json()["error"].startswith(f"{name}: {where}: cannot be read as")
+    assert not Session.objects.exists()
+
+
 # Far past what Python's parser reaches, and past the 64 KiB detection reads.
 NESTED_TOO_DEEP = b"[" * 100_000 + b"]" * 100_000 + b"\n"
 

@@ -110,23 +110,27 @@ def usage_cached_inside(
 def guarded(events: Iterator[Event], format: str) -> Iterator[Event]:
     """The events of a reader, its own failure on a shape it did not expect turned
     into the TranscriptError of a file that cannot be read (never a server error)."""
-    _LINE.set(None)
+    _PLACE.set(None)
     try:
         yield from events
     except RecursionError:
-        line = _LINE.get()
-        raise TranscriptError("file" if line is None else f"line {line}", TOO_DEEP) from None
+        raise TranscriptError(_PLACE.get() or "file", TOO_DEEP) from None
     except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
         log.exception("the %s importer failed on a transcript", format)
-        line = _LINE.get()
         raise TranscriptError(
-            "file" if line is None else f"line {line}",
+            _PLACE.get() or "file",
             f"cannot be read as {format} ({type(exc).__name__}: {str(exc)[:200]})",
         ) from None
 
 
-# The line a JSONL reader is at, for the error of a reader that failed on it.
-_LINE: ContextVar[int | None] = ContextVar("transcript_line", default=None)
+# Where a reader is (a JSONL line, or the JSON path of a document's step or event),
+# for the error of a reader that failed there.
+_PLACE: ContextVar[str | None] = ContextVar("transcript_place", default=None)
+
+
+def reading(where: str) -> None:
+    """Note that a reader is at `where` (a JSON path), should it fail there."""
+    _PLACE.set(where)
 
 
 def json_lines(stream: IO[bytes], *, live: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -153,7 +157,7 @@ def json_lines(stream: IO[bytes], *, live: bool = False) -> Iterator[tuple[int, 
             raise line_error(lineno, TOO_DEEP) from None
         if not isinstance(value, dict):
             raise line_error(lineno, f"must be a JSON object, not {type(value).__name__}")
-        _LINE.set(lineno)
+        _PLACE.set(f"line {lineno}")
         yield lineno, value
 
 

@@ -28,6 +28,7 @@ from contextview.core.importers._log import (
     SessionLog,
     TranscriptError,
     json_document,
+    reading,
     short_repr,
     token_count,
     usage_cached_inside,
@@ -113,6 +114,7 @@ def _trajectory(
     steps = doc.get("steps")
     for n, step in enumerate(steps if isinstance(steps, list) else []):
         at = f"{where}steps[{n}]"
+        reading(at)
         if not isinstance(step, dict):
             raise TranscriptError(at, "must be an object")
         source = step.get("source")
@@ -161,6 +163,7 @@ def _trajectory(
     subs = doc.get("subagent_trajectories")
     for i, sub in enumerate(subs if isinstance(subs, list) else []):
         at = f"{where}subagent_trajectories[{i}]"
+        reading(at)
         if not isinstance(sub, dict):
             raise TranscriptError(at, "must be an object")
         tid = sub["trajectory_id"] if _named(sub.get("trajectory_id")) else str(i)

@@ -35,6 +35,7 @@ from contextview.core.importers._log import (
     json_lines,
     json_loads,
     json_whole,
+    reading,
     token_count,
     usage_cached_inside,
 )
@@ -204,6 +205,7 @@ class _Reader:
         log.context.extend(later)
 
     def event(self, where: str, event: Any) -> Iterator[Event]:
+        reading(where)
         if not looks_like_event(event):
             raise TranscriptError(
                 where, "is not an OpenHands event (needs source and action or observation)"

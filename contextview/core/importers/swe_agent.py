@@ -22,6 +22,7 @@ from contextview.core.importers._log import (
     SessionLog,
     TranscriptError,
     json_document,
+    reading,
     short_hash,
     text_of,
     token_count,
@@ -115,6 +116,7 @@ def _sent(step: Any) -> Any:
 def _per_call_messages(log: SessionLog, steps: list[dict[str, Any]]) -> Iterator[Event]:
     """Each call's context as SWE-agent logged it, message j of every call the same id."""
     for k, step in enumerate(steps):
+        reading(f"trajectory[{k}]")
         messages = _sent(step)
         key = "query" if isinstance(step.get("query"), list) else "messages"
         seen = messages if key == "query" else messages[: _before_last_assistant(messages)]
@@ -177,6 +179,7 @@ def _response(raw: dict[str, Any], where: str) -> tuple[Any, dict[str, int] | No
 
 def _from_history(log: SessionLog, history: list[Any], where: str) -> Iterator[Event]:
     for j, raw in enumerate(history):
+        reading(f"{where}[{j}]")
         msg = _message(f"{where}[{j}]", f"m{j}", raw)
         if msg["role"] == "assistant":
             model, usage = _response(raw, f"{where}[{j}]")
