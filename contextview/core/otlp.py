@@ -443,6 +443,8 @@ def genai_part(part: Any) -> Any:
     kind = part.get("type", part.get("kind"))
     if kind is None:
         return _bedrock_part(part) if _is_block(part) else dict(part)
+    if not isinstance(kind, str):  # no part type the server knows: kept as given
+        return dict(part)
     if kind == "text":
         return {"type": "text", "text": part.get("content", part.get("text", ""))}
     if kind == "tool_call":

@@ -661,3 +661,26 @@ def test_it_refuses_a_spring_ai_span_whose_prompt_holds_no_texts_and_keeps_the_o
         ("user", "You debug orders."),
         ("user", "Why?"),
     ]
+
+
+def test_it_keeps_a_part_whose_type_is_no_name_as_given(key: str) -> None:
+    odd = {"type": {"not": "a name"}, "content": "x"}
+    messages = [{"role": "user", "parts": [{"type": "text", "content": "hello"}, odd]}]
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.conversation.id": "odd-part",
+        "gen_ai.input.messages": json.dumps(messages),
+    }
+    span = {
+        "traceId": "5b8efff798038103d269b633813fc60c",
+        "spanId": "eee19b7ec3c1b174",
+        "name": "chat",
+        "startTimeUnixNano": "1700000000000000000",
+        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()],
+    }
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+    response = post(key, body, "application/json")
+    assert response.status_code == 200, response.content
+    assert json.loads(response.content) == {}
+    content = read_step(key, "odd-part", 0)["before"][0]["content"]
+    assert content == [{"type": "text", "text": "hello"}, odd]
