@@ -496,13 +496,23 @@ _RESTATS_SQL = (
     "WHERE t.session_id = %b::bigint AND t.index = x.i AND t.stats IS DISTINCT FROM x.s::jsonb"
 )
 # A step computed again (a late step came before it) keeps its row when nothing in
-# its statistics changed: no new row version, nothing for vacuum.
+# its statistics changed: no new row version, nothing for vacuum. A step that is gone
+# gets none: a late span stores the steps after it again, under new ids, maybe while
+# a worker computes the old ones.
 _WRITE_SQL = (
     "INSERT INTO cv_step_stats (step_id, session_id, index, status, stats) "
     "SELECT x.i, %b::bigint, x.n, 'ready', x.s::jsonb "
     "FROM unnest(%b::bigint[], %b::int[], %b::text[]) AS x(i, n, s) "
+    "WHERE EXISTS (SELECT 1 FROM cv_step st WHERE st.id = x.i) "
     "ON CONFLICT (step_id) DO UPDATE SET status = 'ready', stats = excluded.stats "
     "WHERE cv_step_stats.status <> 'ready' OR cv_step_stats.stats IS DISTINCT FROM excluded.stats"
+)
+# Before it, the rows at those indices of steps that are gone: a worker that wrote a
+# moved step's statistics as the move committed left them there.
+_GONE_SQL = (
+    "DELETE FROM cv_step_stats t USING unnest(%b::bigint[], %b::int[]) AS x(i, n) "
+    "WHERE t.session_id = %b::bigint AND t.index = x.n AND t.step_id <> x.i "
+    "AND EXISTS (SELECT 1 FROM cv_step st WHERE st.id = x.i)"
 )
 
 
@@ -767,16 +777,27 @@ def _compute_steps(
             _losses_found(losses, stats, chunk.folds.get(pk, no_folds), inferred, chunk.blob_of)
             if len(written) == WRITE_BATCH:
                 _losses_pointed(losses)
-                results_json = list(map(stats_storage.packed_json, results))
-                cursor.execute(_WRITE_SQL, [session.pk, written, indexes, results_json])
+                _stats_write(cursor, session.pk, written, indexes, results)
                 written, indexes, results = [], [], []
         if written:
             _losses_pointed(losses)
-            results_json = list(map(stats_storage.packed_json, results))
-            cursor.execute(_WRITE_SQL, [session.pk, written, indexes, results_json])
+            _stats_write(cursor, session.pk, written, indexes, results)
         _write_inferred_folds(cursor, session, steps, unsaid, chunk.pk_of)
     run.folded = walk.folded
     return computed
+
+
+def _stats_write(
+    cursor: Any,
+    session_pk: int,
+    steps: list[int],
+    indexes: list[int],
+    results: list[dict[str, Any]],
+) -> None:
+    """Store the statistics of steps (pks) at their indexes, packed."""
+    cursor.execute(_GONE_SQL, [steps, indexes, session_pk])
+    packed = list(map(stats_storage.packed_json, results))
+    cursor.execute(_WRITE_SQL, [session_pk, steps, indexes, packed])
 
 
 def _losses_found(

@@ -684,3 +684,73 @@ def test_it_keeps_a_part_whose_type_is_no_name_as_given(key: str) -> None:
     assert json.loads(response.content) == {}
     content = read_step(key, "odd-part", 0)["before"][0]["content"]
     assert content == [{"type": "text", "text": "hello"}, odd]
+
+
+def _stats_of(session: Session) -> list[tuple[int, str]]:
+    from contextview.sessions.models import Step
+
+    steps = Step.objects.with_stats().filter(session=session).order_by("index")
+    return [(s.index, s.stats_status) for s in steps]
+
+
+def test_statistics_computed_while_a_late_span_moved_their_steps_do_not_stick(
+    key: str, memory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A late span stores the steps after it again, under new ids, while a worker may be
+    # computing the old ones: what it then writes must not stand in the way of the
+    # statistics of the steps now at those indices (they were pending for ever, each
+    # run failing on the index already taken).
+    from contextview.sessions.models import Step, StepStats
+    from contextview.stats import services
+
+    agent, exporter = memory
+    t0 = 1_800_000_000 * 10**9
+    for i, start in enumerate((t0, t0 + 20 * MS, t0 + 30 * MS)):
+        agent.call([text("user", f"on time {i}")], conversation="race", start=start)
+        answer(post(key, request_of(exporter.get_finished_spans()[-1:]).SerializeToString()))
+    agent.call([text("user", "late")], conversation="race", start=t0 + 10 * MS)
+    late = request_of(exporter.get_finished_spans()[-1:]).SerializeToString()
+    session = Session.objects.get(external_id="race")
+    read = services._chunk_read
+
+    def read_then_the_late_span_comes(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(services, "_chunk_read", read)
+        chunk = read(*args, **kwargs)
+        answer(post(key, late))  # the steps just read are stored again, moved
+        return chunk
+
+    monkeypatch.setattr(services, "_chunk_read", read_then_the_late_span_comes)
+    services.session_stats_compute(session_id=session.pk)
+    # Nothing was stored for the steps that are gone (the progress counts those rows).
+    assert not StepStats.objects.filter(session_id=session.pk).exclude(
+        step_id__in=Step.objects.filter(session=session).values("pk")
+    )
+    services.session_stats_compute(session_id=session.pk)
+    assert _stats_of(session) == [(0, "ready"), (1, "ready"), (2, "ready"), (3, "ready")]
+    session.refresh_from_db()
+    assert (session.stats_status, session.stats_steps_done) == ("ready", 4)
+    assert read_step(key, "race", 1)["before"][-1]["content"] == "late"
+
+
+def test_statistics_left_by_a_step_that_is_gone_give_way_to_the_one_at_its_index(
+    key: str, memory: Any
+) -> None:
+    # What a worker wrote for a step that a late span moved, committed just after the
+    # move, is in the way of the step now at that index until it is written.
+    from django.db import connection
+
+    from contextview.stats import services
+
+    agent, exporter = memory
+    for i in range(2):
+        agent.call([text("user", f"call {i}")], conversation="gone", start=(i + 1) * 10**9)
+    answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    session = Session.objects.get(external_id="gone")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO cv_step_stats (step_id, session_id, index, status, stats) "
+            "VALUES (%s, %s, 1, 'ready', '{}')",
+            [10**12, session.pk],
+        )
+    services.session_stats_compute(session_id=session.pk)
+    assert _stats_of(session) == [(0, "ready"), (1, "ready")]
