@@ -531,17 +531,23 @@ def test_it_stores_an_export_larger_than_an_ingest_batch(
     assert [m["content"] for m in read_step(key, "chunked", 4)["before"]][-1] == "turn 4"
 
 
+def _late_after_three(key: str, memory: Any, conversation: str) -> bytes:
+    """Three calls of `conversation` posted one export each, in order; the export of a
+    fourth that started between the first two (a late span), not posted."""
+    agent, exporter = memory
+    t0 = 1_800_000_000 * 10**9
+    for i, start in enumerate((t0, t0 + 20 * MS, t0 + 30 * MS)):
+        agent.call([text("user", f"on time {i}")], conversation=conversation, start=start)
+        answer(post(key, request_of(exporter.get_finished_spans()[-1:]).SerializeToString()))
+    agent.call([text("user", "late")], conversation=conversation, start=t0 + 10 * MS)
+    return bytes(request_of(exporter.get_finished_spans()[-1:]).SerializeToString())
+
+
 def test_it_adds_a_span_too_late_to_reorder_at_the_end(
     key: str, memory: Any, settings: Any
 ) -> None:
     settings.OTLP_REORDER_MAX_STEPS = 1
-    agent, exporter = memory
-    t0 = 1_800_000_000 * 10**9
-    for i, start in enumerate((t0, t0 + 20 * MS, t0 + 30 * MS)):
-        agent.call([text("user", f"on time {i}")], conversation="cap", start=start)
-        answer(post(key, request_of(exporter.get_finished_spans()[-1:]).SerializeToString()))
-    agent.call([text("user", "late")], conversation="cap", start=t0 + 10 * MS)
-    out = answer(post(key, request_of(exporter.get_finished_spans()[-1:]).SerializeToString()))
+    out = answer(post(key, _late_after_three(key, memory, "cap")))
     assert not out.HasField("partial_success")
     got = [read_step(key, "cap", i)["before"][-1]["content"] for i in range(4)]
     assert got == ["on time 0", "on time 1", "on time 2", "late"]
@@ -703,13 +709,7 @@ def test_statistics_computed_while_a_late_span_moved_their_steps_do_not_stick(
     from contextview.sessions.models import Step, StepStats
     from contextview.stats import services
 
-    agent, exporter = memory
-    t0 = 1_800_000_000 * 10**9
-    for i, start in enumerate((t0, t0 + 20 * MS, t0 + 30 * MS)):
-        agent.call([text("user", f"on time {i}")], conversation="race", start=start)
-        answer(post(key, request_of(exporter.get_finished_spans()[-1:]).SerializeToString()))
-    agent.call([text("user", "late")], conversation="race", start=t0 + 10 * MS)
-    late = request_of(exporter.get_finished_spans()[-1:]).SerializeToString()
+    late = _late_after_three(key, memory, "race")
     session = Session.objects.get(external_id="race")
     read = services._chunk_read
 
