@@ -40,6 +40,7 @@ from contextview.sessions.services import (
     directive_ack,
     directive_as_dict,
     directive_create,
+    directive_cursor_pk,
     directive_pk,
 )
 from contextview.stats.replays import replay_json_chunks
@@ -509,11 +510,7 @@ def control_list(request: HttpRequest, session_id: str, after: str | None = None
         return session
     after_pk = 0
     if after:
-        parsed = (
-            directive_pk(after)
-            if after.startswith("d-")
-            else (int(after) if after.isdigit() else None)
-        )
+        parsed = directive_cursor_pk(after)
         if parsed is None:
             return _error(400, "after: not a cursor this API gave out")
         after_pk = parsed

@@ -17,7 +17,8 @@ from contextview.projects.models import ApiKey
 from contextview.sessions.models import Directive, Session, Step
 from contextview.sessions.selectors import archived_originals, left_the_context
 
-_DIRECTIVE_ID = re.compile(r"^d-(\d{1,18})$")
+# ASCII digits, as many as a bigint holds, and nothing after them (not even "\n").
+_DIRECTIVE_ID = re.compile(r"d-([0-9]{1,18})")
 
 
 def directive_as_dict(d: Directive, *, full: bool = False) -> dict[str, Any]:
@@ -44,8 +45,14 @@ def directive_as_dict(d: Directive, *, full: bool = False) -> dict[str, Any]:
 
 
 def directive_pk(public_id: str) -> int | None:
-    match = _DIRECTIVE_ID.match(public_id)
+    match = _DIRECTIVE_ID.fullmatch(public_id)
     return int(match.group(1)) if match else None
+
+
+def directive_cursor_pk(cursor: str) -> int | None:
+    """The directive a control cursor points at: its id (``d-7``) or, as agents that
+    kept the number alone send it, ``7``; None for anything else."""
+    return directive_pk(cursor if cursor.startswith("d-") else f"d-{cursor}")
 
 
 # A step just stored, as what it shows of directives: (session, index, the mode it

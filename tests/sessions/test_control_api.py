@@ -132,3 +132,16 @@ def test_what_left_the_context_silently_can_be_restored_and_reloaded_before_the_
     )
     [result] = api.ingest({"batch": [again]}).json()["results"]
     assert result["status"] == 422 and "already in the context" in result["error"]
+
+
+def test_it_refuses_a_cursor_it_never_gave_out_naming_it(api: Api) -> None:
+    _seed(api)
+    created = api.post("/sessions/chat/directives", {"type": "set_mode", "mode": "sliding"}).json()
+    number = created["id"].removeprefix("d-")
+    # The directive's number alone reads as its id.
+    assert api.get("/sessions/chat/control", after=number).json()["cursor"] == created["id"]
+    # Digits that are no number int() reads, and numbers no directive id can have.
+    for cursor in ("²", "٣", "9" * 30, f"{created['id']}\n"):
+        refused = api.get("/sessions/chat/control", after=cursor)
+        assert refused.status_code == 400, (cursor, refused.content)
+        assert refused.json() == {"error": "after: not a cursor this API gave out"}
