@@ -756,7 +756,8 @@ def _apply_session_event(state: _SessionState, body: SessionBody, e: _Event) -> 
         s.context_window = body.context_window
         state.fields.add("context_window")
     if "budget" in sent:
-        s.budget = body.budget.model_dump(exclude_none=True) if body.budget else None
+        # As sent (contract: the session's fields as sent), no default filled in.
+        s.budget = body.budget.model_dump(exclude_unset=True) if body.budget else None
         state.fields.add("budget")
     if "pinned" in sent:
         s.pinned = body.pinned or []

@@ -79,6 +79,22 @@ def test_it_stores_the_contract_example_and_reads_it_back(api: Api) -> None:
     assert archive[0]["reloaded"] is False
 
 
+def test_it_gives_a_sessions_budget_back_as_sent(api: Api) -> None:
+    budgets = [
+        {"max_tokens": 16000},
+        {"max_tokens": 16000, "partitions": {"tool": 4800}},
+        {"max_tokens": 16000, "reserved_tokens": 0, "partitions": None},
+        {"max_tokens": 16000, "reserved_tokens": 1200, "unit": "tokens"},
+    ]
+    batch = [
+        {"id": f"s{n}", "type": "session", "body": {"session_id": f"s{n}", "budget": budget}}
+        for n, budget in enumerate(budgets)
+    ]
+    assert [r["status"] for r in results(api.ingest({"batch": batch}))] == [201] * len(budgets)
+    for n, budget in enumerate(budgets):
+        assert api.get(f"/sessions/s{n}").json()["budget"] == budget
+
+
 def test_it_resolves_messages_sent_by_id_alone_and_marks_reloads(api: Api) -> None:
     first = step(
         "s",
