@@ -216,13 +216,15 @@ def _raw_ops(body: StepBody) -> list[Any]:
 
 
 def _reload_targets(body: StepBody) -> set[str]:
+    """Ids (a number as its text) the step's reloads name: those must be looked up in
+    the session's archive."""
     found: set[str] = set()
     for op in _raw_ops(body):
         if isinstance(op, dict) and op.get("action") == "reload":
-            if isinstance(op.get("target"), str):
-                found.add(op["target"])
-            if isinstance(op.get("targets"), list):
-                found.update(str(t) for t in op["targets"])
+            many = op.get("targets")
+            for target in [op.get("target"), *(many if isinstance(many, list) else ())]:
+                if isinstance(target, str | int) and not isinstance(target, bool):
+                    found.add(str(target))
     return found
 
 

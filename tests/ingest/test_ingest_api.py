@@ -3,6 +3,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -118,6 +119,26 @@ def test_it_resolves_messages_sent_by_id_alone_and_marks_reloads(api: Api) -> No
     archive = api.get("/sessions/s/archive").json()["originals"]
     assert archive[0]["kind"] == "drop"
     assert archive[0]["reloaded_at"] == 2
+
+
+@pytest.mark.parametrize(
+    "reload", [{"action": "reload", "target": 2}, {"action": "reload", "targets": [2]}]
+)
+def test_it_reloads_a_message_the_agent_numbered_in_a_later_batch(
+    api: Api, reload: dict[str, Any]
+) -> None:
+    # Agents often number their messages; a number means the same id as its digits.
+    numbered = [{**SYSTEM, "id": 1}, {**LOG, "id": 2}]
+    drop = step("s", 0, numbered, action={"action": "drop", "target": 2})
+    assert results(api.ingest({"batch": [drop]}))[0]["status"] == 201
+
+    [result] = results(api.ingest({"batch": [step("s", 1, [{"id": 1}], action=reload)]}))
+    assert result["status"] == 201, result
+    after = api.get("/sessions/s/steps/1").json()["after"]
+    assert [(m["id"], m["content"]) for m in after] == [
+        ("1", SYSTEM["content"]),
+        ("2", LOG["content"]),
+    ]
 
 
 def test_it_answers_each_bad_event_and_stores_the_rest(api: Api) -> None:
