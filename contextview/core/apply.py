@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from contextview.core.errors import InputError
-from contextview.core.messages import Overlay, parse_id, parse_message_list
+from contextview.core.messages import Overlay, parse_id, parse_message_list, sent_by_id
 from contextview.core.model import (
     REPLACING_OPS,
     Applied,
@@ -310,7 +310,7 @@ def derive_step(
         if completed != ops:
             applied = apply_operations(before, completed, archive=archive, strict=False)
             _record(seen.local, _results(applied.ops))
-    after = _settle_partitions(after, applied.after)
+    after = _settle(after, after_raw, applied.after)
     _record(seen.local, after)
     return StepResult(
         before=before,
@@ -366,24 +366,32 @@ def _results_from_after(
     return completed
 
 
-def _settle_partitions(given: list[Message], derived: Sequence[Message]) -> list[Message]:
-    """Give after messages sent without a partition the one the derivation found.
+def _settle(given: list[Message], sent: Sequence[Any], derived: Sequence[Message]) -> list[Message]:
+    """Give after messages what the agent left out of them from the derivation's
+    message of the same id: the role and partition they do not name, and, for one
+    sent by id alone, its marks (pinned, expirable) as this step's operations left them.
 
-    A summary that inherited its target's partition (say `retrieval`) and comes
-    back in the after without one is the same message, not a mismatch; only a
-    message the derivation does not know falls back to its role's default.
+    A summary that took its target's role and partition (say `retrieval`) and comes
+    back in the after without them, or a message this step pinned referred to by its
+    id, is the same message, not a mismatch. A message sent with content is as it
+    says otherwise (no `pinned`: not pinned, as in an obs). One without a partition
+    that the derivation does not know, or that names another role, takes its role's.
     """
-    if all(m.partition for m in given):
-        return given
     known = {m.id: m for m in derived}
     settled: list[Message] = []
-    for m in given:
+    for m, raw in zip(given, sent, strict=True):
+        d = known.get(m.id)
+        if d is not None:
+            role = d.role if raw.get("role") is None else m.role
+            partition = m.partition or (d.partition if d.role == role else "")
+            pinned, expirable = m.pinned, m.expirable
+            if sent_by_id(raw):
+                pinned = d.pinned if raw.get("pinned") is None else m.pinned
+                expirable = d.expirable
+            if (role, partition, pinned, expirable) != (m.role, m.partition, m.pinned, m.expirable):
+                m = replace(m, role=role, partition=partition, pinned=pinned, expirable=expirable)
         if not m.partition:
-            d = known.get(m.id)
-            if d is not None and d.role == m.role:
-                m = replace(m, partition=d.partition)
-            else:
-                m = replace(m, partition=default_partition(m.role))
+            m = replace(m, partition=default_partition(m.role))
         settled.append(m)
     return settled
 

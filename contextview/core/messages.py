@@ -174,6 +174,12 @@ def _content_key(raw: Mapping[str, Any]) -> str:
     return "content"
 
 
+def sent_by_id(raw: Mapping[str, Any]) -> bool:
+    """Whether a raw message came without content: it stands for what its id stands
+    for in the session (as the agent may change its role, partition or mark)."""
+    return _content_key(raw) not in raw
+
+
 def parse_message(
     raw: Any,
     *,

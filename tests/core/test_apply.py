@@ -512,6 +512,59 @@ def test_it_lets_a_different_given_after_win_and_flags_it() -> None:
     assert [f.result_id for f in s.folds] == ["sum_1"]
 
 
+@pytest.mark.parametrize(
+    "name, actions, resent",
+    [
+        # A summary without a role, sent again in the after as it was sent.
+        (
+            "result without role",
+            {
+                "action": "summarize",
+                "target": "tool_result_32",
+                "result": {"id": "s", "content": "504"},
+            },
+            {"id": "s", "content": "504"},
+        ),
+        (
+            "rewrite without role",
+            {
+                "action": "rewrite",
+                "target": "tool_result_32",
+                "result": {"id": "tool_result_32", "content": "504"},
+            },
+            {"id": "tool_result_32", "content": "504"},
+        ),
+        # A message this step pinned, sent again by id alone or as it was.
+        ("pinned, by id", {"action": "pin", "target": "tool_result_32"}, {"id": "tool_result_32"}),
+        (
+            "expired, by id",
+            {"action": "expire", "target": "tool_result_32"},
+            {"id": "tool_result_32"},
+        ),
+    ],
+)
+def test_it_takes_an_after_that_leaves_out_what_the_operations_set_as_the_same(
+    name: str, actions: dict[str, Any], resent: dict[str, Any]
+) -> None:
+    derived = step(CONTRACT_OBS, actions).after
+    s = step(CONTRACT_OBS, actions, after=[{"id": "sys"}, {"id": "u1"}, resent])
+    assert not s.after_mismatch, name
+    assert s.after == derived
+    assert s.recorded[resent["id"]] == derived[2]
+
+
+@pytest.mark.parametrize("named", [{"role": "assistant"}, {"pinned": False}])
+def test_it_flags_an_after_reference_that_names_another_role_or_mark(
+    named: dict[str, Any],
+) -> None:
+    pin = {"action": "pin", "target": "tool_result_32"}
+    s = step(
+        CONTRACT_OBS, pin, after=[{"id": "sys"}, {"id": "u1"}, {"id": "tool_result_32", **named}]
+    )
+    assert s.after_mismatch
+    assert {k: getattr(s.after[2], k) for k in named} == named
+
+
 def test_it_does_not_raise_for_a_failing_operation_when_after_is_given() -> None:
     s = step(
         CONTRACT_OBS,
