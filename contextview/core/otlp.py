@@ -85,6 +85,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from contextview.core.numbers import digits_value
 from contextview.core.runs import BASE_KEY, encode_runs, run_element, runs_in
 from contextview.core.textsafe import text_problem
 
@@ -290,8 +291,8 @@ def _int(value: Any) -> int | None:
         return value if value >= 0 else None
     if isinstance(value, float) and value >= 0 and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
+    if isinstance(value, str):
+        return digits_value(value)
     return None
 
 
@@ -599,8 +600,9 @@ def _indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
         if not key.startswith(prefix):
             continue
         index, _, rest = key[n:].partition(".")
-        if index.isdigit() and rest:
-            groups.setdefault(int(index), {})[rest] = value
+        at = digits_value(index)
+        if at is not None and rest:
+            groups.setdefault(at, {})[rest] = value
     return [groups[i] for i in sorted(groups)]
 
 

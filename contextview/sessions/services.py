@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -13,12 +12,13 @@ from django.utils import timezone
 
 from contextview.core.errors import InputError
 from contextview.core.model import Message as CoreMessage
+from contextview.core.numbers import digits_value
 from contextview.projects.models import ApiKey
 from contextview.sessions.models import Directive, Session, Step
 from contextview.sessions.selectors import archived_originals, left_the_context
 
-# ASCII digits, as many as a bigint holds, and nothing after them (not even "\n").
-_DIRECTIVE_ID = re.compile(r"d-([0-9]{1,18})")
+# A directive's public id: its pk after this.
+_DIRECTIVE_PREFIX = "d-"
 
 
 def directive_as_dict(d: Directive, *, full: bool = False) -> dict[str, Any]:
@@ -45,14 +45,16 @@ def directive_as_dict(d: Directive, *, full: bool = False) -> dict[str, Any]:
 
 
 def directive_pk(public_id: str) -> int | None:
-    match = _DIRECTIVE_ID.fullmatch(public_id)
-    return int(match.group(1)) if match else None
+    """The pk of a directive's public id (``d-7``); None for anything else."""
+    if not public_id.startswith(_DIRECTIVE_PREFIX):
+        return None
+    return digits_value(public_id.removeprefix(_DIRECTIVE_PREFIX))
 
 
 def directive_cursor_pk(cursor: str) -> int | None:
     """The directive a control cursor points at: its id (``d-7``) or, as agents that
     kept the number alone send it, ``7``; None for anything else."""
-    return directive_pk(cursor if cursor.startswith("d-") else f"d-{cursor}")
+    return directive_pk(cursor) if cursor.startswith(_DIRECTIVE_PREFIX) else digits_value(cursor)
 
 
 # A step just stored, as what it shows of directives: (session, index, the mode it

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET
 
 from contextview.core.errors import InputError
 from contextview.core.model import PARTITIONS
+from contextview.core.numbers import digits_value
 from contextview.core.replay import (
     DEGRADATION_ORDER,
     MODE_POLICIES,
@@ -103,7 +104,10 @@ def policy_from_query(params: QueryDict) -> dict[str, Any]:
 def _number(value: str | None) -> Any:
     """An integer when the text is one; the text otherwise, for the core to name."""
     text = (value or "").strip().replace(",", "").replace("_", "")
-    return int(text) if text.lstrip("-").isdigit() else value
+    number = digits_value(text.removeprefix("-"))
+    if number is None:
+        return value
+    return -number if text.startswith("-") else number
 
 
 def _compared(session: Session) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from contextview.core.diff import diff_contexts
 from contextview.core.entities import entity_sources
 from contextview.core.liveness import Liveness, directive_expiry, liveness
 from contextview.core.model import Message
+from contextview.core.numbers import digits_value
 from contextview.core.refs import decode_refs
 from contextview.core.stats import (
     FLAG_HELP,
@@ -203,7 +204,7 @@ class SessionFilters(_Filters):
             until=day("until"),
             q=get("q"),
             sort="" if sort == "started" else sort,
-            alert=get("alert", 20) if get("alert", 20).isdigit() else "",
+            alert=get("alert", 20) if digits_value(get("alert", 20)) is not None else "",
         )
         return filters, errors
 
@@ -273,7 +274,7 @@ def session_page(
     )
     if not filters.sort:
         return sessions_page(qs, after=decode_cursor(cursor) if cursor else None, limit=limit)
-    offset = int(cursor) if cursor and cursor.isdigit() else 0
+    offset = digits_value(cursor or "") or 0
     ordered = qs.order_by(_sort_key(filters.sort).desc(nulls_last=True), "-started_at", "-pk")
     page = list(ordered[offset : offset + limit + 1])
     more = len(page) > limit

@@ -754,3 +754,34 @@ def test_statistics_left_by_a_step_that_is_gone_give_way_to_the_one_at_its_index
         )
     services.session_stats_compute(session_id=session.pk)
     assert _stats_of(session) == [(0, "ready"), (1, "ready")]
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        # an OpenInference message at an index that is a digit to str.isdigit alone
+        {
+            "openinference.span.kind": "LLM",
+            "session.id": "odd-index",
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": "hi",
+            "llm.input_messages.².message.role": "user",
+            "llm.input_messages.².message.content": "never read",
+        },
+        # a token count written with such a digit
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.conversation.id": "odd-index",
+            "gen_ai.input.messages": json.dumps([text("user", "hi")]),
+            "gen_ai.usage.input_tokens": "²",
+        },
+    ],
+)
+def test_it_reads_no_number_from_digits_int_refuses(key: str, attributes: dict[str, str]) -> None:
+    # Both were answered 500 and the export lost.
+    body = _span_json(*attributes.items())
+    response = post(key, body, "application/json")
+    assert response.status_code == 200, response.content
+    assert json.loads(response.content) == {}
+    step = read_step(key, "odd-index", 0)
+    assert [m["content"] for m in step["before"]] == ["hi"]

@@ -268,3 +268,14 @@ def test_a_compared_row_is_replayed_once_and_then_read_as_kept(
     assert first.startswith("<tr><td>mask_observations 3</td>")
     assert client.get(url, query, HTTP_HX_REQUEST="true").content.decode() == first
     assert replayed == [session.pk]
+
+
+def test_it_names_a_parameter_written_in_digits_int_refuses(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    session = seed(growing_session("chat", turns=1), stats=False)
+    answer = login("viewer").get(
+        f"/sessions/{session.pk}/replay/", {"kind": "sliding", "keep_last": "²"}
+    )
+    assert answer.status_code == 400  # it was a 500
+    assert "policy.keep_last: must be an integer" in answer.content.decode()

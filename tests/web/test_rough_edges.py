@@ -177,3 +177,15 @@ def test_a_nearly_empty_context_reads_under_one_percent_not_zero() -> None:
     from contextview.web.templatetags.contextview import percent
 
     assert [percent(v) for v in (80 / 16_000, 0, 0.734, None)] == ["<1%", "0%", "73%", "—"]
+
+
+def test_it_reads_no_number_from_digits_int_refuses_in_the_list_parameters(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    # "²" is a digit to str.isdigit, not to int(): each of these answered 500.
+    seed(order_session_events("long"))
+    client = login("viewer")
+    for query in ("?sort=steps&cursor=²", "?sort=steps&cursor=" + "9" * 30, "?alert=²"):
+        page = client.get("/" + query)
+        assert page.status_code == 200, query
+        assert 'aria-label="compare long"' in page.content.decode()

@@ -1,0 +1,19 @@
+"""Whole numbers written as text, read only from the ASCII digits they must be.
+
+``str.isdigit`` is true of characters ``int`` refuses ("²", "①") and of digits of
+other scripts, and ``int`` refuses a text of more than some 4,300 digits: a number a
+client writes in a cursor, a parameter or an attribute is read here, or not at all.
+"""
+
+from __future__ import annotations
+
+# As many digits as a PostgreSQL bigint always holds.
+BIGINT_DIGITS = 18
+
+
+def digits_value(text: str, most: int = BIGINT_DIGITS) -> int | None:
+    """The number `text` writes in ASCII digits alone, at most `most` of them; None
+    for anything else (a sign, a space, another script's digits, nothing)."""
+    if 0 < len(text) <= most and text.isascii() and text.isdigit():
+        return int(text)
+    return None
