@@ -209,11 +209,18 @@ class SessionFilters(_Filters):
         return filters, errors
 
 
+# The days a filter or a range is read as: a month inside the calendar's ends, so that
+# the day after `until` and the 30 days before it are dates too ("9999-12-31" is then
+# as good as the last day there is).
+_FIRST_DAY, _LAST_DAY = date.min + timedelta(days=31), date.max - timedelta(days=31)
+
+
 def _date(value: str) -> date | None:
     try:
-        return date.fromisoformat(value) if value else None
+        day = date.fromisoformat(value) if value else None
     except ValueError:
         return None
+    return min(max(day, _FIRST_DAY), _LAST_DAY) if day else None
 
 
 def _like(text: str) -> str:

@@ -72,3 +72,20 @@ def test_it_says_why_it_refused_a_form_too_large_to_read(
     fields = client.post(url, {"body": "x", **{f"f{n}": "1" for n in range(1_001)}})
     assert fields.status_code == 400
     assert "The form sent more than 1,000 fields" in fields.content.decode()
+
+
+def test_it_reads_a_date_at_the_end_of_the_calendar_as_the_last_day_there_is(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    # The day after 9999-12-31, or 30 days before 0001-01-01, is no date: each was a 500.
+    client = login()
+    slug = order_session.project.slug
+    listed = client.get("/", {"until": "9999-12-31"})
+    assert listed.status_code == 200
+    assert 'aria-label="compare order-debug-42"' in listed.content.decode()
+    export = client.get(f"/projects/{slug}/export/steps.jsonl", {"until": "9999-12-31"})
+    assert export.status_code == 200
+    assert b'"session_id": "order-debug-42"' in b"".join(export.streaming_content)
+    for page in ("overview", "overview/replay"):
+        for query in ({"until": "9999-12-31"}, {"range": "custom", "until": "0001-01-01"}):
+            assert client.get(f"/projects/{slug}/{page}/", query).status_code == 200, (page, query)
