@@ -17,3 +17,11 @@ def digits_value(text: str, most: int = BIGINT_DIGITS) -> int | None:
     if 0 < len(text) <= most and text.isascii() and text.isdigit():
         return int(text)
     return None
+
+
+def signed_value(text: str, most: int = BIGINT_DIGITS) -> int | None:
+    """`digits_value` of `text`, negative when a "-" comes before its digits."""
+    number = digits_value(text.removeprefix("-"), most)
+    if number is None:
+        return None
+    return -number if text.startswith("-") else number

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET
 
 from contextview.core.errors import InputError
 from contextview.core.model import PARTITIONS
-from contextview.core.numbers import digits_value
+from contextview.core.numbers import signed_value
 from contextview.core.replay import (
     DEGRADATION_ORDER,
     MODE_POLICIES,
@@ -104,10 +104,8 @@ def policy_from_query(params: QueryDict) -> dict[str, Any]:
 def _number(value: str | None) -> Any:
     """An integer when the text is one; the text otherwise, for the core to name."""
     text = (value or "").strip().replace(",", "").replace("_", "")
-    number = digits_value(text.removeprefix("-"))
-    if number is None:
-        return value
-    return -number if text.startswith("-") else number
+    number = signed_value(text)
+    return value if number is None else number
 
 
 def _compared(session: Session) -> list[dict[str, Any]]:

@@ -38,6 +38,7 @@ from django_htmx.middleware import HtmxDetails
 
 from contextview.core.errors import InputError
 from contextview.core.monitors import METRICS
+from contextview.core.numbers import signed_value
 from contextview.core.svgchart import PARTITION_COLORS
 from contextview.ingest.imports import ImportFailed, transcript_import
 from contextview.ingest.uploads import guard_upload, uploaded_transcripts
@@ -88,10 +89,9 @@ def _fragment(request: HtmxHttpRequest) -> bool:
 
 
 def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value not in (None, "") else None
-    except ValueError:
-        return None
+    """The whole number a page's address or form carries (a step, a row, how many a page
+    passed over), or None: ASCII digits a bigint holds, as an OFFSET must be."""
+    return signed_value((value or "").strip())
 
 
 def _session_or_404(request: HttpRequest, pk: int) -> tuple[Session, web.Access]:

@@ -89,3 +89,13 @@ def test_it_reads_a_date_at_the_end_of_the_calendar_as_the_last_day_there_is(
     for page in ("overview", "overview/replay"):
         for query in ({"until": "9999-12-31"}, {"range": "custom", "until": "0001-01-01"}):
             assert client.get(f"/projects/{slug}/{page}/", query).status_code == 200, (page, query)
+
+
+def test_it_reads_a_number_past_a_bigint_in_an_address_as_none_given(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    # OFFSET 999...9 (30 nines) was a 500: the archive opens at its first page.
+    client = login()
+    archive = client.get(f"/sessions/{order_session.pk}/archive/", {"after": "9" * 30})
+    assert archive.status_code == 200 and "tool_result_32" in archive.content.decode()
+    assert client.get(f"/sessions/{order_session.pk}/archive/", {"after": "²"}).status_code == 200
