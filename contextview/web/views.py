@@ -759,7 +759,7 @@ def mode_switch(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def _scope(params: Any) -> tuple[str, int | None]:
     """Which list of annotations a request shows: the session's, or one step's."""
     step = _int(params.get("step"))
-    if params.get("scope") == "step" and step is not None:
+    if params.get("scope") == "step" and step is not None and step >= 0:
         return "step", step
     return "session", None
 

@@ -99,3 +99,13 @@ def test_it_reads_a_number_past_a_bigint_in_an_address_as_none_given(
     archive = client.get(f"/sessions/{order_session.pk}/archive/", {"after": "9" * 30})
     assert archive.status_code == 200 and "tool_result_32" in archive.content.decode()
     assert client.get(f"/sessions/{order_session.pk}/archive/", {"after": "²"}).status_code == 200
+
+
+def test_it_shows_the_sessions_notes_for_a_step_scope_without_a_step_index(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    # A step of -1 has no address: the redirect to it was a 500.
+    notes = f"/sessions/{order_session.pk}/notes/"
+    response = login().get(notes, {"scope": "step", "step": "-1"})
+    assert response.status_code == 302
+    assert response["Location"] == f"/sessions/{order_session.pk}/#annotations"
