@@ -7,11 +7,16 @@ from django.urls import path
 from contextview.api import api
 from contextview.ingest.views import otlp_traces
 from contextview.web import replay_views, views
+from contextview.web.signin import SignInForm
 
 urlpatterns = [
     path("", views.sessions_page, name="sessions"),
     path("healthz", views.healthz, name="healthz"),
-    path("login/", auth_views.LoginView.as_view(template_name="login.html"), name="login"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(template_name="login.html", authentication_form=SignInForm),
+        name="login",
+    ),
     path(
         "logout/",
         auth_views.LogoutView.as_view(template_name="signed_out.html"),

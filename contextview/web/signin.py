@@ -1,12 +1,26 @@
-"""Who is signing in, for django-axes' throttling of failed attempts."""
+"""Signing in: the form, and who is signing in for django-axes' throttling of failed
+attempts."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.validators import MaxLengthValidator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+
+
+class SignInForm(AuthenticationForm):
+    """Django's sign-in form, refusing a username longer than any user's before trying
+    it: django-axes records each failed try's username in 255 characters."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        username = self.fields["username"]
+        # Django sets the field's max_length for the browser but checks no length.
+        username.validators.append(MaxLengthValidator(username.max_length))
 
 
 def client_address(request: HttpRequest) -> str:

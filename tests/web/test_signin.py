@@ -65,6 +65,17 @@ def test_it_throttles_by_the_address_the_proxy_saw(settings_proxy: None) -> None
     assert _sign_in(Client(), "dave", PASSWORD, HTTP_X_FORWARDED_FOR="203.0.113.50") == 302
 
 
+@pytest.mark.django_db
+def test_it_refuses_a_username_longer_than_any_and_says_so() -> None:
+    # django-axes recorded the failed try in 255 characters: a longer username was a 500.
+    response = Client().post("/login/", {"username": "x" * 300, "password": "guess"})
+    assert response.status_code == 200
+    assert "Username: Ensure this value has at most 150 characters (it has 300)." in (
+        response.content.decode()
+    )
+    assert "_auth_user_id" not in response.client.session
+
+
 @pytest.fixture(autouse=True)
 def _fast_hashing(settings: Any) -> None:
     # Each attempt checks a password; the production hasher would make this test slow.
