@@ -1015,17 +1015,24 @@ def incidents_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 def permalink_path(session: Session, index: int | None = None) -> str:
     """A session's or step's address from the project's slug, the session id the agent
     chose and the step index: none of them changes when the data is imported again."""
-    rest = f"{session.external_id}/" + (f"{index}/" if index is not None else "")
-    if any(part in (".", "..") for part in rest.split("/")):
-        rest = ""  # a browser would resolve the dots away: no stable address for this id
-    try:
-        if rest:
-            return reverse("web-permalink", kwargs={"slug": session.project.slug, "rest": rest})
-    except NoReverseMatch:  # an id with a newline: no path can carry it
-        pass
+    path = _permalink(session.project.slug, session.external_id, index)
+    if path is not None:
+        return path
     if index is None:
         return reverse("web-session", args=[session.pk])
     return reverse("web-step", args=[session.pk, index])
+
+
+def _permalink(slug: str, session_id: str, index: int | None = None) -> str | None:
+    """The permalink of a session (or step) by the id its agent chose; None for an id
+    no address keeps."""
+    rest = f"{session_id}/" + (f"{index}/" if index is not None else "")
+    if any(part in (".", "..") for part in rest.split("/")):
+        return None  # a browser would resolve the dots away
+    try:
+        return reverse("web-permalink", kwargs={"slug": slug, "rest": rest})
+    except NoReverseMatch:  # an id with a newline: no path can carry it
+        return None
 
 
 @login_required
@@ -1229,17 +1236,18 @@ def alerts_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         monitors.alert_list(project=access.project).prefetch_related("deliveries")[:500],
         key=lambda a: a.state != "firing",
     )
-    rows = [
-        {
-            "alert": alert,
-            "sessions": [
-                (sid, reverse("web-permalink", args=[access.project.slug, f"{sid}/"]))
-                for sid in alert.sessions
-            ],
-            "deliveries": sorted(alert.deliveries.all(), key=lambda d: (d.at, d.pk)),
-        }
-        for alert in alerts
-    ]
+    rows = []
+    for alert in alerts:
+        in_list = f"{reverse('sessions')}?{urlencode({'project': slug, 'alert': alert.pk})}"
+        rows.append(
+            {
+                "alert": alert,
+                # A session whose id no address keeps is found in the list of the alert's.
+                "sessions": [(sid, _permalink(slug, sid) or in_list) for sid in alert.sessions],
+                "in_list": in_list,
+                "deliveries": sorted(alert.deliveries.all(), key=lambda d: (d.at, d.pk)),
+            }
+        )
     return render(request, "alerts.html", _page(request, access=access, rows=rows))
 
 

@@ -28,6 +28,12 @@ def _form(**change: str) -> dict[str, str]:
     }
 
 
+def _monitor(api: Api, client: Client) -> int:
+    """A monitor made with the overview's form; its id."""
+    client.post(f"/projects/{api.project.slug}/monitors/", _form())
+    return int(api.get("/monitors").json()["monitors"][0]["id"])
+
+
 def test_it_creates_a_monitor_from_the_overview_and_shows_its_secret_once(
     api: Api, login: Callable[..., Client]
 ) -> None:
@@ -60,8 +66,7 @@ def test_it_lists_firing_alerts_first_and_counts_them_in_the_header(
     api: Api, login: Callable[..., Client]
 ) -> None:
     client = login()
-    client.post(f"/projects/{api.project.slug}/monitors/", _form())
-    monitor_id = api.get("/monitors").json()["monitors"][0]["id"]
+    monitor_id = _monitor(api, client)
     now = timezone.now()
     Alert.objects.create(
         project=api.project, monitor_id=monitor_id, value=0.95, sessions=["old"],
@@ -84,8 +89,7 @@ def test_it_filters_the_sessions_list_on_an_alerts_sessions(
         head = {"id": sid, "type": "session", "body": {"session_id": sid}}
         assert api.ingest({"batch": [head]}).status_code == 207
     client = login()
-    client.post(f"/projects/{api.project.slug}/monitors/", _form())
-    monitor_id = api.get("/monitors").json()["monitors"][0]["id"]
+    monitor_id = _monitor(api, client)
     alert = Alert.objects.create(
         project=api.project, monitor_id=monitor_id, value=2, sessions=["hot-1", "hot-2"]
     )
@@ -117,3 +121,18 @@ def test_it_shows_occupancy_as_a_percentage_and_counts_with_separators(
     assert "1.066" not in alerts
     overview = client.get(f"/projects/{api.project.slug}/overview/").content.decode()
     assert '<td class="num">92.5%</td>' in overview and '<td class="num">1,000</td>' in overview
+
+
+def test_it_lists_an_alerts_session_whose_id_no_address_keeps(
+    api: Api, login: Callable[..., Client]
+) -> None:
+    # An id with a newline has no permalink: reversing one made the alerts page a 500.
+    client = login()
+    monitor_id = _monitor(api, client)
+    alert = Alert.objects.create(
+        project=api.project, monitor_id=monitor_id, value=2, sessions=["line\nbreak", ".."]
+    )
+    response = client.get(f"/projects/{api.project.slug}/alerts/")
+    assert response.status_code == 200
+    in_list = f'href="/?project={api.project.slug}&amp;alert={alert.pk}">line\nbreak</a>'
+    assert in_list in response.content.decode()
