@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from contextview.celery import AUTOGROUP
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.fresh import run_fresh
 
 
 def test_a_worker_process_leaves_what_it_started_with_out_of_the_collectors_walks() -> None:
@@ -23,11 +20,7 @@ def test_a_worker_process_leaves_what_it_started_with_out_of_the_collectors_walk
         "print(gc.get_freeze_count()); worker_process_init.send(sender=None); "
         "print(gc.get_freeze_count() > 0)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["0", "True"]
+    assert run_fresh(script) == ["0", "True"]
 
 
 def test_a_worker_process_runs_below_the_web_by_worker_nice() -> None:
@@ -37,12 +30,7 @@ def test_a_worker_process_runs_below_the_web_by_worker_nice() -> None:
         "before = os.nice(0); worker_process_init.send(sender=None); print(os.nice(0) - before)"
     )
     for setting, lowered in (("7", "7"), ("0", "0")):
-        done = subprocess.run(
-            [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
-            timeout=60, env={**os.environ, "WORKER_NICE": setting},
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.split() == [lowered]
+        assert run_fresh(script, WORKER_NICE=setting) == [lowered]
 
 
 @pytest.mark.skipif(not os.path.exists(AUTOGROUP), reason="the kernel groups no sessions")
@@ -59,11 +47,6 @@ def test_a_worker_process_lowers_a_scheduling_group_of_its_own() -> None:
     )
     group_before = Path(AUTOGROUP).read_text()
     for setting, expected in (("7", ["True", "True", "7"]), ("0", ["False", "False", "0"])):
-        done = subprocess.run(
-            [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
-            timeout=60, env={**os.environ, "WORKER_NICE": setting},
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.split() == expected
+        assert run_fresh(script, WORKER_NICE=setting) == expected
     # The session the tests run in kept its group as it was.
     assert Path(AUTOGROUP).read_text() == group_before

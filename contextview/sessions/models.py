@@ -409,6 +409,10 @@ class Fold(models.Model):
         indexes = [GinIndex(fields=["keys"], name="fold_by_original", fastupdate=False)]
 
 
+# What a directive's public id puts before its pk (``d-7``).
+DIRECTIVE_PREFIX = "d-"
+
+
 class Directive(models.Model):
     class Type(models.TextChoices):
         SET_MODE = "set_mode"
@@ -442,4 +446,4 @@ class Directive(models.Model):
 
     @property
     def public_id(self) -> str:
-        return f"d-{self.pk}"
+        return f"{DIRECTIVE_PREFIX}{self.pk}"

@@ -14,11 +14,8 @@ from contextview.core.errors import InputError
 from contextview.core.model import Message as CoreMessage
 from contextview.core.numbers import digits_value
 from contextview.projects.models import ApiKey
-from contextview.sessions.models import Directive, Session, Step
+from contextview.sessions.models import DIRECTIVE_PREFIX, Directive, Session, Step
 from contextview.sessions.selectors import archived_originals, left_the_context
-
-# A directive's public id: its pk after this.
-_DIRECTIVE_PREFIX = "d-"
 
 
 def directive_as_dict(d: Directive, *, full: bool = False) -> dict[str, Any]:
@@ -46,15 +43,15 @@ def directive_as_dict(d: Directive, *, full: bool = False) -> dict[str, Any]:
 
 def directive_pk(public_id: str) -> int | None:
     """The pk of a directive's public id (``d-7``); None for anything else."""
-    if not public_id.startswith(_DIRECTIVE_PREFIX):
+    if not public_id.startswith(DIRECTIVE_PREFIX):
         return None
-    return digits_value(public_id.removeprefix(_DIRECTIVE_PREFIX))
+    return digits_value(public_id.removeprefix(DIRECTIVE_PREFIX))
 
 
 def directive_cursor_pk(cursor: str) -> int | None:
     """The directive a control cursor points at: its id (``d-7``) or, as agents that
     kept the number alone send it, ``7``; None for anything else."""
-    return directive_pk(cursor) if cursor.startswith(_DIRECTIVE_PREFIX) else digits_value(cursor)
+    return directive_pk(cursor) if cursor.startswith(DIRECTIVE_PREFIX) else digits_value(cursor)
 
 
 # A step just stored, as what it shows of directives: (session, index, the mode it
