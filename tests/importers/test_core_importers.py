@@ -1056,6 +1056,35 @@ def test_it_replaces_the_context_at_an_atif_context_boundary() -> None:
     assert ids(after.after) == ["s5"]
 
 
+def test_it_replaces_the_context_at_a_terminus_2_summarization_handoff() -> None:
+    # Harbor before v1.7: a system step says so, its results only refer to the
+    # trajectories of the summarization
+    refs = [{"session_id": f"run-7-summarization-1-{part}", "trajectory_path": f"{part}.json"}
+            for part in ("summary", "questions", "answers")]  # fmt: skip
+    handoff = {
+        "step_id": 4,
+        "source": "system",
+        "message": "Performed context summarization and handoff to continue task.",
+        "observation": {"results": [{"subagent_trajectory_ref": refs}]},
+    }
+    data = _atif(
+        [
+            {"step_id": 1, "source": "user", "message": "Rotate the logs in /var/app."},
+            _atif_call(2, "Listing them.", 900),
+            {"step_id": 3, "source": "user", "message": "New Terminal Output: app.log app.1"},
+            handoff,
+            {"step_id": 5, "source": "user", "message": "Here are the answers: app.log is 2 GB."},
+            _atif_call(6, "Compressing app.log.", 300),
+        ]
+    )
+    steps = replay(list(read(io.BytesIO(data), format="atif")))["atif-m"]
+    body, after = steps[1]
+    # the call after the handoff sees the handoff's answers, nothing of the run before it
+    assert ids(after.after) == ["s5"]
+    assert [o["action"] for o in body["actions"]] == ["drop"]
+    assert "compaction" in body["reason"]
+
+
 def _atif_with(data: bytes, step: dict[str, Any]) -> bytes:
     doc = json.loads(data)
     doc["steps"] = [step if s["step_id"] == step["step_id"] else s for s in doc["steps"]]

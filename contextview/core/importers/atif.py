@@ -15,7 +15,10 @@ sessions of their own whose ``metadata.parent_session`` names this one. An agent
 step whose ``llm_call_count`` is 0 (v1.7) is a dispatch the harness made without a
 model call: context, not a call. A step whose ``extra.context_management.boundary``
 is ``replace`` (v1.7's convention for a compaction) ends the context before it: the
-calls after it see its observation's content (the summary) and what follows.
+calls after it see its observation's content (the summary) and what follows. Harbor's
+Terminus-2 wrote the same reset before v1.7 gave it that field: a ``system`` step
+saying it performed a context summarization and handoff, its results referring to
+the summarization's own trajectories.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from contextview.core.importers._log import (
 )
 
 FORMAT = "atif"
+# What Terminus-2's system step says at each context reset (its summarization handoff).
+TERMINUS_RESET = "Performed context summarization and handoff to continue task."
 
 
 def looks_like(doc: Any) -> bool:
@@ -201,15 +206,13 @@ def _observed(
     v1.7) instead leaves only its results' content for the calls after it: what
     was in the context is summarized into them, or dropped when they hold none."""
     results = _results(step, at, sid_n, started_by)
-    extra = step.get("extra")
-    managed = extra.get("context_management") if isinstance(extra, dict) else None
-    if not isinstance(managed, dict) or managed.get("boundary") != "replace":
+    kind = _boundary(step)
+    if kind is None:
         if said is not None:
             log.add(said)
         for msg in results:
             log.add(msg)
         return
-    kind = managed.get("type") if isinstance(managed.get("type"), str) else "context management"
     reason = f"{kind} (ATIF context boundary at step {sid_n}): the context was replaced"
     contents = [m["content"] for m in results if m["content"]]
     summary: dict[str, Any] | None = None
@@ -238,6 +241,21 @@ def _observed(
     else:
         op = {"action": "drop", "targets": left, "reason": reason}
     log.stage([op], reason=reason)
+
+
+def _boundary(step: dict[str, Any]) -> str | None:
+    """The kind of context reset a step declares, or None for a step that declares
+    none: ``extra.context_management`` (v1.7), or Terminus-2's handoff step."""
+    extra = step.get("extra")
+    managed = extra.get("context_management") if isinstance(extra, dict) else None
+    if isinstance(managed, dict) and managed.get("boundary") == "replace":
+        kind = managed.get("type")
+        return kind if isinstance(kind, str) else "context management"
+    message = step.get("message")
+    if step.get("source") == "system" and isinstance(message, str):
+        if message.strip() == TERMINUS_RESET:
+            return "compaction"
+    return None
 
 
 def _results(
