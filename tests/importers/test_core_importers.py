@@ -1139,6 +1139,29 @@ def test_it_sends_an_openhands_recall_as_the_knowledge_it_added() -> None:
     assert second.before[-1].text == "Run docker with sudo."
 
 
+def test_it_sends_an_openhands_file_edit_as_the_editor_reported_it() -> None:
+    history = json.loads((FIXTURES / "openhands.json").read_text())[:5]
+    meta = {"function_name": "str_replace_editor", "tool_call_id": "toolu_9",
+            "model_response": {"id": "chatcmpl-9", "model": "claude-sonnet-4-5"}}  # fmt: skip
+    edit = {"id": 40, "source": "agent", "action": "edit", "tool_call_metadata": meta,
+            "args": {"path": "/app/inventory.py", "command": "create", "thought": ""}}  # fmt: skip
+    whole_file = "--- /app/inventory.py\n+++ /app/inventory.py\n" + "+TIMEOUT = 30\n" * 200
+    said = "File created successfully at: /app/inventory.py"
+    edited = {"id": 41, "source": "agent", "cause": 40, "observation": "edit",
+              "tool_call_metadata": meta, "content": whole_file,
+              "extras": {"path": "/app/inventory.py", "impl_source": "oh_aci",
+                         "formatted_output_and_error": said}}  # fmt: skip
+    done = {"id": 42, "source": "agent", "action": "finish", "args": {"thought": "Done."},
+            "tool_call_metadata": {**meta, "tool_call_id": "toolu_10",
+                                   "model_response": {"id": "chatcmpl-10"}}}  # fmt: skip
+    data = json.dumps([*history, edit, edited, done]).encode()
+    steps = replay(list(read(io.BytesIO(data), format="openhands", session_id="oh-e")))["oh-e"]
+    last = steps[-1][1].before
+    assert last[-1].id == "e41"
+    # the model reads what the editor said, not the diff OpenHands keeps for the user
+    assert last[-1].text == said
+
+
 def test_it_leaves_an_openhands_loop_detection_out_of_the_context() -> None:
     history = json.loads((FIXTURES / "openhands.json").read_text())[:7]
     said = "Agent detected in a loop! Loop type: repeating_action_observation"

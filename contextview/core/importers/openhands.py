@@ -17,7 +17,9 @@ are sent with every call. A
 ``forgotten_events_start_id``..``forgotten_events_end_id``), replacing them with
 its ``summary`` when it has one. ``agent_state_changed`` observations tell how the
 run ended. A ``recall`` observation (workspace context, microagent knowledge) is
-sent as the user message of the texts in its extras, not its ``content``.
+sent as the user message of the texts in its extras, not its ``content``. So is an
+``edit`` observation of OpenHands' own file editor (``impl_source`` ``oh_aci``): the
+model reads its ``formatted_output_and_error``, not the diff in its ``content``.
 """
 
 from __future__ import annotations
@@ -167,6 +169,18 @@ def _recall_type(event: dict[str, Any]) -> str | None:
     return kind if kind in ("workspace_context", "knowledge") else None
 
 
+def _observed(event: dict[str, Any]) -> str:
+    """What the model reads of an observation: its ``content``, but for the edit of
+    OpenHands' own file editor, whose ``content`` is a diff of the whole file kept for
+    the user and whose result the model reads as the editor wrote it."""
+    extras = event.get("extras")
+    if event.get("observation") == "edit" and isinstance(extras, dict):
+        written = extras.get("formatted_output_and_error")
+        if extras.get("impl_source") == "oh_aci" and isinstance(written, str):
+            return written
+    return _text(event.get("content") or event.get("message") or "")
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
@@ -235,7 +249,7 @@ class _Reader:
             msg: dict[str, Any] = {
                 "id": mid,
                 "role": "tool" if meta else "user",
-                "content": _text(event.get("content") or event.get("message") or ""),
+                "content": _observed(event),
             }
             if isinstance(meta, dict) and meta.get("tool_call_id"):
                 msg["tool_call_id"] = meta["tool_call_id"]
