@@ -486,6 +486,25 @@ def test_it_reads_the_openhands_sdks_typed_events() -> None:
     assert end["status"] == "succeeded"
 
 
+def test_it_sends_the_openhands_sdks_updated_system_prompt_and_tools() -> None:
+    events = _sdk_events()[:4]
+    at, text = events[0]["timestamp"], lambda t: {"type": "text", "text": t}
+    tools = [*events[0]["tools"], {"name": "browser", "description": "Open a page"}]
+    update = {"kind": "SystemPromptUpdateEvent", "id": "p9", "timestamp": at, "source": "agent",
+              "system_prompt": text("You are OpenHands, with a browser."), "tools": tools,
+              "reason": "tools_changed"}  # fmt: skip
+    again = {**events[1], "id": "u10", "llm_message": {"role": "user", "content": [text("Go on.")]}}
+    reply = {**events[2], "id": "a11", "llm_response_id": "resp-3"}
+    data = json.dumps([*events, update, again, reply]).encode()
+    steps = replay(list(read(io.BytesIO(data), format="openhands", fallback="oh-u")))["oh-u"]
+    (_, _), (body, call) = steps
+    # the call after a restore is sent the new tools and the new prompt in place of the old
+    assert body["tools"] == tools
+    assert [o["action"] for o in body["actions"]] == ["rewrite"]
+    assert ids(call.after)[:2] == ["ep9", "eu1"]
+    assert call.after[0].text == "You are OpenHands, with a browser."
+
+
 def test_it_reads_an_openhands_sdk_event_folder(tmp_path: Path) -> None:
     from contextview.core.importers.folders import event_folders, files_under, read_folder
 

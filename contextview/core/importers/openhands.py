@@ -6,11 +6,13 @@ An event has ``id``, ``source`` (``user``, ``agent``, ``environment``) and eithe
 ``output.jsonl`` holds one run a line, its events in ``history`` (each run a session
 named by its ``instance_id``). The software agent
 SDK (OpenHands V1) types its events by ``kind`` instead: ``SystemPromptEvent`` (with
-the tools), ``MessageEvent`` (``llm_message``), ``ActionEvent`` (``thought``,
-``tool_call``; those of one ``llm_response_id`` are one call), ``ObservationEvent``
-(``observation.content``), ``Condensation`` (``forgotten_event_ids``, ``summary``). Agent actions
-that came from one model response share ``tool_call_metadata.model_response.id``
-and form one model call, whose usage is that response's ``usage``, even when the
+the tools; a ``SystemPromptUpdateEvent``, written when a conversation is restored with
+another agent configuration, replaces its prompt and tools), ``MessageEvent``
+(``llm_message``), ``ActionEvent`` (``thought``, ``tool_call``; those of one
+``llm_response_id`` are one call), ``ObservationEvent`` (``observation.content``),
+``Condensation`` (``forgotten_event_ids``, ``summary``). Agent actions that came
+from one model response share ``tool_call_metadata.model_response.id`` and form one
+model call, whose usage is that response's ``usage``, even when the
 result of each call is logged before the next call; the ``system`` action's ``tools``
 are sent with every call. A
 ``condensation`` action forgets ``forgotten_event_ids`` (or the range
@@ -38,6 +40,8 @@ from contextview.core.importers._log import (
     json_loads,
     json_whole,
     reading,
+    short_hash,
+    text_of,
     token_count,
     usage_cached_inside,
 )
@@ -196,6 +200,8 @@ class _Reader:
         self.tools: list[dict[str, Any]] | None = None
         # the microagents whose knowledge a recall has sent
         self.microagents: set[str] = set()
+        # the message of the system prompt the model is sent now (OpenHands V1)
+        self.system_prompt: str | None = None
 
     def finish(self) -> Iterator[Event]:
         call = self.call
@@ -354,9 +360,13 @@ class _Reader:
             if isinstance(tools, list) and all(isinstance(t, dict) for t in tools):
                 self.tools = tools  # sent with every call from here on
             parts = [event.get("system_prompt"), event.get("dynamic_context")]
+            self.system_prompt = mid
             yield from self.heard(
                 {"id": mid, "role": "system", "content": _v1_text(p for p in parts if p)}
             )
+        elif kind == "SystemPromptUpdateEvent":
+            yield from self.finish()
+            self.prompt_updated(mid, event)
         elif kind == "MessageEvent":
             message = event.get("llm_message")
             message = message if isinstance(message, dict) else {}
@@ -402,6 +412,27 @@ class _Reader:
             if isinstance(status, str) and status in _V1_END_STATES:
                 self.status = _V1_END_STATES[status]
         # other events (pauses, condensation requests, hooks) never reach the model
+
+    def prompt_updated(self, mid: str, event: dict[str, Any]) -> None:
+        """A ``SystemPromptUpdateEvent``: the calls from here on are sent its tools,
+        and its prompt in place of the one before (OpenHands sends the latest only)."""
+        tools = event.get("tools")
+        if isinstance(tools, list) and all(isinstance(t, dict) for t in tools):
+            self.tools = tools
+        prompt = event.get("system_prompt")
+        if not prompt:
+            return
+        message = {"id": mid, "role": "system", "content": _v1_text([prompt])}
+        old = self.system_prompt
+        if old is None or old not in self.log.untouched():
+            self.log.add(message)
+        elif self.log.hash_of(old) == short_hash(text_of(message["content"])):
+            return  # the same prompt: its message stays as it was
+        else:
+            reason = f"system prompt updated ({event.get('reason') or 'unknown reason'})"
+            op = {"action": "rewrite", "target": old, "result": message, "reason": reason}
+            self.log.stage([op], reason=reason)
+        self.system_prompt = mid
 
     def recalled(self, mid: str, event: dict[str, Any]) -> dict[str, Any] | None:
         """A ``recall`` observation as the user message OpenHands sends for it, or None
