@@ -24,6 +24,10 @@ convention it follows:
 - LiteLLM's OpenTelemetry callback, beyond the contract's list: a span whose
   ``llm.request.type`` is one of LiteLLM's call types of a model call
   (``acompletion``...), its messages as the GenAI conventions';
+- Semantic Kernel, beyond the contract's list: a span whose ``gen_ai.operation.name``
+  is its ``chat.completions`` (or ``text.completions``, and their ``streaming_``
+  forms), its messages the older per-message events, each body (the reply's too) the
+  JSON text of ``gen_ai.event.content``;
 - the Vercel AI SDK, beyond the contract's list: its provider-call spans
   (``ai.operationId`` ``ai.generateText.doGenerate``, ``ai.streamText.doStream``,
   ``ai.generateObject.doGenerate``, ``ai.streamObject.doStream``) with
@@ -90,6 +94,16 @@ from contextview.core.runs import BASE_KEY, encode_runs, run_element, runs_in
 from contextview.core.textsafe import text_problem
 
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+# Semantic Kernel's names of a model call (its .NET and Python ModelDiagnostics), which
+# the GenAI conventions name chat and text_completion.
+_SK_OPERATIONS = frozenset(
+    {
+        "chat.completions",
+        "chat.streaming_completions",
+        "text.completions",
+        "text.streaming_completions",
+    }
+)
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 # Kept in the step's obs under its own name, where the server's inference reads it.
 COMPACTED = "gen_ai.conversation.compacted"
@@ -574,12 +588,19 @@ def _content_parts(content: Any) -> list[Any]:
     return [{"type": "text", "text": json.dumps(content, ensure_ascii=False)}]
 
 
+def _event_body(attrs: Mapping[str, Any], main: str) -> Mapping[str, Any]:
+    """The body of one of the older GenAI events: its attributes, or the JSON text of the
+    whole body in ``gen_ai.event.content`` (Semantic Kernel's), when they do not hold
+    its `main` field (``content`` for a message, ``message`` for ``gen_ai.choice``)."""
+    if main in attrs or not isinstance(attrs.get("gen_ai.event.content"), str):
+        return attrs
+    decoded = _structured(attrs["gen_ai.event.content"], "gen_ai.event.content")
+    return decoded if isinstance(decoded, Mapping) else {main: decoded}
+
+
 def event_message(role: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
     """One of the older per-message events (its body fields as event attributes)."""
-    body = attrs
-    if "content" not in attrs and isinstance(attrs.get("gen_ai.event.content"), str):
-        decoded = _structured(attrs["gen_ai.event.content"], "gen_ai.event.content")
-        body = decoded if isinstance(decoded, Mapping) else {"content": decoded}
+    body = _event_body(attrs, "content")
     parts = _content_parts(body.get("content"))
     sent_role = body.get("role")
     if isinstance(sent_role, str) and sent_role:
@@ -1054,6 +1075,7 @@ def _context(raw: list[Any], previous: _Context | None, *, same: int = 0) -> _Co
 def is_llm_call(attrs: Mapping[str, Any]) -> bool:
     return (
         attrs.get("gen_ai.operation.name") in LLM_OPERATIONS
+        or attrs.get("gen_ai.operation.name") in _SK_OPERATIONS
         or attrs.get("openinference.span.kind") == "LLM"
         or attrs.get("llm.request.type") in _TL_REQUEST_TYPES
         or attrs.get("llm.request.type") in _LITELLM_CALLS
@@ -1317,8 +1339,9 @@ def _output(p: _Pending) -> list[dict[str, Any]] | None:
     if ADK_REQUEST in attrs:
         return _adk_output(attrs)
     out = []
-    for name, body in _events(p):
+    for name, fields in _events(p):
         if name == "gen_ai.choice":
+            body = _event_body(fields, "message")
             message = body.get("message", {})
             if isinstance(message, str) and message[:1] in ("{", "["):
                 message = _structured(message, "gen_ai.choice.message")

@@ -1263,3 +1263,83 @@ def test_it_reads_a_spring_ai_chat_client_run_with_a_tool_call(key: str) -> None
     assert second["model"] == "gpt-4o-mini-2024-07-18"
     assert second["usage"] == {"input_tokens": 400, "output_tokens": 12}
     assert session(key, TRACE)["steps"] == 2
+
+
+def test_it_reads_a_semantic_kernel_chat_completion_with_its_events(key: str) -> None:
+    """microsoft/semantic-kernel, dotnet/src/InternalUtilities/src/Diagnostics/
+    ModelDiagnostics.cs: the span's operation is ``chat.completions``; each message is
+    an event whose ``gen_ai.event.content`` is the JSON text of the whole body, the
+    reply's (``gen_ai.choice``) holding the message under ``message``."""
+    body = {"gen_ai.system": "openai"}
+    call = {
+        "id": "call_7",
+        "function": {"arguments": {"order": "SO20260101007"}, "name": "orders-Lookup"},
+        "type": "function",
+    }
+    send(
+        key,
+        span(
+            {
+                "gen_ai.operation.name": "chat.completions",
+                "gen_ai.system": "openai",
+                "gen_ai.request.model": "gpt-4o-mini",
+                "gen_ai.usage.input_tokens": 80,
+                "gen_ai.usage.output_tokens": 6,
+                "session.id": "sk-chat",
+            },
+            events=[
+                (
+                    "gen_ai.user.message",
+                    {"gen_ai.event.content": '{"role": "user", "content": "Where is it?"}', **body},
+                ),
+                (
+                    "gen_ai.assistant.message",
+                    {
+                        "gen_ai.event.content": json.dumps(
+                            {"role": "assistant", "content": None, "tool_calls": [call]}
+                        ),
+                        **body,
+                    },
+                ),
+                (
+                    "gen_ai.tool.message",
+                    {"gen_ai.event.content": '{"role": "tool", "content": "shipped"}', **body},
+                ),
+                (
+                    "gen_ai.choice",
+                    {
+                        "gen_ai.event.content": json.dumps(
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": "It shipped."},
+                                "tool_calls": [],
+                                "finish_reason": "Stop",
+                            }
+                        )
+                    },
+                ),
+            ],
+            name="chat.completions gpt-4o-mini",
+        ),
+    )
+    got = step(key, "sk-chat")
+    assert contents(got) == [
+        ("user", "Where is it?"),
+        (
+            "assistant",
+            [
+                {
+                    "type": "tool_call",
+                    "id": "call_7",
+                    "name": "orders-Lookup",
+                    "arguments": {"order": "SO20260101007"},
+                }
+            ],
+        ),
+        ("tool", "shipped"),
+    ]
+    assert got["model"] == "gpt-4o-mini"
+    assert got["usage"] == {"input_tokens": 80, "output_tokens": 6}
+    assert got["output"]["messages"] == [
+        {"role": "assistant", "content": "It shipped.", "finish_reason": "Stop"}
+    ]
