@@ -16,7 +16,8 @@ convention it follows:
   ``llm.invocation_parameters``), ``llm.token_count.*``, ``llm.model_name``,
   ``session.id``;
 - OpenLLMetry (Traceloop), beyond the contract's list: a span with ``llm.request.type``
-  ``chat`` or ``completion``, its messages flattened as ``gen_ai.prompt.{i}.*`` and
+  ``chat``, ``completion`` or ``response`` (or, as its OpenAI instrumentation writes a
+  Responses API call, none, `is_tl_response`), its messages flattened as ``gen_ai.prompt.{i}.*`` and
   ``gen_ai.completion.{i}.*`` (``role``, ``content``, ``tool_call_id``,
   ``tool_calls.{j}.*``; a content list written as JSON text is read as its parts),
   its tools as ``llm.request.functions.{i}.*``; its session, when it names none of
@@ -120,7 +121,8 @@ _OI_PARAMETERS = "llm.invocation_parameters"
 _TL_PROMPT = "gen_ai.prompt."
 _TL_COMPLETION = "gen_ai.completion."
 _TL_FUNCTIONS = "llm.request.functions."
-_TL_REQUEST_TYPES = frozenset({"chat", "completion"})
+# ``response``: its OpenAI Agents SDK instrumentation's span of a Responses API call.
+_TL_REQUEST_TYPES = frozenset({"chat", "completion", "response"})
 _TL_SESSION = "traceloop.association.properties.session_id"
 # LiteLLM's call types of a model call (its ``CallTypes``), which its OpenTelemetry
 # callback writes as ``llm.request.type`` (and, but for ``completion``, as
@@ -1081,6 +1083,18 @@ def is_llm_call(attrs: Mapping[str, Any]) -> bool:
         or attrs.get("llm.request.type") in _LITELLM_CALLS
         or attrs.get("ai.operationId") in _AI_CALLS
         or is_adk_call(attrs)
+        or is_tl_response(attrs)
+    )
+
+
+def is_tl_response(attrs: Mapping[str, Any]) -> bool:
+    """OpenLLMetry's OpenAI instrumentation's span of a Responses API call
+    (``openai.response``): it names no request type nor operation, and writes the
+    roles of its flattened prompt and reply, which no other span of it does."""
+    return (
+        "llm.request.type" not in attrs
+        and "gen_ai.operation.name" not in attrs
+        and (f"{_TL_PROMPT}0.role" in attrs or f"{_TL_COMPLETION}0.role" in attrs)
     )
 
 

@@ -1343,3 +1343,78 @@ def test_it_reads_a_semantic_kernel_chat_completion_with_its_events(key: str) ->
     assert got["output"]["messages"] == [
         {"role": "assistant", "content": "It shipped.", "finish_reason": "Stop"}
     ]
+
+
+def test_it_reads_openllmetrys_responses_api_spans(key: str) -> None:
+    """traceloop/openllmetry: its OpenAI instrumentation's span of a Responses API
+    call (packages/opentelemetry-instrumentation-openai/.../v1/responses_wrappers.py,
+    ``openai.response``) names no request type nor operation; its OpenAI Agents SDK
+    instrumentation's (.../openai_agents/_hooks.py) names ``response``. Both flatten
+    the prompt and the reply; an embedding's span, typed, is no call."""
+    p, c = "gen_ai.prompt", "gen_ai.completion"
+    common = {
+        "gen_ai.system": "openai",
+        "gen_ai.request.model": "gpt-4.1",
+        "gen_ai.usage.input_tokens": 60,
+        "gen_ai.usage.output_tokens": 9,
+        f"{p}.0.content": "You debug orders.",
+        f"{p}.0.role": "system",
+        f"{p}.1.content": "Why does SO20260101007 time out?",
+        f"{p}.1.role": "user",
+        f"{c}.0.role": "assistant",
+    }
+    send(
+        key,
+        span(
+            {
+                **common,
+                f"{c}.0.content": "A 504 from inventory.",
+                "traceloop.association.properties.session_id": "tl-responses",
+            },
+            name="openai.response",
+        ),
+        span(
+            {
+                **common,
+                "llm.request.type": "response",
+                "gen_ai.operation.name": "response",
+                f"{c}.0.finish_reason": "tool_calls",
+                f"{c}.0.tool_calls.0.name": "read_log",
+                f"{c}.0.tool_calls.0.arguments": '{"n": 5}',
+                f"{c}.0.tool_calls.0.id": "call_1",
+                "traceloop.association.properties.session_id": "tl-agents",
+            },
+            n=2,
+            name="openai.response",
+        ),
+        span(
+            {
+                "llm.request.type": "embedding",
+                f"{p}.0.content": "SO20260101007",
+                "traceloop.association.properties.session_id": "tl-responses",
+            },
+            n=3,
+            name="openai.embeddings",
+        ),
+    )
+    for session_id in ("tl-responses", "tl-agents"):
+        got = step(key, session_id)
+        assert contents(got) == [
+            ("system", "You debug orders."),
+            ("user", "Why does SO20260101007 time out?"),
+        ]
+        assert got["model"] == "gpt-4.1"
+        assert got["usage"] == {"input_tokens": 60, "output_tokens": 9}
+        assert session(key, session_id)["steps"] == 1
+    assert step(key, "tl-responses")["output"]["messages"] == [
+        {"role": "assistant", "content": "A 504 from inventory."}
+    ]
+    assert step(key, "tl-agents")["output"]["messages"] == [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_call", "id": "call_1", "name": "read_log", "arguments": '{"n": 5}'}
+            ],
+            "finish_reason": "tool_calls",
+        }
+    ]
