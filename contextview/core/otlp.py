@@ -413,12 +413,18 @@ def _is_block(value: Mapping[str, Any]) -> bool:
     return len(value) == 1 and next(iter(value)) in _BEDROCK_BLOCKS
 
 
+# OpenAI's Responses API text parts (OpenLLMetry writes a Responses message's content
+# as the JSON text of its parts), read as text parts.
+_RESPONSES_TEXTS = frozenset({"input_text", "output_text"})
 # The part types that a list of parts is made of, as JSON text or not (the GenAI
 # conventions', OpenAI's, Anthropic's and Pydantic AI's): a tool's output that is a
 # JSON list of objects typed otherwise is the text it is, not parts.
 _LISTED_KINDS = frozenset(
     {
         "text",
+        *_RESPONSES_TEXTS,
+        "input_image",
+        "input_file",
         "tool_call",
         "tool_call_response",
         "reasoning",
@@ -454,7 +460,9 @@ def genai_part(part: Any) -> Any:
     OTel GenAI conventions', Pydantic AI's (``thinking``, a result under ``result``,
     its media parts, and ``kind`` for ``type`` in its version 1 events), Anthropic's
     blocks (``tool_use``, ``tool_result``, ``thinking``) and Bedrock's (Strands'),
-    also when Strands names a Bedrock block as a part's type."""
+    also when Strands names a Bedrock block as a part's type, and the text parts of
+    OpenAI's Responses API (its image and file parts are kept as given, as its chat
+    API's are: the server reads them as they are)."""
     if not isinstance(part, Mapping):
         return {"type": "text", "text": part} if isinstance(part, str) else part
     kind = part.get("type", part.get("kind"))
@@ -464,6 +472,8 @@ def genai_part(part: Any) -> Any:
         return dict(part)
     if kind == "text":
         return {"type": "text", "text": part.get("content", part.get("text", ""))}
+    if kind in _RESPONSES_TEXTS:
+        return {"type": "text", "text": part.get("text", "")}
     if kind == "tool_call":
         return _call(part.get("id"), part.get("name"), part.get("arguments"))
     if kind == "tool_call_response":

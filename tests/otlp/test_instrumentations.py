@@ -1418,3 +1418,36 @@ def test_it_reads_openllmetrys_responses_api_spans(key: str) -> None:
             "finish_reason": "tool_calls",
         }
     ]
+
+
+def test_it_reads_a_responses_api_content_list_as_its_parts(key: str) -> None:
+    """traceloop/openllmetry, packages/opentelemetry-instrumentation-openai/.../v1/
+    responses_wrappers.py: a Responses API message given a content list is written as
+    the JSON text of its parts (``input_text``, ``input_image``, the ``output_text`` of
+    an earlier reply)."""
+    p = "gen_ai.prompt"
+    image = {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "auto"}
+    send(
+        key,
+        span(
+            {
+                "gen_ai.system": "openai",
+                f"{p}.0.content": json.dumps([{"type": "input_text", "text": "What is this?"}]),
+                f"{p}.0.role": "user",
+                f"{p}.1.content": json.dumps(
+                    [{"type": "output_text", "text": "A chart.", "annotations": []}]
+                ),
+                f"{p}.1.role": "assistant",
+                f"{p}.2.content": json.dumps([{"type": "input_text", "text": "And this?"}, image]),
+                f"{p}.2.role": "user",
+                "gen_ai.completion.0.role": "assistant",
+                "traceloop.association.properties.session_id": "tl-parts",
+            },
+            name="openai.response",
+        ),
+    )
+    assert contents(step(key, "tl-parts")) == [
+        ("user", "What is this?"),
+        ("assistant", "A chart."),
+        ("user", [{"type": "text", "text": "And this?"}, image]),
+    ]
