@@ -41,6 +41,13 @@ convention it follows:
   (JSON of Gemini contents; its ``usage_metadata`` holds the cached count, and the
   other counts in versions that set no ``gen_ai.usage.*``), session
   ``gcp.vertex.agent.session_id``;
+- LangSmith's OpenTelemetry exporter, beyond the contract's list: a span of run type
+  (``langsmith.span.kind``) ``llm`` (a prompt template's, which it names ``chat`` too,
+  is none), its context and tools from the run's inputs (JSON text in
+  ``gen_ai.prompt``: LangChain's serialized messages, or a model client's request), its
+  reply from the run's outputs (``gen_ai.completion``: LangChain's generations, OpenAI's
+  choices), its session the thread its metadata names (``langsmith.metadata.session_id``,
+  ``thread_id`` or ``conversation_id``);
 - Spring AI, beyond the contract's list: the texts of a chat model call's prompt and
   reply, without their roles, as its content handlers wrote them on the span before
   1.0 (the events ``gen_ai.content.prompt`` and ``gen_ai.content.completion``, an array
@@ -156,6 +163,14 @@ _AI_SESSION = "ai.telemetry.metadata.sessionId"
 ADK_REQUEST = "gcp.vertex.agent.llm_request"
 ADK_RESPONSE = "gcp.vertex.agent.llm_response"
 _ADK_SESSION = "gcp.vertex.agent.session_id"
+# LangSmith's OpenTelemetry exporter: a span's run type, and the run metadata that
+# names its thread (LangSmith's threads), in the order LangSmith reads them.
+_LS_KIND = "langsmith.span.kind"
+_LS_SESSIONS = (
+    "langsmith.metadata.session_id",
+    "langsmith.metadata.thread_id",
+    "langsmith.metadata.conversation_id",
+)
 # Spring AI: the event and attribute holding a call's prompt texts, and its reply's.
 SPRING_PROMPT = ("gen_ai.content.prompt", "gen_ai.prompt")
 SPRING_COMPLETION = ("gen_ai.content.completion", "gen_ai.completion")
@@ -876,14 +891,15 @@ def _adk(attrs: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     value = attrs.get(name)
     if value is None:
         return {}
-    value = _adk_decoded(value, name) if isinstance(value, str) else value
+    value = _decoded_once(value, name) if isinstance(value, str) else value
     return value if isinstance(value, Mapping) else {}
 
 
 @lru_cache(maxsize=4)
-def _adk_decoded(text: str, name: str) -> Any:
-    """`_structured` of one of ADK's JSON texts, decoded once for the call's context,
-    tools, reply and usage, which each read it (callers only read what it gives)."""
+def _decoded_once(text: str, name: str) -> Any:
+    """`_structured` of a JSON text that several readers of one call read (ADK's request
+    and response, LangSmith's run inputs: context, tools, reply and usage), decoded once
+    (callers only read what it gives)."""
     return _structured(text, name)
 
 
@@ -976,6 +992,128 @@ def _adk_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
         for declaration in tool["function_declarations"]
     ]
     return declared or None
+
+
+# --- LangSmith ----------------------------------------------------------------------------
+
+# LangChain's message types (a serialized message's ``kwargs.type``) as roles; a chat
+# message names its own role.
+_LC_ROLES = {
+    "human": "user",
+    "ai": "assistant",
+    "AIMessageChunk": "assistant",
+    "system": "system",
+    "developer": "developer",
+    "tool": "tool",
+    "function": "tool",
+}
+
+
+def is_langsmith_call(attrs: Mapping[str, Any]) -> bool:
+    """Whether a span of LangSmith's OpenTelemetry exporter is a model call: its run type
+    (``langsmith.span.kind``) ``llm``. It names the operation ``chat`` for a prompt
+    template's runs too, which are none."""
+    return attrs.get(_LS_KIND) == "llm"
+
+
+def _ls_run(attrs: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """A LangSmith run's inputs or outputs (JSON text of an object); empty when absent."""
+    value = attrs.get(name)
+    if value is None:
+        return {}
+    decoded = _decoded_once(value, name) if isinstance(value, str) else value
+    return decoded if isinstance(decoded, Mapping) else {}
+
+
+def ls_message(raw: Any, name: str = SPRING_PROMPT[1]) -> dict[str, Any]:
+    """A message of a LangSmith run: LangChain's serialized form (``lc``, ``kwargs``
+    with ``type``, ``content``, ``tool_calls`` of ``name``/``args``/``id`` and
+    ``tool_call_id``), or a provider's own (OpenAI's, Anthropic's), as a model client's
+    wrapper traces its request."""
+    if not isinstance(raw, Mapping):
+        raise SpanError(name, "each message must be an object")
+    kwargs = raw.get("kwargs")
+    if "lc" not in raw or not isinstance(kwargs, Mapping):
+        return genai_message(raw, name)
+    kind = kwargs.get("type")
+    role: Any = kind
+    if kind == "chat":
+        role = kwargs.get("role")
+    elif isinstance(kind, str):
+        role = _LC_ROLES.get(kind, kind)
+    parts = _content_parts(kwargs.get("content"))
+    parts = _answered(role, parts, kwargs.get("tool_call_id"))
+    listed = kwargs.get("tool_calls")
+    calls = [
+        _call(c.get("id"), c.get("name"), c.get("args"))
+        for c in (listed if isinstance(listed, list) else [])
+        if isinstance(c, Mapping)
+    ]
+    parts = _with_calls(parts, calls)
+    out: dict[str, Any] = {"role": role, "content": content_of(parts) if parts else ""}
+    if isinstance(kwargs.get("name"), str):
+        out["name"] = kwargs["name"]
+    return out
+
+
+def _ls_input(attrs: Mapping[str, Any]) -> list[Any]:
+    """The context of a LangSmith model call from its run's inputs (``gen_ai.prompt``):
+    ``messages`` (LangChain's are a batch of lists, whose first is the call's), after an
+    Anthropic client's ``system``; or the texts of a completion model's ``prompts``."""
+    inputs = _ls_run(attrs, SPRING_PROMPT[1])
+    raw: list[Any] = []
+    system = inputs.get("system")
+    if system:
+        raw.append(("system", system))
+    messages = inputs.get("messages")
+    if isinstance(messages, list) and messages and isinstance(messages[0], list):
+        messages = messages[0]
+    if isinstance(messages, list):
+        raw.extend(("ls", m) for m in messages)
+    else:
+        prompts = inputs.get("prompts")
+        for text in prompts if isinstance(prompts, list) else []:
+            raw.append(("event", ("user", {"content": text})))
+    return raw
+
+
+def _ls_output(attrs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The reply of a LangSmith model call from its run's outputs (``gen_ai.completion``):
+    LangChain's ``generations`` (their messages, else their texts), OpenAI's
+    ``choices``, or a reply that is a message itself (an Anthropic client's)."""
+    outputs = _ls_run(attrs, SPRING_COMPLETION[1])
+    out: list[dict[str, Any]] = []
+    generations = outputs.get("generations")
+    if isinstance(generations, list) and generations and isinstance(generations[0], list):
+        generations = generations[0]
+    choices = outputs.get("choices")
+    if isinstance(generations, list):
+        for generation in generations:
+            if not isinstance(generation, Mapping):
+                continue
+            message = generation.get("message")
+            if isinstance(message, Mapping):
+                out.append(ls_message(message, SPRING_COMPLETION[1]))
+            elif isinstance(generation.get("text"), str):
+                out.append({"role": "assistant", "content": generation["text"]})
+    elif isinstance(choices, list):
+        for choice in choices:
+            if isinstance(choice, Mapping) and isinstance(choice.get("message"), Mapping):
+                reply = ls_message(choice["message"], SPRING_COMPLETION[1])
+                if isinstance(choice.get("finish_reason"), str):
+                    reply["finish_reason"] = choice["finish_reason"]
+                out.append(reply)
+    elif "content" in outputs and "role" in outputs:
+        out.append(ls_message(outputs, SPRING_COMPLETION[1]))
+    return out or None
+
+
+def _ls_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
+    """The ``tools`` a model client's wrapper traces in its run's inputs."""
+    if not is_langsmith_call(attrs):
+        return None
+    tools = _ls_run(attrs, SPRING_PROMPT[1]).get("tools")
+    return tools if isinstance(tools, list) and tools else None
 
 
 # --- Spring AI ---------------------------------------------------------------------------
@@ -1085,6 +1223,8 @@ def _context(raw: list[Any], previous: _Context | None, *, same: int = 0) -> _Co
 
 
 def is_llm_call(attrs: Mapping[str, Any]) -> bool:
+    if _LS_KIND in attrs:
+        return is_langsmith_call(attrs)
     return (
         attrs.get("gen_ai.operation.name") in LLM_OPERATIONS
         or attrs.get("gen_ai.operation.name") in _SK_OPERATIONS
@@ -1124,13 +1264,15 @@ def is_tool_run(attrs: Mapping[str, Any]) -> bool:
 
 def session_of(attrs: Mapping[str, Any], trace_id: str) -> str:
     """The session a span belongs to: its conversation, else its session (the
-    contract's, OpenLLMetry's, the AI SDK's or ADK's), else its trace."""
+    contract's, OpenLLMetry's, the AI SDK's or ADK's) or LangSmith's thread, else its
+    trace."""
     session = (
         attrs.get("gen_ai.conversation.id")
         or attrs.get("session.id")
         or attrs.get(_TL_SESSION)
         or attrs.get(_AI_SESSION)
         or attrs.get(_ADK_SESSION)
+        or next((attrs[k] for k in _LS_SESSIONS if attrs.get(k)), None)
     )
     return str(session) if session else trace_id
 
@@ -1291,6 +1433,8 @@ def _input(p: _Pending, previous: _Context | None) -> _Context:
     if "gen_ai.input.messages" in attrs or "gen_ai.system_instructions" in attrs:
         return _genai_input(attrs, previous)
     raw: list[Any] = []
+    if is_langsmith_call(attrs):
+        return _context(_ls_input(attrs), previous)
     flat = _indexed(attrs, _OI_INPUT)
     if flat:
         return _context([("oi", item) for item in flat], previous)
@@ -1338,6 +1482,7 @@ _CONVERTERS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "tl": lambda value: tl_message(value, "user"),
     "ai": ai_message,
     "adk": adk_message,
+    "ls": ls_message,
     "event": lambda value: event_message(*value),
 }
 
@@ -1362,6 +1507,8 @@ def _output(p: _Pending) -> list[dict[str, Any]] | None:
         return _ai_output(attrs)
     if ADK_REQUEST in attrs:
         return _adk_output(attrs)
+    if is_langsmith_call(attrs):
+        return _ls_output(attrs)
     out = []
     for name, fields in _events(p):
         if name == "gen_ai.choice":
@@ -1391,6 +1538,7 @@ def _tools(attrs: Mapping[str, Any]) -> list[Any] | None:
         or _flat_tools(attrs, _TL_FUNCTIONS, "")
         or _ai_tools(attrs)
         or _adk_tools(attrs)
+        or _ls_tools(attrs)
     )
 
 

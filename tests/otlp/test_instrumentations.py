@@ -1451,3 +1451,121 @@ def test_it_reads_a_responses_api_content_list_as_its_parts(key: str) -> None:
         ("assistant", "A chart."),
         ("user", [{"type": "text", "text": "And this?"}, image]),
     ]
+
+
+def lc_message(kind: str, **kwargs: Any) -> dict[str, Any]:
+    """A LangChain message as ``dumpd`` serializes it."""
+    name = {"system": "SystemMessage", "human": "HumanMessage", "ai": "AIMessage"}.get(kind)
+    return {
+        "lc": 1,
+        "type": "constructor",
+        "id": ["langchain", "schema", "messages", name or "ToolMessage"],
+        "kwargs": {"type": kind, **kwargs},
+    }
+
+
+def test_it_reads_langsmiths_llm_runs_and_leaves_its_prompt_runs_out(key: str) -> None:
+    """langchain-ai/langsmith-sdk, python/langsmith/_internal/otel/_otel_exporter.py:
+    a run's span names its run type (``langsmith.span.kind``) and the operation ``chat``
+    for ``llm`` and ``prompt`` runs alike; the run's inputs and outputs are JSON text in
+    ``gen_ai.prompt`` and ``gen_ai.completion`` (LangChain's: a batch of serialized
+    messages, and generations); the thread is the run's metadata."""
+    call = {"name": "read_log", "args": {"n": 5}, "id": "call_1", "type": "tool_call"}
+    context = [
+        lc_message("system", content="You debug orders."),
+        lc_message("human", content="Why does SO20260101007 time out?"),
+        lc_message("ai", content="", tool_calls=[call]),
+        lc_message("tool", content="504 after 3 s", tool_call_id="call_1", name="read_log"),
+    ]
+    reply = lc_message("ai", content="Inventory answered 504.")
+    common = {"gen_ai.operation.name": "chat", "langsmith.metadata.thread_id": "ls-thread"}
+    send(
+        key,
+        span(
+            {**common, "langsmith.span.kind": "prompt", "gen_ai.prompt": '{"question": "Why?"}'},
+            name="ChatPromptTemplate",
+        ),
+        span(
+            {
+                **common,
+                "langsmith.span.kind": "llm",
+                "gen_ai.system": "openai",
+                "gen_ai.request.model": "gpt-4o-mini",
+                "gen_ai.prompt": json.dumps({"messages": [context]}),
+                "gen_ai.completion": json.dumps(
+                    {
+                        "generations": [[{"text": "Inventory answered 504.", "message": reply}]],
+                        "type": "LLMResult",
+                    }
+                ),
+                "gen_ai.usage.input_tokens": 70,
+                "gen_ai.usage.output_tokens": 6,
+            },
+            n=2,
+            name="ChatOpenAI",
+        ),
+    )
+    got = step(key, "ls-thread")
+    assert contents(got) == [
+        ("system", "You debug orders."),
+        ("user", "Why does SO20260101007 time out?"),
+        (
+            "assistant",
+            [{"type": "tool_call", "id": "call_1", "name": "read_log", "arguments": {"n": 5}}],
+        ),
+        ("tool", [{"type": "tool_result", "tool_call_id": "call_1", "content": "504 after 3 s"}]),
+    ]
+    assert got["output"]["messages"] == [
+        {"role": "assistant", "content": "Inventory answered 504."}
+    ]
+    assert got["model"] == "gpt-4o-mini"
+    assert got["usage"] == {"input_tokens": 70, "output_tokens": 6}
+    assert session(key, "ls-thread")["steps"] == 1
+
+
+def test_it_reads_a_model_clients_request_and_reply_traced_by_langsmith(key: str) -> None:
+    """langchain-ai/langsmith-sdk, python/langsmith/wrappers/_openai.py: a wrapped
+    client's run has the request's ``messages`` and ``tools`` as inputs and the
+    completion (``choices``) as outputs; no thread named: the trace is the session."""
+    request = {
+        "messages": [{"role": "user", "content": "Read the log."}],
+        "model": "gpt-4o-mini",
+        "tools": [{"type": "function", "function": {"name": "read_log"}}],
+    }
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_9",
+                "type": "function",
+                "function": {"name": "read_log", "arguments": "{}"},
+            }
+        ],
+    }
+    send(
+        key,
+        span(
+            {
+                "langsmith.span.kind": "llm",
+                "gen_ai.operation.name": "chat",
+                "gen_ai.prompt": json.dumps(request),
+                "gen_ai.completion": json.dumps(
+                    {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+                ),
+            },
+            name="ChatOpenAI",
+        ),
+    )
+    got = step(key, TRACE)
+    assert contents(got) == [("user", "Read the log.")]
+    assert got["tools"] == request["tools"]
+    assert got["output"]["messages"] == [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_call", "id": "call_9", "name": "read_log", "arguments": "{}"}
+            ],
+            "finish_reason": "tool_calls",
+        }
+    ]
