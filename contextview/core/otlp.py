@@ -11,7 +11,9 @@ convention it follows:
   ``gen_ai.response.model``, ``gen_ai.conversation.id``, ``gen_ai.agent.name`` and
   ``gen_ai.conversation.compacted``;
 - OpenInference: ``llm.input_messages.{i}.message.*`` (``content``, ``contents``,
-  ``tool_calls``, ``tool_call_id``, ``name``), ``llm.output_messages.*``,
+  ``tool_calls``, ``tool_call_id``, ``name``), ``llm.output_messages.*`` (a completions
+  API call's prompts ``llm.prompts.{i}.prompt.text``, each a user message, or the list
+  ``llm.prompts`` of older versions, and its choices ``llm.choices.{i}.completion.text``),
   ``llm.tools.{i}.tool.*`` (else the ``tools`` or ``functions`` inside
   ``llm.invocation_parameters``), ``llm.token_count.*``, ``llm.model_name``,
   ``session.id``;
@@ -123,6 +125,9 @@ _MESSAGE_EVENTS = {
 }
 _OI_INPUT = "llm.input_messages."
 _OI_OUTPUT = "llm.output_messages."
+# OpenInference's prompts and choices of a completions API call: texts, no roles.
+_OI_PROMPTS = "llm.prompts"
+_OI_CHOICES = "llm.choices."
 _OI_TOOLS = "llm.tools."
 _OI_PARAMETERS = "llm.invocation_parameters"
 _TL_PROMPT = "gen_ai.prompt."
@@ -652,6 +657,15 @@ def _indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
         if at is not None and rest:
             groups.setdefault(at, {})[rest] = value
     return [groups[i] for i in sorted(groups)]
+
+
+def _oi_prompts(attrs: Mapping[str, Any]) -> list[Any]:
+    """The prompts of an OpenInference completions API call: nested
+    (``llm.prompts.{i}.prompt.text``), or the list ``llm.prompts`` older versions wrote."""
+    listed = attrs.get(_OI_PROMPTS)
+    if isinstance(listed, list):
+        return listed
+    return [item.get("prompt.text") for item in _indexed(attrs, f"{_OI_PROMPTS}.")]
 
 
 def _answered(role: Any, parts: list[Any], call_id: Any) -> list[Any]:
@@ -1438,6 +1452,9 @@ def _input(p: _Pending, previous: _Context | None) -> _Context:
     flat = _indexed(attrs, _OI_INPUT)
     if flat:
         return _context([("oi", item) for item in flat], previous)
+    prompts = _oi_prompts(attrs)
+    if prompts:
+        return _context([("event", ("user", {"content": text})) for text in prompts], previous)
     flat = _indexed(attrs, _TL_PROMPT)
     if flat:
         return _context([("tl", item) for item in flat], previous)
@@ -1500,6 +1517,9 @@ def _output(p: _Pending) -> list[dict[str, Any]] | None:
     flat = _indexed(attrs, _OI_OUTPUT)
     if flat:
         return [oi_message(m) for m in flat]
+    flat = _indexed(attrs, _OI_CHOICES)
+    if flat:
+        return [event_message("assistant", {"content": m.get("completion.text")}) for m in flat]
     flat = _indexed(attrs, _TL_COMPLETION)
     if flat:
         return [tl_message(m, "assistant") for m in flat]
@@ -1687,7 +1707,7 @@ def _carries_input(p: _Pending) -> bool:
     attrs = p.attrs
     if any(key in attrs for key in _INPUT_KEYS):
         return True
-    if any(key.startswith((_OI_INPUT, _TL_PROMPT)) for key in attrs):
+    if any(key.startswith((_OI_INPUT, _OI_PROMPTS, _TL_PROMPT)) for key in attrs):
         return True
     return bool(p.span.events) or "events" in attrs
 

@@ -346,6 +346,22 @@ def test_it_reads_an_openllmetry_completion_request(agent: Agent) -> None:
     assert call.output == [{"role": "assistant", "content": "A 504 from inventory-svc."}]
 
 
+def test_it_reads_openinferences_completions_call_in_its_older_list_form(agent: Agent) -> None:
+    # Before its conventions nested them (llm.prompts.{i}.prompt.text), OpenInference
+    # wrote a completions API call's prompts as one list of texts.
+    span(
+        agent,
+        {
+            "openinference.span.kind": "LLM",
+            "llm.prompts": ["Summarize the log.", "Name the failing service."],
+            "llm.choices.0.completion.text": "A 504 from inventory-svc.",
+        },
+    )
+    (call,) = calls(agent)
+    assert contents(call) == [("user", "Summarize the log."), ("user", "Name the failing service.")]
+    assert call.output == [{"role": "assistant", "content": "A 504 from inventory-svc."}]
+
+
 def test_it_reads_the_vercel_ai_sdks_provider_call_spans(agent: Agent) -> None:
     # As the AI SDK (version 5) writes a generateText step; its outer ai.generateText
     # span, which wraps the provider calls, is not a call of its own.

@@ -110,10 +110,14 @@ def memory() -> Iterator[tuple[Agent, InMemorySpanExporter]]:
 
 
 class _StandIn(BaseHTTPRequestHandler):
-    """Answers every chat completion: first with a tool call, then with text."""
+    """Answers every chat completion: first with a tool call, then with text; and every
+    (legacy) completion with one text a prompt."""
 
     def do_POST(self) -> None:  # noqa: N802 - the http.server API
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if "messages" not in request:
+            self._answer(_completion(request["prompt"]))
+            return
         if request["messages"][-1]["role"] == "user":
             message: dict[str, Any] = {
                 "role": "assistant",
@@ -139,7 +143,11 @@ class _StandIn(BaseHTTPRequestHandler):
                 "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                 "usage": {"prompt_tokens": 90, "completion_tokens": 12, "total_tokens": 102},
             }
-        ).encode()
+        )
+        self._answer(body)
+
+    def _answer(self, text: str) -> None:
+        body = text.encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -148,6 +156,25 @@ class _StandIn(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass
+
+
+def _completion(prompt: str | list[str]) -> str:
+    """A completions API answer: one choice for each prompt."""
+    prompts = [prompt] if isinstance(prompt, str) else prompt
+    choices = [
+        {"index": n, "text": f" Retry order {n} later.", "logprobs": None, "finish_reason": "stop"}
+        for n in range(len(prompts))
+    ]
+    return json.dumps(
+        {
+            "id": "cmpl-1",
+            "object": "text_completion",
+            "created": 0,
+            "model": "gpt-3.5-turbo-instruct",
+            "choices": choices,
+            "usage": {"prompt_tokens": 20, "completion_tokens": 6, "total_tokens": 26},
+        }
+    )
 
 
 @pytest.fixture

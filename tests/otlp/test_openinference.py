@@ -3,6 +3,8 @@ server. Only the model's API is a stand-in (`model_api`, test scaffolding)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -14,9 +16,10 @@ openai = pytest.importorskip("openai")
 instrumentation = pytest.importorskip("openinference.instrumentation.openai")
 
 
-def test_it_shows_an_openinference_instrumented_agent(
-    gunicorn_api: str, model_api: str, transactional_db: None
-) -> None:
+@contextmanager
+def _instrumented(gunicorn_api: str, slug: str) -> Iterator[str]:
+    """The real openai client instrumented by OpenInference, its spans exported to the
+    server by the official exporter under a new project's key (given); flushed after."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -24,8 +27,8 @@ def test_it_shows_an_openinference_instrumented_agent(
 
     from contextview.projects.services import apikey_create, project_get_or_create
 
-    project, _ = project_get_or_create(slug="oi")
-    key = apikey_create(project=project, name="oi").secret
+    project, _ = project_get_or_create(slug=slug)
+    key = apikey_create(project=project, name=slug).secret
     provider = TracerProvider(resource=Resource.create({"service.name": "order-agent"}))
     provider.add_span_processor(
         BatchSpanProcessor(
@@ -37,6 +40,23 @@ def test_it_shows_an_openinference_instrumented_agent(
     instrumentor = instrumentation.OpenAIInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     try:
+        yield key
+        provider.force_flush()
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+
+
+def _api(gunicorn_api: str, key: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=f"{gunicorn_api}/api/v1", headers={"Authorization": f"Bearer {key}"}
+    )
+
+
+def test_it_shows_an_openinference_instrumented_agent(
+    gunicorn_api: str, model_api: str, transactional_db: None
+) -> None:
+    with _instrumented(gunicorn_api, "oi") as key:
         client = openai.OpenAI(base_url=model_api, api_key="stand-in")
         tools = [
             {
@@ -61,14 +81,8 @@ def test_it_shows_an_openinference_instrumented_agent(
             messages.append(first.choices[0].message.model_dump(exclude_none=True))
             messages.append({"role": "tool", "tool_call_id": call.id, "content": "504 Gateway"})
             client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=tools)
-        provider.force_flush()
-    finally:
-        instrumentor.uninstrument()
-        provider.shutdown()
 
-    with httpx.Client(
-        base_url=f"{gunicorn_api}/api/v1", headers={"Authorization": f"Bearer {key}"}
-    ) as api:
+    with _api(gunicorn_api, key) as api:
         session = api.get("/sessions/order-42").json()
         assert session["agent"] == "order-agent"
         assert session["steps"] == 2
@@ -85,4 +99,36 @@ def test_it_shows_an_openinference_instrumented_agent(
     ]
     assert step["before"][3]["content"] == [
         {"type": "tool_result", "tool_call_id": call.id, "content": "504 Gateway"}
+    ]
+
+
+def test_it_shows_a_completions_api_call_of_an_openinference_instrumented_agent(
+    gunicorn_api: str, model_api: str, transactional_db: None
+) -> None:
+    # OpenInference writes a completions API call's prompts as llm.prompts.{i}.prompt.text
+    # and its choices as llm.choices.{i}.completion.text: texts, without roles.
+    prompt = "Order SO20260101007 timed out at the inventory service. Next step:"
+    with _instrumented(gunicorn_api, "oi-completions") as key:
+        from openinference.instrumentation import using_session
+
+        client = openai.OpenAI(base_url=model_api, api_key="stand-in")
+        with using_session("order-43"):
+            client.completions.create(model="gpt-3.5-turbo-instruct", prompt=prompt)
+            client.completions.create(
+                model="gpt-3.5-turbo-instruct", prompt=[prompt, "Summarize the incident:"]
+            )
+
+    with _api(gunicorn_api, key) as api:
+        assert api.get("/sessions/order-43").json()["steps"] == 2
+        first = api.get("/sessions/order-43/steps/0").json()
+        second = api.get("/sessions/order-43/steps/1").json()
+    assert [(m["role"], m["content"]) for m in first["before"]] == [("user", prompt)]
+    assert [m["content"] for m in first["output"]["messages"]] == [" Retry order 0 later."]
+    assert [(m["role"], m["content"]) for m in second["before"]] == [
+        ("user", prompt),
+        ("user", "Summarize the incident:"),
+    ]
+    assert [m["content"] for m in second["output"]["messages"]] == [
+        " Retry order 0 later.",
+        " Retry order 1 later.",
     ]
