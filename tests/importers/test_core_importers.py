@@ -312,6 +312,26 @@ def test_it_reads_a_mini_swe_agent_trajectory_from_its_messages() -> None:
     steps = replay(events)["run-7"]
     assert [ids(r.before) for _, r in steps] == [["m0", "m1"], ["m0", "m1", "m2", "m3"]]
     assert events[-1]["body"]["status"] == "succeeded"
+    assert events[0]["body"]["agent"] == "mini-swe-agent"
+    assert "model" not in events[0]["body"]  # its configuration was not saved
+
+
+def test_it_takes_a_mini_swe_agent_sessions_model_from_its_configuration() -> None:
+    doc = {
+        "info": {
+            "exit_status": "Submitted",
+            "mini_version": "1.17.3",
+            "config": {"agent": {"step_limit": 250}, "model": {"model_name": "openai/gpt-5"}},
+        },
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Fix the failing test in tests/test_io.py"},
+            {"role": "assistant", "content": "THOUGHT: done\n```bash\necho SUBMIT\n```"},
+        ],
+    }
+    events = list(read(io.BytesIO(json.dumps(doc).encode()), format="swe-agent", fallback="r"))
+    assert (events[0]["type"], events[0]["body"]["agent"]) == ("session", "mini-swe-agent")
+    assert events[0]["body"]["model"] == "openai/gpt-5"
 
 
 def test_it_detects_jsonl_openhands_and_a_claude_code_summary_line() -> None:

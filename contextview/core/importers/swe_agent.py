@@ -7,7 +7,9 @@ cut down (``last_n_observations`` leaves "Old environment output: (N lines
 omitted)") becomes a ``truncate`` of that observation at that call.
 SWE-agent 1.x names each call's messages ``query`` (some versions ``messages``);
 older versions log none. mini-swe-agent writes ``messages`` alone, each reply with
-the model's whole response in ``extra.response`` (its ``model`` and ``usage``).
+the model's whole response in ``extra.response`` (its ``model`` and ``usage``); its
+sessions are the agent ``mini-swe-agent``, their model the one its ``info.config``
+names.
 Without per-call messages the context of each call is the history before its
 assistant message.
 """
@@ -89,9 +91,11 @@ def read(
     metadata: dict[str, Any] = {}
     if isinstance(info.get("model_stats"), dict):
         metadata["model_stats"] = info["model_stats"]
-    log = SessionLog(
-        session_id or fallback, session_body={"agent": "swe-agent", "metadata": metadata}
-    )
+    body: dict[str, Any] = {"agent": _agent(doc, info), "metadata": metadata}
+    model = _configured_model(info)
+    if model is not None:
+        body["model"] = model
+    log = SessionLog(session_id or fallback, session_body=body)
     steps = doc.get("trajectory") if isinstance(doc.get("trajectory"), list) else []
     if steps and all(isinstance(_sent(s), list) for s in steps):
         yield from _per_call_messages(log, steps)
@@ -103,6 +107,26 @@ def read(
     status = _status(info)
     if status is not None and log.started:
         yield log.end(status=status, timestamp=None)
+
+
+def _agent(doc: dict[str, Any], info: dict[str, Any]) -> str:
+    """The agent that wrote a trajectory: mini-swe-agent names its format
+    (``trajectory_format`` ``mini-swe-agent-1``...) and version (``info.mini_version``)."""
+    written = doc.get("trajectory_format")
+    if (
+        isinstance(written, str) and written.startswith("mini-swe-agent")
+    ) or "mini_version" in info:
+        return "mini-swe-agent"
+    return "swe-agent"
+
+
+def _configured_model(info: dict[str, Any]) -> str | None:
+    """The model mini-swe-agent was configured with (``info.config.model.model_name``),
+    the session's model: each call's own, where its reply keeps one, is the step's."""
+    config = info.get("config")
+    model = config.get("model") if isinstance(config, dict) else None
+    name = model.get("model_name") if isinstance(model, dict) else None
+    return name if isinstance(name, str) and name else None
 
 
 def _sent(step: Any) -> Any:
