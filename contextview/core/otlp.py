@@ -50,6 +50,11 @@ convention it follows:
   reply from the run's outputs (``gen_ai.completion``: LangChain's generations, OpenAI's
   choices), its session the thread its metadata names (``langsmith.metadata.session_id``,
   ``thread_id`` or ``conversation_id``);
+- Logfire's OpenAI and Anthropic integrations before they wrote the GenAI
+  conventions, beyond the contract's list: a span that names no operation, its request
+  as JSON text in ``request_data`` (``messages``, Anthropic's ``system``, ``tools``,
+  ``model``), its reply in ``response_data`` (``message``, or a stream's
+  ``combined_chunk_content``) with the provider's ``usage``;
 - Spring AI, beyond the contract's list: the texts of a chat model call's prompt and
   reply, without their roles, as its content handlers wrote them on the span before
   1.0 (the events ``gen_ai.content.prompt`` and ``gen_ai.content.completion``, an array
@@ -102,6 +107,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from contextview.core.numbers import digits_value
 from contextview.core.runs import BASE_KEY, encode_runs, run_element, runs_in
 from contextview.core.textsafe import text_problem
+from contextview.core.usage import usage_counts
 
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 # Semantic Kernel's names of a model call (its .NET and Python ModelDiagnostics), which
@@ -1130,6 +1136,82 @@ def _ls_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     return tools if isinstance(tools, list) and tools else None
 
 
+# --- Logfire before the GenAI conventions ------------------------------------------------
+
+_LF_REQUEST = "request_data"
+_LF_RESPONSE = "response_data"
+
+
+def _lf_data(attrs: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """Logfire's ``request_data`` or ``response_data``: an object, as JSON text; empty
+    when absent or not one (another library's attribute of that name is no call)."""
+    value = attrs.get(name)
+    if isinstance(value, str):
+        if not value.startswith("{"):
+            return {}
+        try:
+            value = _decoded_once(value, name)
+        except SpanError:
+            return {}
+    return value if isinstance(value, Mapping) else {}
+
+
+def is_logfire_call(attrs: Mapping[str, Any]) -> bool:
+    """Whether a span is a model call as Logfire traced one before it wrote the GenAI
+    conventions: it names no operation, and its ``request_data`` holds ``messages`` (an
+    embedding's holds an ``input``)."""
+    if _LF_REQUEST not in attrs or "gen_ai.operation.name" in attrs:
+        return False
+    return isinstance(_lf_data(attrs, _LF_REQUEST).get("messages"), list)
+
+
+def _lf_input(attrs: Mapping[str, Any]) -> list[Any]:
+    """The context of such a call: the request's ``messages``, after an Anthropic
+    client's ``system``."""
+    request = _lf_data(attrs, _LF_REQUEST)
+    raw: list[Any] = []
+    if request.get("system"):
+        raw.append(("system", request["system"]))
+    raw += [("genai", m) for m in request["messages"]]
+    return raw
+
+
+def _lf_output(attrs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The reply of such a call: ``response_data.message`` (OpenAI's form, which Logfire
+    writes for Anthropic's replies too), or a stream's ``combined_chunk_content``."""
+    response = _lf_data(attrs, _LF_RESPONSE)
+    message = response.get("message")
+    if isinstance(message, Mapping):
+        return [genai_message({"role": "assistant", **message}, f"{_LF_RESPONSE}.message")]
+    streamed = response.get("combined_chunk_content")
+    if isinstance(streamed, str):
+        return [{"role": "assistant", "content": streamed}]
+    return None
+
+
+def _lf_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
+    """The ``tools`` of such a call's request."""
+    if not is_logfire_call(attrs):
+        return None
+    tools = _lf_data(attrs, _LF_REQUEST).get("tools")
+    return tools if isinstance(tools, list) and tools else None
+
+
+def _lf_usage(attrs: Mapping[str, Any]) -> dict[str, int] | None:
+    """The provider's usage Logfire kept with the reply (OpenAI's or Anthropic's
+    spelling), in the contract's names."""
+    usage = _lf_data(attrs, _LF_RESPONSE).get("usage")
+    counts = usage_counts(usage if isinstance(usage, Mapping) else None)
+    if counts is None:
+        return None
+    return {
+        "input_tokens": counts.input,
+        "output_tokens": counts.output,
+        "cache_read_tokens": counts.cache_read,
+        "cache_write_tokens": counts.cache_write,
+    }
+
+
 # --- Spring AI ---------------------------------------------------------------------------
 
 
@@ -1248,6 +1330,7 @@ def is_llm_call(attrs: Mapping[str, Any]) -> bool:
         or attrs.get("ai.operationId") in _AI_CALLS
         or is_adk_call(attrs)
         or is_tl_response(attrs)
+        or is_logfire_call(attrs)
     )
 
 
@@ -1449,6 +1532,8 @@ def _input(p: _Pending, previous: _Context | None) -> _Context:
     raw: list[Any] = []
     if is_langsmith_call(attrs):
         return _context(_ls_input(attrs), previous)
+    if is_logfire_call(attrs):
+        return _context(_lf_input(attrs), previous)
     flat = _indexed(attrs, _OI_INPUT)
     if flat:
         return _context([("oi", item) for item in flat], previous)
@@ -1529,6 +1614,8 @@ def _output(p: _Pending) -> list[dict[str, Any]] | None:
         return _adk_output(attrs)
     if is_langsmith_call(attrs):
         return _ls_output(attrs)
+    if is_logfire_call(attrs):
+        return _lf_output(attrs)
     out = []
     for name, fields in _events(p):
         if name == "gen_ai.choice":
@@ -1559,6 +1646,7 @@ def _tools(attrs: Mapping[str, Any]) -> list[Any] | None:
         or _ai_tools(attrs)
         or _adk_tools(attrs)
         or _ls_tools(attrs)
+        or _lf_tools(attrs)
     )
 
 
@@ -1630,6 +1718,8 @@ def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
         usage["cache_read_tokens"] = read
     if write is not None:
         usage["cache_write_tokens"] = write
+    if not usage and is_logfire_call(attrs):
+        return _lf_usage(attrs)
     return usage or None
 
 
@@ -1650,6 +1740,8 @@ def _model(attrs: Mapping[str, Any]) -> str | None:
         found = _name(attrs.get(name))
         if found and found != _NO_MODEL:
             return found
+    if is_logfire_call(attrs):
+        return _name(_lf_data(attrs, _LF_REQUEST).get("model")) or None
     return None
 
 
@@ -1718,6 +1810,7 @@ _INPUT_KEYS = (
     "ai.prompt.messages",
     ADK_REQUEST,
     SPRING_PROMPT[1],
+    _LF_REQUEST,
 )
 
 

@@ -362,6 +362,86 @@ def test_it_reads_openinferences_completions_call_in_its_older_list_form(agent: 
     assert call.output == [{"role": "assistant", "content": "A 504 from inventory-svc."}]
 
 
+def test_it_reads_logfires_request_and_response_data(agent: Agent) -> None:
+    # Logfire's OpenAI integration before it wrote the GenAI conventions: the request
+    # and the reply as JSON text, no operation named (its chat span).
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+    request = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "You debug orders."},
+            {"role": "user", "content": "Why does SO20260101007 time out?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": '{"path": "a.log"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "504"},
+        ],
+        "tools": tools,
+    }
+    usage = {"prompt_tokens": 1500, "completion_tokens": 8,
+             "prompt_tokens_details": {"cached_tokens": 1000}}  # fmt: skip
+    span(
+        agent,
+        {
+            "logfire.msg_template": "Chat Completion with {request_data[model]!r}",
+            "request_data": json.dumps(request),
+            "async": False,
+            "response_data": json.dumps(
+                {
+                    "message": {"role": "assistant", "content": "Inventory answered 504."},
+                    "usage": usage,
+                }  # fmt: skip
+            ),
+        },
+    )
+    (call,) = calls(agent)
+    assert contents(call) == [
+        ("system", "You debug orders."),
+        ("user", "Why does SO20260101007 time out?"),
+        ("assistant", [{**TOOL_CALL, "arguments": '{"path": "a.log"}'}]),
+        ("tool", [{"type": "tool_result", "tool_call_id": "c1", "content": "504"}]),
+    ]
+    assert call.output == [{"role": "assistant", "content": "Inventory answered 504."}]
+    assert (call.model, call.tools) == ("gpt-4o", tools)
+    assert call.usage == {
+        "input_tokens": 500,
+        "output_tokens": 8,
+        "cache_read_tokens": 1000,
+        "cache_write_tokens": 0,
+    }
+
+
+def test_it_reads_logfires_anthropic_and_streamed_calls_but_no_embedding(agent: Agent) -> None:
+    anthropic = {
+        "model": "claude-sonnet-4-5",
+        "system": "You debug orders.",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Which order?"}]}],
+    }
+    span(
+        agent,
+        {
+            "request_data": json.dumps(anthropic),
+            "response_data": json.dumps(
+                {"combined_chunk_content": "SO20260101007.", "chunk_count": 3}
+            ),  # fmt: skip
+        },
+    )
+    span(agent, {"request_data": json.dumps({"model": "text-embedding-3", "input": "a"})})
+    span(agent, {"request_data": "GET /orders"})  # another library's attribute
+    (call,) = calls(agent)
+    assert contents(call) == [("system", "You debug orders."), ("user", "Which order?")]
+    assert call.output == [{"role": "assistant", "content": "SO20260101007."}]
+    assert call.model == "claude-sonnet-4-5"
+
+
 def test_it_reads_the_vercel_ai_sdks_provider_call_spans(agent: Agent) -> None:
     # As the AI SDK (version 5) writes a generateText step; its outer ai.generateText
     # span, which wraps the provider calls, is not a call of its own.
