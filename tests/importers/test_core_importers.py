@@ -615,9 +615,10 @@ def test_it_detects_a_claude_code_transcript_that_opens_with_a_metadata_entry() 
     assert len(replay(list(read(io.BytesIO(data), format="claude-code")))["cc-m"]) == 1
 
 
-def _rollout(items: list[tuple[str, dict[str, Any]]]) -> bytes:
+def _rollout(items: list[tuple[str, dict[str, Any]]], **meta_fields: Any) -> bytes:
     meta = {"id": "019e-rollout", "timestamp": "2025-10-02T09:00:00Z", "cwd": "/srv/app",
-            "cli_version": "0.46.0", "base_instructions": {"text": "You are Codex."}}  # fmt: skip
+            "cli_version": "0.46.0", "base_instructions": {"text": "You are Codex."},
+            **meta_fields}  # fmt: skip
     lines = [{"timestamp": "2025-10-02T09:00:00Z", "type": "session_meta", "payload": meta}]
     lines += [
         {"timestamp": f"2025-10-02T09:00:{n + 1:02d}Z", "type": kind, "payload": payload}
@@ -712,6 +713,26 @@ def test_it_reads_codex_usage_given_only_as_running_totals() -> None:
         {"input_tokens": 100, "cache_read_tokens": 4000, "output_tokens": 15},
     ]
     assert [s["context_window"] for s in steps] == [272000, 272000]
+
+
+def test_it_imports_a_codex_sub_agents_rollout_as_a_session_naming_its_parent() -> None:
+    spawn = {"parent_thread_id": "019e-parent", "depth": 1, "agent_role": "explorer"}
+    spawned = {"subagent": {"thread_spawn": spawn}}
+    items = [
+        ("turn_context", {"model": "gpt-5.3-codex"}),
+        _item("user", "Find where the retry limit is set"),
+        _item("assistant", "src/net.rs sets it to 5."),
+        _tokens(last_token_usage={"input_tokens": 700, "cached_input_tokens": 0,
+                                  "output_tokens": 9}),
+    ]  # fmt: skip
+    for meta in ({"source": spawned}, {"source": "exec", "parent_thread_id": "019e-parent"}):
+        [session] = [e for e in read(io.BytesIO(_rollout(items, **meta)), format="codex")
+                     if e["type"] == "session"]  # fmt: skip
+        assert session["body"]["session_id"] == "019e-rollout"
+        assert session["body"]["metadata"]["parent_session"] == "019e-parent"
+    [own] = [e for e in read(io.BytesIO(_rollout(items, source="cli")), format="codex")
+             if e["type"] == "session"]  # fmt: skip
+    assert "parent_session" not in own["body"]["metadata"]
 
 
 def _said_by(role: str, text: str) -> tuple[str, dict[str, Any]]:

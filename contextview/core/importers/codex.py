@@ -5,7 +5,10 @@ session; ``turn_context`` the model in force; ``response_item`` payloads are the
 conversation items as sent to and returned by the Responses API (messages,
 ``function_call`` / ``custom_tool_call`` and their outputs, ``reasoning``);
 ``event_msg`` of type ``token_count`` closes a model call with its usage and the
-model's context window. ``compacted`` replaces the history with its
+model's context window. A sub-agent's rollout (as Codex 0.145 writes it: a
+``session_meta`` whose ``source`` is ``{"subagent": {"thread_spawn":
+{"parent_thread_id"}}}``, or that names its ``parent_thread_id``) is a session whose
+``metadata.parent_session`` is that parent. ``compacted`` replaces the history with its
 ``replacement_history``: items already in the context are kept, the others are
 re-injected (``insert``), and the ``compaction`` item (or the summary ``message``)
 stands for what left. A ``compacted`` line without ``replacement_history`` (rollouts
@@ -79,6 +82,20 @@ def _legacy_meta(line: dict[str, Any]) -> bool:
         and isinstance(line.get("id"), str)
         and "timestamp" in line
     )
+
+
+def _parent_thread(meta: dict[str, Any]) -> str | None:
+    """The session that started a sub-agent's rollout: its ``parent_thread_id``, or
+    that of the ``thread_spawn`` its ``source`` names (``{"subagent": {"thread_spawn":
+    {"parent_thread_id", "depth"}}}``); None for a session the user started (a
+    ``source`` of ``cli``, ``exec``, ``vscode``) or a helper with no parent named."""
+    parent = meta.get("parent_thread_id")
+    source = meta.get("source")
+    if not isinstance(parent, str) and isinstance(source, dict):
+        helper = source.get("subagent")
+        spawn = helper.get("thread_spawn") if isinstance(helper, dict) else None
+        parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else None
+    return parent if isinstance(parent, str) and parent else None
 
 
 def looks_like(first: dict[str, Any]) -> bool:
@@ -273,11 +290,14 @@ class _Reader:
         sid = self.override or payload.get("id")
         if not isinstance(sid, str) or not sid:
             raise line_error(lineno, "payload.id: field required, the session id")
-        metadata = {
+        metadata: dict[str, Any] = {
             k: payload[k]
             for k in ("cwd", "cli_version", "originator", "model_provider", "source")
             if isinstance(payload.get(k), str)
         }
+        parent = _parent_thread(payload)
+        if parent is not None and parent != sid:
+            metadata["parent_session"] = parent
         self.log = SessionLog(sid, session_body={"agent": "codex", "metadata": metadata})
         instructions = payload.get("base_instructions")
         text = instructions.get("text") if isinstance(instructions, dict) else instructions
