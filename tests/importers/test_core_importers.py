@@ -844,6 +844,27 @@ def _result(uuid: str, tool: str, text: str) -> dict[str, Any]:
     return {"type": "user", "uuid": uuid, "message": {"role": "user", "content": [block]}}
 
 
+def test_it_reads_a_claude_code_entry_logged_twice_once() -> None:
+    lines = _cc_lines(
+        [
+            _said("u-1", "Which port does the API listen on?"),
+            _reply("a-1", "msg_1", "Let me look."),
+            _used("a-2", "msg_1", "toolu_1", "Grep"),
+            _result("r-1", "toolu_1", "config/runtime.exs: PORT=4000"),
+            _reply("a-3", "msg_2", "Port 4000."),
+            _said("u-2", "And in production?"),
+            _reply("a-4", "msg_3", "Also 4000."),
+        ]
+    ).splitlines(keepends=True)
+    data = b"".join(line + line for line in lines)  # each line written twice
+    steps = replay(list(read(io.BytesIO(data), format="claude-code")))["cc-r"]
+    assert len(steps) == 3
+    assert not any(body.get("actions") for body, _ in steps)
+    first = steps[0][0]["output"]["messages"][0]["content"]
+    assert [block["type"] for block in first] == ["text", "tool_use"]
+    assert ids(steps[2][1].before) == ["u-1", "msg_1", "r-1", "msg_2", "u-2"]
+
+
 def test_it_clears_the_tool_results_a_claude_code_microcompaction_lists() -> None:
     memory = {"type": "nested_memory", "path": "/srv/CLAUDE.md",
               "content": {"path": "/srv/CLAUDE.md", "content": "Run mix format."}}  # fmt: skip

@@ -17,7 +17,8 @@ session and the ``agentId``; so do the sub-agent entries Claude Code 2.1 logs
 inline, each inside a ``progress`` entry of its parent (``data.type``
 ``agent_progress``, ``data.agentId``, ``data.message`` the sub-agent's entry).
 
-Entries chain by ``parentUuid``. A user's prompt whose parent is not the entry
+An entry logged again (the same ``uuid``) is read once. Entries chain by
+``parentUuid``. A user's prompt whose parent is not the entry
 logged just before it went back to an earlier point of the conversation (a
 rewind): what was logged after that point stays in the file as an abandoned
 branch, and leaves the context.
@@ -260,8 +261,8 @@ class _Reader:
     def __init__(self, session_id: str | None) -> None:
         self.override = session_id
         self.sessions: dict[str, _Session] = {}
-        # uuids of the inline sub-agent entries read: Claude Code may log one again
-        self.inline_seen: set[str] = set()
+        # uuids of the entries read: Claude Code may log one again (see `first_time`)
+        self.seen: set[str] = set()
         # sidechain entry uuid -> the sub-agent session it belongs to
         self.side_of: dict[str, str] = {}
         self.main_id: str | None = None
@@ -324,7 +325,23 @@ class _Reader:
         log.add(message)
         log.context.extend(later)
 
+    def first_time(self, entry: dict[str, Any]) -> bool:
+        """Whether an entry is read for the first time. Claude Code logs some entries
+        again, the same uuid and all: an inline sub-agent's entry, and lines written
+        twice or more (2.1 with several sessions open in one folder, 1.0 fed its
+        prompts as stream-json). It reads a transcript as one entry per uuid, and so
+        does this."""
+        uuid = entry.get("uuid")
+        if not isinstance(uuid, str) or not uuid:
+            return True
+        if uuid in self.seen:
+            return False
+        self.seen.add(uuid)
+        return True
+
     def entry(self, lineno: int, entry: dict[str, Any]) -> Iterator[Event]:
+        if not self.first_time(entry):
+            return
         yield from self.read_entry(lineno, entry)
         # Every entry of the main conversation is a link of its chain, whatever it
         # holds (hooks' progress, system notes): a prompt names the one before it.
@@ -378,11 +395,8 @@ class _Reader:
             inner = _agent_entry(entry)
             if inner is None:
                 return
-            uuid = inner.get("uuid")
-            if isinstance(uuid, str):
-                if uuid in self.inline_seen:
-                    return
-                self.inline_seen.add(uuid)
+            if not self.first_time(inner):
+                return
             entry, kind = inner, inner["type"]
         if kind not in ("user", "assistant", "system", "attachment"):
             return
