@@ -859,7 +859,7 @@ def diff_rows(
         if mid in results:
             op, targets = results[mid]
             kind = "merged" if op == "merge" else "summary"
-            return kind, f"{_past(op)} from {', '.join(targets)} ({op})", mid, targets
+            return kind, f"{_past(op)} from {_originals_named(targets)} ({op})", mid, targets
         if mid in reloaded:
             return "reloaded", "reloaded from the archive", None, []
         return "added", "added", None, []
@@ -893,6 +893,17 @@ def diff_rows(
             kind, label = gone(i)
             rows.append(Row(kind, left=left(i), label=label, left_kind=kind))
     return rows
+
+
+# A summary's row names its originals up to this many; more are counted, and its
+# "Open fold" lists them (a compaction of 160 messages wrote 160 ids in one line).
+ORIGINALS_NAMED = 8
+
+
+def _originals_named(targets: Sequence[str]) -> str:
+    if len(targets) <= ORIGINALS_NAMED:
+        return ", ".join(targets)
+    return f"{len(targets)} messages"
 
 
 def _past(op: str) -> str:
