@@ -20,10 +20,12 @@ def compaction_events() -> list[dict[str, Any]]:
     task = {"id": "task", "role": "user", "content": "Find why order SO20260101042 fails."}
     results = [
         {"id": f"result-{k}", "role": "tool", "tool": "read_file",
-         "content": f"line {k}: order SO2026010{k:04d} shipped by carrier C{k}"}
+         "content": f"line {k}: order SO2026010{k:04d} shipped as TRK-{400000 + k}"}
         for k in range(RESULTS)
     ]  # fmt: skip
     summary = {"id": "compacted", "role": "user", "content": "Read many orders; none failed."}
+    wanted = ", ".join(f"SO2026010{k:04d} (TRK-{400000 + k})" for k in range(RESULTS))
+    asks = {"id": "asks", "role": "user", "content": f"Where are {wanted}?"}
     return [
         step("compacted-run", 0, [task, *results]),
         step(
@@ -36,22 +38,50 @@ def compaction_events() -> list[dict[str, Any]]:
                 "reason": "over budget",
                 "result": summary,
             },
-        ),  # fmt: skip
+        ),
+        step("compacted-run", 2, [task, summary, asks]),
     ]
 
 
-def test_it_counts_a_summary_s_originals_instead_of_listing_every_id(
-    api: Api, open_page: Callable[..., Watched], live_server: Any
-) -> None:
+@pytest.fixture
+def compaction_step(api: Api, open_page: Callable[..., Watched], live_server: Any) -> Watched:
+    """A viewer's page on the compaction step (step 1)."""
     session = seed_session(api, compaction_events())
     watched = open_page(api.project, "viewer")
-    page = watched.page
-    page.goto(f"{live_server.url}/sessions/{session.pk}/steps/1/")
+    watched.page.goto(f"{live_server.url}/sessions/{session.pk}/steps/1/")
+    return watched
+
+
+def test_it_counts_a_summary_s_originals_instead_of_listing_every_id(
+    compaction_step: Watched,
+) -> None:
+    page = compaction_step.page
     label = page.locator(".diff-row[data-kind='summary'] .row-label")
     assert "summarized from 30 messages (summarize)" in label.inner_text()
     assert "result-17" not in label.inner_text()
     # The ids are one click away, each original with its content.
     label.locator("a.open-fold").click()
     page.wait_for_selector("#fold-panel .fold-view")
-    assert "shipped by carrier C17" in page.locator("#fold-panel").inner_text()
-    assert watched.errors == []
+    assert "shipped as TRK-400017" in page.locator("#fold-panel").inner_text()
+    assert compaction_step.errors == []
+
+
+def test_it_lists_what_later_steps_needed_one_line_per_original_the_rest_behind_more(
+    compaction_step: Watched,
+) -> None:
+    page = compaction_step.page
+    lost = page.locator(".what-was-lost")
+    # Step 2 asked for an order and its parcel from each of the 30 results: one line
+    # each, ten in view, the section no taller than the window.
+    shown = lost.locator(":scope > ul.needed-later > li")
+    assert shown.count() == 10
+    first = shown.first.inner_text()
+    assert "SO20260100000" in first and "TRK-400000" in first
+    assert "step 2 (asked), from result-0" in first
+    assert lost.bounding_box()["height"] < 800
+    more = lost.locator("details.more-needed")
+    assert more.locator("summary").inner_text() == "20 more needed later"
+    more.locator("summary").focus()
+    page.keyboard.press("Enter")
+    assert more.locator("li", has_text="from result-29").is_visible()
+    assert compaction_step.errors == []
