@@ -14,7 +14,7 @@ import pytest
 from contextview.core.stats import FLAGS
 from contextview.demo.scenarios import mode_customer_chat
 from contextview.sessions.models import Session
-from tests.api_client import Api
+from tests.api_client import Api, step
 from tests.browser.conftest import Watched, open_session, seed_session
 from tests.stats.test_loss import amnesia_session, waste_session
 from tests.web.test_layout import PINNED, layout_session
@@ -234,3 +234,27 @@ def test_it_fits_the_step_list_and_its_flags_in_a_laptops_width(
         box = flag.bounding_box()
         assert box and box["x"] + box["width"] <= right, flag.inner_text()
     assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
+
+
+def test_it_breaks_long_message_and_tool_call_ids_in_a_phones_width(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    # Provider ids as real agents write them: no hyphen or space to break at.
+    call_id = "toolu_" + "0" * 10 + "ReadTheOrderLogPlease"
+    asked = {"id": "msg_" + "0" * 10 + "AssistantAskedForTheLog", "role": "assistant",
+             "content": [{"type": "text", "text": "Reading the log."},
+                         {"type": "tool_use", "id": call_id, "name": "read_file",
+                          "input": {"path": "orders.log"}}]}  # fmt: skip
+    result = {"type": "tool_result", "tool_use_id": call_id, "content": "ok"}
+    answered = {"id": "tool-answer", "role": "user", "content": [result]}
+    ask = {"id": "u1", "role": "user", "content": "Why did order SO20260101042 fail?"}
+    session = seed_session(
+        api, [step("long-ids", 0, [ask]), step("long-ids", 1, [ask, asked, answered])]
+    )
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.set_viewport_size(PHONE)
+    page.goto(f"{live_server.url}/sessions/{session.pk}/steps/1/")
+    page.wait_for_selector(".part-tool-call")
+    assert page.evaluate(OVERFLOW) <= 1
+    assert not watched.errors, watched.errors
