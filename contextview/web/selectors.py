@@ -1019,8 +1019,9 @@ class StepView:
     after_count: int
     neighbors: dict[str, int | None]
     stats: dict[str, Any] | None
-    # Every message id of the step, before and after, in order: what can be annotated.
-    message_ids: list[str] = field(default_factory=list)
+    # Every message of the step, before and after, once each in order: what can be
+    # annotated.
+    annotatable: list[Message] = field(default_factory=list)
     # The tools the agent ran after this call (from OTLP tool spans).
     tool_runs: list[ToolRunView] = field(default_factory=list)
     # Each context's messages with their measured tokens (None: not counted yet).
@@ -1205,6 +1206,9 @@ def step_view(*, session: Session, step: Step) -> StepView:
         view.find_sources([s.message for s in before])
     for view in inferred_views:
         view.find_sources([s.message for s in change.previous or ()])
+    annotatable: dict[str, Message] = {}
+    for s in (*before, *after):
+        annotatable.setdefault(s.message.id, s.message)
     return StepView(
         session=session,
         step=step,
@@ -1219,7 +1223,7 @@ def step_view(*, session: Session, step: Step) -> StepView:
         after_count=len(after),
         neighbors=step_neighbors(session=session, index=step.index),
         stats=stats,
-        message_ids=list(dict.fromkeys(s.message.id for s in (*before, *after))),
+        annotatable=list(annotatable.values()),
         tool_runs=tool_runs_of_step(session=session, step=step),
         before_cells=list(zip([s.message for s in before], tb, strict=True)),
         after_cells=list(zip([s.message for s in after], ta, strict=True)),

@@ -85,3 +85,18 @@ def test_it_lists_what_later_steps_needed_one_line_per_original_the_rest_behind_
     page.keyboard.press("Enter")
     assert more.locator("li", has_text="from result-29").is_visible()
     assert compaction_step.errors == []
+
+
+def test_it_names_each_message_an_annotation_can_be_on_by_its_role_and_words(
+    compaction_step: Watched,
+) -> None:
+    page = compaction_step.page
+    target = page.locator("#annotate select[name=message]")
+    task = target.locator("option[value='task']").inner_text()
+    assert task == "user · Find why order SO20260101042 fails."
+    result = target.locator("option[value='result-17']").inner_text()
+    assert result == "tool · line 17: order SO20260100017 shipped as…"
+    # Picked from the list, the note is on that message.
+    target.select_option(label=result)
+    assert target.input_value() == "result-17"
+    assert compaction_step.errors == []
