@@ -245,3 +245,22 @@ def test_an_open_replay_panel_and_the_live_bar_leave_the_current_row_in_view(
     page.screenshot(path=str(_shot("split-pane-replay.png")))
     assert _row_in_view(page, 33)["ok"], _row_in_view(page, 33)
     assert watched.errors == []
+
+
+def test_a_step_opened_from_the_list_by_keyboard_takes_the_focus_into_its_panel(
+    open_long: Callable[[str], Watched],
+) -> None:
+    watched = open_long("/")
+    page = watched.page
+    page.focus('table.steps a[data-step="5"]')
+    page.keyboard.press("Enter")
+    _wait_step(page, 5)
+    # Tab goes on into the step, not through the 34 step links below it in the list.
+    page.wait_for_function("() => document.activeElement.closest('#step-view') !== null")
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.closest('#step-view') !== null")
+    # The page stays where it was: the list and the chart in view beside the panel.
+    assert page.locator("tr#step-row-5.current").is_visible()
+    page.keyboard.press("j")
+    _wait_step(page, 6)
+    assert watched.errors == []
