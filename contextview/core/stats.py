@@ -423,6 +423,13 @@ def usage_before(usage: Mapping[str, Any] | None) -> int | None:
     return counts.context if counts is not None else None
 
 
+def provider_counted(before_tokens: int, after_tokens: int) -> str:
+    """Which context ("before" or "after") a call's provider usage counted: the one
+    operations that shrank it left (a compaction comes with the call that follows it),
+    else the one before an after that only grew (by the call's own reply)."""
+    return "after" if after_tokens < before_tokens else "before"
+
+
 def reported_before(before_tokens: int | None, usage: Mapping[str, Any] | None) -> int | None:
     """The reported before count: the agent's own, else the provider's usage."""
     return before_tokens if before_tokens is not None else usage_before(usage)
@@ -717,11 +724,14 @@ def step_stats(
         after_tokens += step.tools_tokens
         before_parts = {**before_parts, "tools": step.tools_tokens}
         after_parts = {**after_parts, "tools": step.tools_tokens}
-    # The provider counted the context the call was made with: the one operations that
-    # shrank it left (a compaction comes with the call that follows it), else the one
-    # before an after that only grew (by the call's own reply).
+    # The provider counted the context the call was made with.
     counts = usage_counts(step.usage)
-    unseen = None if counts is None else counts.context - min(before_tokens, after_tokens)
+    counted = {"before": before_tokens, "after": after_tokens}
+    unseen = (
+        None
+        if counts is None
+        else counts.context - counted[provider_counted(before_tokens, after_tokens)]
+    )
     window = step.context_window
     if window is None and unseen is not None:
         window = known_window(step.model)

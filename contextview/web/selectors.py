@@ -40,7 +40,8 @@ from contextview.core.stats import (
     FLAGS,
     OCCUPANCY_THRESHOLDS,
     budget_of,
-    reported_before,
+    provider_counted,
+    usage_before,
 )
 from contextview.core.svgchart import line_style
 from contextview.core.tokens import EncodingUnavailable, TokenCounter
@@ -1053,10 +1054,29 @@ class StepView:
         value = (self.stats or {}).get("reported_error")
         return value if isinstance(value, dict) else {}
 
-    @property
-    def reported_before(self) -> int | None:
-        """The agent's own before count, else its provider's usage."""
-        return reported_before(self.step.reported_before, self.step.usage)
+    @cached_property
+    def reported(self) -> dict[str, Any]:
+        """Each context's reported count ("before", "after") and its error against the
+        measured one ("before_error", "after_error"). Without the agent's own before
+        count, the provider's usage stands on the context the call was made with
+        (`by_provider` names it) and has no error: the provider also counts what the
+        log does not hold, which "What the context holds" shows as unseen."""
+        step, errors = self.step, self.reported_error
+        counted = usage_before(step.usage) if step.reported_before is None else None
+        reported: dict[str, Any] = {
+            "before": step.reported_before, "after": step.reported_after,
+            "before_error": errors.get("before"), "after_error": errors.get("after"),
+            "by_provider": None,
+        }  # fmt: skip
+        if counted is not None:
+            side = "before"
+            if self.before_tokens is not None and self.after_tokens is not None:
+                side = provider_counted(self.before_tokens, self.after_tokens)
+            # The core's before error compares the usage with the before context.
+            reported["before_error"] = None
+            if reported[side] is None:
+                reported.update({side: counted, f"{side}_error": None, "by_provider": side})
+        return reported
 
     @property
     def tools_tokens(self) -> int | None:

@@ -38,6 +38,9 @@ def compaction_events() -> list[dict[str, Any]]:
                 "reason": "over budget",
                 "result": summary,
             },
+            # The call that follows the compaction, as the provider counted it: the
+            # summary, and a system prompt and tools the log does not hold.
+            usage={"input_tokens": 5000},
         ),
         step("compacted-run", 2, [task, summary, asks]),
     ]
@@ -99,4 +102,17 @@ def test_it_names_each_message_an_annotation_can_be_on_by_its_role_and_words(
     # Picked from the list, the note is on that message.
     target.select_option(label=result)
     assert target.input_value() == "result-17"
+    assert compaction_step.errors == []
+
+
+def test_it_puts_the_providers_count_on_the_context_the_call_was_made_with(
+    compaction_step: Watched,
+) -> None:
+    rows = compaction_step.page.locator("table.tokens-table tbody tr")
+    before, after = rows.nth(0), rows.nth(1)
+    # The call after a compaction sees the compacted context; what the provider counts
+    # beyond the log (system prompt, tools) is no error of anyone's.
+    assert "5,000" in after.inner_text() and "provider" in after.inner_text()
+    assert "5,000" not in before.inner_text()
+    assert "%" not in before.inner_text() + after.inner_text()
     assert compaction_step.errors == []
