@@ -1193,10 +1193,14 @@ def _overview(request: HtmxHttpRequest, access: web.Access, **extra: Any) -> Htt
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def monitor_new(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    """The overview's monitor form: the same rules and errors as the API."""
+    """The overview's monitor form: the same rules and errors as the API. Its answer
+    is the overview at this address (it shows a new monitor's secret once, so it is
+    not redirected): opened again, the address leads back to the overview's form."""
     access = _project_or_404(request, slug)
+    if request.method == "GET":
+        return redirect(reverse("web-overview", args=[access.project.slug]) + "#monitors")
     if not access.can_direct:
         raise PermissionDenied("Only the project's editors and admins create monitors.")
     form = request.POST

@@ -48,6 +48,17 @@ def test_it_creates_a_monitor_from_the_overview_and_shows_its_secret_once(
     assert "near the limit" in again and 'id="monitor-secret"' not in again
 
 
+def test_the_address_a_new_monitor_leaves_in_the_bar_leads_back_to_the_overview(
+    api: Api, login: Callable[..., Client]
+) -> None:
+    # After the form, the bar reads /monitors/: opened again, it was an empty 405 page.
+    client = login()
+    page = client.get(f"/projects/{api.project.slug}/monitors/", follow=True)
+    assert page.redirect_chain == [(f"/projects/{api.project.slug}/overview/#monitors", 302)]
+    assert "Create monitor" in page.content.decode()
+    assert api.get("/monitors").json()["monitors"] == []
+
+
 def test_it_names_the_field_of_a_bad_monitor_on_the_overview(
     api: Api, login: Callable[..., Client]
 ) -> None:
