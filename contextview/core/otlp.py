@@ -905,13 +905,26 @@ def _ai_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
 # --- Google's Agent Development Kit ------------------------------------------------------
 
 
-def _adk(attrs: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    """ADK's request or response of a call (``gcp.vertex.agent.llm_request`` /
-    ``llm_response``, JSON text of the Gemini SDK's objects); empty when not sent."""
+def _json_object(
+    attrs: Mapping[str, Any], name: str, *, lenient: bool = False
+) -> Mapping[str, Any]:
+    """An attribute holding an object as JSON text (ADK's request and response, LangSmith's
+    run inputs and outputs, Logfire's request and response data), decoded once for the
+    call's readers; empty when absent or no object. Text that is no JSON is refused
+    naming the attribute, but `lenient`: an attribute another library may use for
+    something else, which then says nothing."""
     value = attrs.get(name)
     if value is None:
         return {}
-    value = _decoded_once(value, name) if isinstance(value, str) else value
+    if isinstance(value, str):
+        if lenient and not value.startswith("{"):
+            return {}
+        try:
+            value = _decoded_once(value, name)
+        except SpanError:
+            if not lenient:
+                raise
+            return {}
     return value if isinstance(value, Mapping) else {}
 
 
@@ -957,7 +970,7 @@ def adk_message(raw: Any) -> dict[str, Any]:
 
 
 def _adk_input(attrs: Mapping[str, Any]) -> list[Any]:
-    request = _adk(attrs, ADK_REQUEST)
+    request = _json_object(attrs, ADK_REQUEST)
     config = request.get("config")
     system = config.get("system_instruction") if isinstance(config, Mapping) else None
     raw: list[Any] = []
@@ -976,7 +989,7 @@ def _adk_input(attrs: Mapping[str, Any]) -> list[Any]:
 
 def _adk_output(attrs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     try:
-        response = _adk(attrs, ADK_RESPONSE)
+        response = _json_object(attrs, ADK_RESPONSE)
     except SpanError:  # ADK writes "<not serializable>" for a reply it cannot dump
         return None
     if not isinstance(response.get("content"), Mapping):
@@ -995,7 +1008,7 @@ def _adk_usage(attrs: Mapping[str, Any]) -> Mapping[str, Any]:
     if not (isinstance(raw, str) and "usage_metadata" in raw):
         return {}
     try:
-        found = _adk(attrs, ADK_RESPONSE).get("usage_metadata")
+        found = _json_object(attrs, ADK_RESPONSE).get("usage_metadata")
     except SpanError:
         return {}
     return found if isinstance(found, Mapping) else {}
@@ -1003,7 +1016,7 @@ def _adk_usage(attrs: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _adk_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     """The function declarations of ADK's request (``config.tools[].function_declarations``)."""
-    config = _adk(attrs, ADK_REQUEST).get("config")
+    config = _json_object(attrs, ADK_REQUEST).get("config")
     tools = config.get("tools") if isinstance(config, Mapping) else None
     declared = [
         declaration
@@ -1034,15 +1047,6 @@ def is_langsmith_call(attrs: Mapping[str, Any]) -> bool:
     (``langsmith.span.kind``) ``llm``. It names the operation ``chat`` for a prompt
     template's runs too, which are none."""
     return attrs.get(_LS_KIND) == "llm"
-
-
-def _ls_run(attrs: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    """A LangSmith run's inputs or outputs (JSON text of an object); empty when absent."""
-    value = attrs.get(name)
-    if value is None:
-        return {}
-    decoded = _decoded_once(value, name) if isinstance(value, str) else value
-    return decoded if isinstance(decoded, Mapping) else {}
 
 
 def ls_message(raw: Any, name: str = SPRING_PROMPT[1]) -> dict[str, Any]:
@@ -1080,7 +1084,7 @@ def _ls_input(attrs: Mapping[str, Any]) -> list[Any]:
     """The context of a LangSmith model call from its run's inputs (``gen_ai.prompt``):
     ``messages`` (LangChain's are a batch of lists, whose first is the call's), after an
     Anthropic client's ``system``; or the texts of a completion model's ``prompts``."""
-    inputs = _ls_run(attrs, SPRING_PROMPT[1])
+    inputs = _json_object(attrs, SPRING_PROMPT[1])
     raw: list[Any] = []
     system = inputs.get("system")
     if system:
@@ -1101,7 +1105,7 @@ def _ls_output(attrs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     """The reply of a LangSmith model call from its run's outputs (``gen_ai.completion``):
     LangChain's ``generations`` (their messages, else their texts), OpenAI's
     ``choices``, or a reply that is a message itself (an Anthropic client's)."""
-    outputs = _ls_run(attrs, SPRING_COMPLETION[1])
+    outputs = _json_object(attrs, SPRING_COMPLETION[1])
     out: list[dict[str, Any]] = []
     generations = outputs.get("generations")
     if isinstance(generations, list) and generations and isinstance(generations[0], list):
@@ -1132,7 +1136,7 @@ def _ls_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     """The ``tools`` a model client's wrapper traces in its run's inputs."""
     if not is_langsmith_call(attrs):
         return None
-    tools = _ls_run(attrs, SPRING_PROMPT[1]).get("tools")
+    tools = _json_object(attrs, SPRING_PROMPT[1]).get("tools")
     return tools if isinstance(tools, list) and tools else None
 
 
@@ -1142,33 +1146,19 @@ _LF_REQUEST = "request_data"
 _LF_RESPONSE = "response_data"
 
 
-def _lf_data(attrs: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    """Logfire's ``request_data`` or ``response_data``: an object, as JSON text; empty
-    when absent or not one (another library's attribute of that name is no call)."""
-    value = attrs.get(name)
-    if isinstance(value, str):
-        if not value.startswith("{"):
-            return {}
-        try:
-            value = _decoded_once(value, name)
-        except SpanError:
-            return {}
-    return value if isinstance(value, Mapping) else {}
-
-
 def is_logfire_call(attrs: Mapping[str, Any]) -> bool:
     """Whether a span is a model call as Logfire traced one before it wrote the GenAI
     conventions: it names no operation, and its ``request_data`` holds ``messages`` (an
     embedding's holds an ``input``)."""
     if _LF_REQUEST not in attrs or "gen_ai.operation.name" in attrs:
         return False
-    return isinstance(_lf_data(attrs, _LF_REQUEST).get("messages"), list)
+    return isinstance(_json_object(attrs, _LF_REQUEST, lenient=True).get("messages"), list)
 
 
 def _lf_input(attrs: Mapping[str, Any]) -> list[Any]:
     """The context of such a call: the request's ``messages``, after an Anthropic
     client's ``system``."""
-    request = _lf_data(attrs, _LF_REQUEST)
+    request = _json_object(attrs, _LF_REQUEST, lenient=True)
     raw: list[Any] = []
     if request.get("system"):
         raw.append(("system", request["system"]))
@@ -1179,7 +1169,7 @@ def _lf_input(attrs: Mapping[str, Any]) -> list[Any]:
 def _lf_output(attrs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     """The reply of such a call: ``response_data.message`` (OpenAI's form, which Logfire
     writes for Anthropic's replies too), or a stream's ``combined_chunk_content``."""
-    response = _lf_data(attrs, _LF_RESPONSE)
+    response = _json_object(attrs, _LF_RESPONSE, lenient=True)
     message = response.get("message")
     if isinstance(message, Mapping):
         return [genai_message({"role": "assistant", **message}, f"{_LF_RESPONSE}.message")]
@@ -1193,14 +1183,14 @@ def _lf_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     """The ``tools`` of such a call's request."""
     if not is_logfire_call(attrs):
         return None
-    tools = _lf_data(attrs, _LF_REQUEST).get("tools")
+    tools = _json_object(attrs, _LF_REQUEST, lenient=True).get("tools")
     return tools if isinstance(tools, list) and tools else None
 
 
 def _lf_usage(attrs: Mapping[str, Any]) -> dict[str, int] | None:
     """The provider's usage Logfire kept with the reply (OpenAI's or Anthropic's
     spelling), in the contract's names."""
-    usage = _lf_data(attrs, _LF_RESPONSE).get("usage")
+    usage = _json_object(attrs, _LF_RESPONSE, lenient=True).get("usage")
     counts = usage_counts(usage if isinstance(usage, Mapping) else None)
     if counts is None:
         return None
@@ -1741,7 +1731,7 @@ def _model(attrs: Mapping[str, Any]) -> str | None:
         if found and found != _NO_MODEL:
             return found
     if is_logfire_call(attrs):
-        return _name(_lf_data(attrs, _LF_REQUEST).get("model")) or None
+        return _name(_json_object(attrs, _LF_REQUEST, lenient=True).get("model")) or None
     return None
 
 
