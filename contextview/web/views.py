@@ -285,15 +285,19 @@ def sessions_page(request: HtmxHttpRequest) -> HttpResponse:
 
 @csrf_exempt
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def import_upload(request: HttpRequest, slug: str) -> HttpResponse:
     """Transcripts dropped on the sessions list, imported as POST /api/v1/import does.
 
     Answers JSON to the page's script (which shows the upload's progress) and
     redirects back to the list when the form was sent without it. The CSRF check
     reads the form, so it runs only once the upload's size guard is in place
-    (Django's way to change upload handlers in a view).
+    (Django's way to change upload handlers in a view). Opened as an address (the
+    bar after a form sent without the script), it leads to the list's import form.
     """
+    if request.method == "GET":
+        access = _project_or_404(request, slug)
+        return redirect(f"{reverse('sessions')}?project={access.project.slug}")
     guard_upload(request)
     return _import_upload(request, slug)
 

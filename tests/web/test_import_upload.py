@@ -41,6 +41,9 @@ def test_it_imports_a_dropped_file_and_answers_the_script(
     assert again.status_code == 200
     plain = client.post(url, {"file": _file()})
     assert plain.status_code == 302
+    # The address opened again (a reload, a link) leads to the list's import form.
+    back = client.get(url, follow=True)
+    assert back.status_code == 200 and f'action="{url}"' in back.content.decode()
     assert Session.objects.filter(project=api.project, external_id="swe_agent").exists()
 
 
