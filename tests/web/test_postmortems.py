@@ -489,6 +489,9 @@ def test_it_shows_trends_over_a_chosen_range_and_the_agent_mode_table(
     table = text.split('class="agent-modes"')[1]
     assert "order-debug-bot" in table and "support-bot" in table and "100%" in table
     assert "?project=acme&amp;agent=order-debug-bot&amp;mode=summary" in table
+    # Token figures read in thousands, as everywhere else on the dashboard.
+    assert re.findall(r'<td class="num">(\d[\d,]{3,})</td>', text)
+    assert not re.findall(r'<td class="num">\d{4,}</td>', text)
     # What each pair cost by the price table: these demo agents reported no usage.
     assert '<th class="num">Cost</th>' in table and "unpriced" not in table
     empty = client.get("/projects/acme/overview/?range=custom&since=2020-01-01&until=2020-01-31")
