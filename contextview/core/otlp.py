@@ -182,9 +182,13 @@ _LS_SESSIONS = (
     "langsmith.metadata.thread_id",
     "langsmith.metadata.conversation_id",
 )
+# The attributes LangSmith writes a run's inputs and outputs in, and Spring AI a call's
+# prompt texts and reply texts.
+PROMPT_ATTRIBUTE = "gen_ai.prompt"
+COMPLETION_ATTRIBUTE = "gen_ai.completion"
 # Spring AI: the event and attribute holding a call's prompt texts, and its reply's.
-SPRING_PROMPT = ("gen_ai.content.prompt", "gen_ai.prompt")
-SPRING_COMPLETION = ("gen_ai.content.completion", "gen_ai.completion")
+SPRING_PROMPT = ("gen_ai.content.prompt", PROMPT_ATTRIBUTE)
+SPRING_COMPLETION = ("gen_ai.content.completion", COMPLETION_ATTRIBUTE)
 # What Strands Agents names as the system of its spans.
 STRANDS = "strands-agents"
 # Limits of the ingest schema that a span's values must fit.
@@ -665,6 +669,13 @@ def _indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
     return [groups[i] for i in sorted(groups)]
 
 
+def _texts_as(role: str, texts: Iterable[Any]) -> list[tuple[str, Any]]:
+    """Texts an instrumentation wrote without roles (a completions API's prompts, Spring
+    AI's), each a message of `role`, as raw context items: read as the older
+    per-message events' content is."""
+    return [("event", (role, {"content": text})) for text in texts]
+
+
 def _oi_prompts(attrs: Mapping[str, Any]) -> list[Any]:
     """The prompts of an OpenInference completions API call: nested
     (``llm.prompts.{i}.prompt.text``), or the list ``llm.prompts`` older versions wrote."""
@@ -930,9 +941,9 @@ def _json_object(
 
 @lru_cache(maxsize=4)
 def _decoded_once(text: str, name: str) -> Any:
-    """`_structured` of a JSON text that several readers of one call read (ADK's request
-    and response, LangSmith's run inputs: context, tools, reply and usage), decoded once
-    (callers only read what it gives)."""
+    """`_structured` of a JSON text that several readers of one call read (context,
+    tools, reply and usage: `_json_object`), decoded once (callers only read what it
+    gives)."""
     return _structured(text, name)
 
 
@@ -1049,7 +1060,7 @@ def is_langsmith_call(attrs: Mapping[str, Any]) -> bool:
     return attrs.get(_LS_KIND) == "llm"
 
 
-def ls_message(raw: Any, name: str = SPRING_PROMPT[1]) -> dict[str, Any]:
+def ls_message(raw: Any, name: str = PROMPT_ATTRIBUTE) -> dict[str, Any]:
     """A message of a LangSmith run: LangChain's serialized form (``lc``, ``kwargs``
     with ``type``, ``content``, ``tool_calls`` of ``name``/``args``/``id`` and
     ``tool_call_id``), or a provider's own (OpenAI's, Anthropic's), as a model client's
@@ -1084,7 +1095,7 @@ def _ls_input(attrs: Mapping[str, Any]) -> list[Any]:
     """The context of a LangSmith model call from its run's inputs (``gen_ai.prompt``):
     ``messages`` (LangChain's are a batch of lists, whose first is the call's), after an
     Anthropic client's ``system``; or the texts of a completion model's ``prompts``."""
-    inputs = _json_object(attrs, SPRING_PROMPT[1])
+    inputs = _json_object(attrs, PROMPT_ATTRIBUTE)
     raw: list[Any] = []
     system = inputs.get("system")
     if system:
@@ -1096,8 +1107,7 @@ def _ls_input(attrs: Mapping[str, Any]) -> list[Any]:
         raw.extend(("ls", m) for m in messages)
     else:
         prompts = inputs.get("prompts")
-        for text in prompts if isinstance(prompts, list) else []:
-            raw.append(("event", ("user", {"content": text})))
+        raw += _texts_as("user", prompts if isinstance(prompts, list) else [])
     return raw
 
 
@@ -1105,7 +1115,7 @@ def _ls_output(attrs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     """The reply of a LangSmith model call from its run's outputs (``gen_ai.completion``):
     LangChain's ``generations`` (their messages, else their texts), OpenAI's
     ``choices``, or a reply that is a message itself (an Anthropic client's)."""
-    outputs = _json_object(attrs, SPRING_COMPLETION[1])
+    outputs = _json_object(attrs, COMPLETION_ATTRIBUTE)
     out: list[dict[str, Any]] = []
     generations = outputs.get("generations")
     if isinstance(generations, list) and generations and isinstance(generations[0], list):
@@ -1117,27 +1127,33 @@ def _ls_output(attrs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
                 continue
             message = generation.get("message")
             if isinstance(message, Mapping):
-                out.append(ls_message(message, SPRING_COMPLETION[1]))
+                out.append(ls_message(message, COMPLETION_ATTRIBUTE))
             elif isinstance(generation.get("text"), str):
                 out.append({"role": "assistant", "content": generation["text"]})
     elif isinstance(choices, list):
         for choice in choices:
             if isinstance(choice, Mapping) and isinstance(choice.get("message"), Mapping):
-                reply = ls_message(choice["message"], SPRING_COMPLETION[1])
+                reply = ls_message(choice["message"], COMPLETION_ATTRIBUTE)
                 if isinstance(choice.get("finish_reason"), str):
                     reply["finish_reason"] = choice["finish_reason"]
                 out.append(reply)
     elif "content" in outputs and "role" in outputs:
-        out.append(ls_message(outputs, SPRING_COMPLETION[1]))
+        out.append(ls_message(outputs, COMPLETION_ATTRIBUTE))
     return out or None
+
+
+def _request_tools(request: Mapping[str, Any]) -> list[Any] | None:
+    """The ``tools`` of a request a library traced whole (a LangSmith run's inputs,
+    Logfire's request data), None when it lists none."""
+    tools = request.get("tools")
+    return tools if isinstance(tools, list) and tools else None
 
 
 def _ls_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     """The ``tools`` a model client's wrapper traces in its run's inputs."""
     if not is_langsmith_call(attrs):
         return None
-    tools = _json_object(attrs, SPRING_PROMPT[1]).get("tools")
-    return tools if isinstance(tools, list) and tools else None
+    return _request_tools(_json_object(attrs, PROMPT_ATTRIBUTE))
 
 
 # --- Logfire before the GenAI conventions ------------------------------------------------
@@ -1183,8 +1199,7 @@ def _lf_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     """The ``tools`` of such a call's request."""
     if not is_logfire_call(attrs):
         return None
-    tools = _json_object(attrs, _LF_REQUEST, lenient=True).get("tools")
-    return tools if isinstance(tools, list) and tools else None
+    return _request_tools(_json_object(attrs, _LF_REQUEST, lenient=True))
 
 
 def _lf_usage(attrs: Mapping[str, Any]) -> dict[str, int] | None:
@@ -1192,14 +1207,7 @@ def _lf_usage(attrs: Mapping[str, Any]) -> dict[str, int] | None:
     spelling), in the contract's names."""
     usage = _json_object(attrs, _LF_RESPONSE, lenient=True).get("usage")
     counts = usage_counts(usage if isinstance(usage, Mapping) else None)
-    if counts is None:
-        return None
-    return {
-        "input_tokens": counts.input,
-        "output_tokens": counts.output,
-        "cache_read_tokens": counts.cache_read,
-        "cache_write_tokens": counts.cache_write,
-    }
+    return None if counts is None else counts.as_usage()
 
 
 # --- Spring AI ---------------------------------------------------------------------------
@@ -1237,11 +1245,7 @@ def _spring(p: _Pending, names: tuple[str, str], role: str) -> list[tuple[str, A
     found = [body[name] for e, body in _events(p) if e == event and name in body]
     if not found and name in p.attrs:
         found = [p.attrs[name]]
-    return [
-        ("event", (role, {"content": text}))
-        for value in found
-        for text in _spring_texts(value, name)
-    ]
+    return _texts_as(role, (text for value in found for text in _spring_texts(value, name)))
 
 
 # --- ids --------------------------------------------------------------------------------
@@ -1529,7 +1533,7 @@ def _input(p: _Pending, previous: _Context | None) -> _Context:
         return _context([("oi", item) for item in flat], previous)
     prompts = _oi_prompts(attrs)
     if prompts:
-        return _context([("event", ("user", {"content": text})) for text in prompts], previous)
+        return _context(_texts_as("user", prompts), previous)
     flat = _indexed(attrs, _TL_PROMPT)
     if flat:
         return _context([("tl", item) for item in flat], previous)
@@ -1799,7 +1803,7 @@ _INPUT_KEYS = (
     "gen_ai.system_instructions",
     "ai.prompt.messages",
     ADK_REQUEST,
-    SPRING_PROMPT[1],
+    PROMPT_ATTRIBUTE,
     _LF_REQUEST,
 )
 

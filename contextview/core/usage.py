@@ -26,6 +26,15 @@ class UsageCounts:
         """The tokens the call's context came to."""
         return self.input + self.cache_read + self.cache_write
 
+    def as_usage(self) -> dict[str, int]:
+        """The counts in the contract's names (a step's ``usage``)."""
+        return {
+            "input_tokens": self.input,
+            "output_tokens": self.output,
+            "cache_read_tokens": self.cache_read,
+            "cache_write_tokens": self.cache_write,
+        }
+
 
 def _count(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:

@@ -283,6 +283,11 @@ def sessions_page(request: HtmxHttpRequest) -> HttpResponse:
     )
 
 
+def _sessions_list(access: web.Access) -> HttpResponse:
+    """To the sessions list of the project, where its import form is."""
+    return redirect(f"{reverse('sessions')}?project={access.project.slug}")
+
+
 @csrf_exempt
 @login_required
 @require_http_methods(["GET", "POST"])
@@ -297,7 +302,7 @@ def import_upload(request: HttpRequest, slug: str) -> HttpResponse:
     """
     if request.method == "GET":
         access = _project_or_404(request, slug)
-        return redirect(f"{reverse('sessions')}?project={access.project.slug}")
+        return _sessions_list(access)
     guard_upload(request)
     return _import_upload(request, slug)
 
@@ -325,7 +330,7 @@ def _import_upload(request: HttpRequest, slug: str) -> HttpResponse:
         return JsonResponse(body, status=status)
     if status >= 400:
         return HttpResponse(body["error"], status=status, content_type="text/plain")
-    return redirect(f"{reverse('sessions')}?project={access.project.slug}")
+    return _sessions_list(access)
 
 
 # --- one session -----------------------------------------------------------------------
