@@ -937,8 +937,8 @@ def _record_session_messages(
     if not sess:
         return
     cursor.execute(
-        "INSERT INTO cv_session_message (session_id, msg_id, message_id, seq, created_at) "
-        "SELECT s, i, m, q, now() FROM unnest(%b::bigint[], %b::bigint[], %b::text[], "
+        "INSERT INTO cv_session_message (session_id, msg_id, message_id, seq) "
+        "SELECT s, i, m, q FROM unnest(%b::bigint[], %b::bigint[], %b::text[], "
         "%b::bigint[]) AS x(s, m, i, q) ON CONFLICT (session_id, msg_id, message_id) "
         "DO UPDATE SET seq = EXCLUDED.seq",
         [sess, msgs, ids, seqs],

@@ -156,7 +156,6 @@ class SessionMessage(models.Model):
         Message, on_delete=models.CASCADE, db_index=False, db_constraint=False
     )
     seq = models.BigIntegerField()
-    created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         db_table = "cv_session_message"

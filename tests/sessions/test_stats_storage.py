@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import uuid
 from importlib import import_module
 from types import SimpleNamespace
 from typing import Any
@@ -283,3 +285,40 @@ def test_it_keeps_a_failed_steps_error_as_it_is(computed_step: Step) -> None:
     StepStats.objects.filter(step=computed_step).update(status="failed", stats={"error": "boom"})
     assert _stats_row(computed_step) == {"error": "boom"}
     assert Step.objects.with_stats().get(pk=computed_step.pk).stats == {"error": "boom"}
+
+
+def _toast_bytes(table: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_total_relation_size(reltoastrelid) FROM pg_class WHERE relname = %s",
+            [table],
+        )
+        (size,) = cursor.fetchone()
+    return int(size)
+
+
+def test_it_keeps_a_large_compactions_statistics_in_the_row(api: Api) -> None:
+    # A summary of 90 messages: its statistics list their ids (36 characters each,
+    # which do not compress), some 4 kB, more than PostgreSQL keeps in a row unless
+    # the table says otherwise.
+    ids = [str(uuid.UUID(bytes=hashlib.sha256(b"%d" % n).digest()[:16])) for n in range(90)]
+    history = [{"id": i, "role": "user", "content": f"note {n}"} for n, i in enumerate(ids)]
+    summary = {"id": "sum", "role": "assistant", "content": "ninety notes, all read"}
+    batch = [
+        step("inline", 0, history),
+        step("inline", 1, [{"id": m["id"]} for m in history],
+             action={"action": "summarize", "targets": [m["id"] for m in history],
+                     "result": summary}),
+    ]  # fmt: skip
+    assert api.ingest({"batch": batch}).status_code == 207
+    toast_before = _toast_bytes("cv_step_stats")
+    session_stats_compute(session_id=Session.objects.get(external_id="inline").pk)
+    compaction = Step.objects.with_stats().get(session__external_id="inline", index=1)
+    assert len(compaction.stats["ops"][0]["targets"]) == 90
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_column_size(stats) FROM cv_step_stats WHERE step_id = %s", [compaction.pk]
+        )
+        (stored,) = cursor.fetchone()
+    assert stored > 3000
+    assert _toast_bytes("cv_step_stats") == toast_before
