@@ -24,3 +24,16 @@ def as_rfc3339(value: Any) -> str | None:
         except (OverflowError, OSError, ValueError):
             return None
     return None
+
+
+def as_datetime(value: Any) -> datetime | None:
+    """A time an agent's log wrote (as `as_rfc3339` takes it) as an aware datetime, in
+    UTC when it names no offset; None for anything else, or a day no calendar has."""
+    text = as_rfc3339(value)
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)

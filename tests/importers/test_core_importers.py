@@ -54,6 +54,7 @@ def test_it_detects_each_format_from_its_content() -> None:
         "claude_code.jsonl": "claude-code",
         "claude_code_binary.jsonl": "claude-code",
         "codex.jsonl": "codex",
+        "codex_forked_subagent.jsonl": "codex",
         "openhands.json": "openhands",
         "openhands_parallel.json": "openhands",
         "swe_agent.traj": "swe-agent",
@@ -733,6 +734,76 @@ def test_it_imports_a_codex_sub_agents_rollout_as_a_session_naming_its_parent() 
     [own] = [e for e in read(io.BytesIO(_rollout(items, source="cli")), format="codex")
              if e["type"] == "session"]  # fmt: skip
     assert "parent_session" not in own["body"]["metadata"]
+
+
+def test_it_starts_a_forked_codex_sub_agent_from_the_history_it_copied() -> None:
+    """A sub-agent spawned with its parent's context: its rollout copies the parent's
+    history (its session_meta, calls, usage, compaction) before its own first turn."""
+    events = events_of("codex_forked_subagent.jsonl")
+    child, parent = "019cd814-fea0-7c31-8d6b-2e0a4f79c15e", "019cd80e-22b8-71a2-8c4e-5b9d0f3a17c6"
+    [session] = [e["body"] for e in events if e["type"] == "session"]
+    assert session["session_id"] == child
+    assert session["metadata"]["parent_session"] == parent
+    steps = replay(events)[child]
+    # Its own two calls, with their own usage: none of the parent's calls again.
+    assert [body["usage"] for body, _ in steps] == [
+        {"input_tokens": 2500, "cache_read_tokens": 8800, "output_tokens": 71},
+        {"input_tokens": 300, "cache_read_tokens": 11200, "output_tokens": 38},
+    ]
+    assert [body["model"] for body, _ in steps] == ["gpt-5.3-codex-mini"] * 2
+    body, first = steps[0]
+    # The parent's compaction happened before the fork: no operation of the sub-agent.
+    assert "actions" not in body
+    assert [m.role for m in first.before] == [
+        "system", "user", "user", "developer", "user", "user", "assistant", "tool", "user",
+    ]  # fmt: skip
+    texts = [m.text for m in first.before]
+    assert texts[1] == "Why does the nightly export job INV-4471 time out after 30 s?"
+    assert first.before[2].partition == "memory"  # the parent's compaction summary
+    assert "spawn_agent" in texts[6] and texts[7].startswith("You were forked")
+    assert texts[8].startswith("List every place the nightly export")
+    # what the parent's compaction took out is not in the sub-agent's context
+    assert not any("TIMEOUT_S" in text for text in texts)
+    assert [part["type"] for m in body["output"]["messages"] for part in m["content"]] == [
+        "reasoning", "function_call",
+    ]  # fmt: skip
+
+
+def test_it_starts_a_forked_codex_session_from_the_history_its_fork_copied() -> None:
+    """`codex fork`: a session_meta naming the session it was forked from, then that
+    session's lines (some rollouts give usage only as running totals)."""
+
+    def totals(prompt: int, cached: int, output: int) -> dict[str, int]:
+        return {"input_tokens": prompt, "cached_input_tokens": cached, "output_tokens": output}
+
+    # turn ids are UUIDv7: the copied turn began an hour before the fork, its own after
+    copied_turn = "0199a3ef-6800-7a10-9b2c-3d4e5f607182"
+    own_turn = "0199a426-6a08-7c3d-8e4f-5a6b7c8d9e0f"
+    data = _rollout(
+        [
+            ("turn_context", {"turn_id": copied_turn, "model": "gpt-5-codex"}),
+            _item("user", "Why does job SO20260101007 stall?"),
+            ("response_item", {"type": "function_call", "name": "shell", "call_id": "c1",
+                               "arguments": "{\"command\": [\"ps\"]}"}),
+            _tokens(total_token_usage=totals(4000, 0, 30)),
+            ("response_item", {"type": "function_call_output", "call_id": "c1",
+                               "output": "worker <defunct>"}),
+            _item("assistant", "The worker died."),
+            _tokens(total_token_usage=totals(8100, 4000, 45)),
+            ("turn_context", {"turn_id": own_turn, "model": "gpt-5-codex"}),
+            _item("user", "Restart it"),
+            _item("assistant", "Restarted."),
+            _tokens(total_token_usage=totals(12400, 8000, 52)),
+        ],
+        forked_from_id="0199a3ef-5000-7000-8000-000000000001",
+    )  # fmt: skip
+    events = list(read(io.BytesIO(data), format="codex"))
+    [session] = [e["body"] for e in events if e["type"] == "session"]
+    assert session["metadata"]["forked_from"] == "0199a3ef-5000-7000-8000-000000000001"
+    [(body, step)] = replay(events)["019e-rollout"]
+    assert body["usage"] == {"input_tokens": 300, "cache_read_tokens": 4000, "output_tokens": 7}
+    roles = ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert [m.role for m in step.before] == roles
 
 
 def _said_by(role: str, text: str) -> tuple[str, dict[str, Any]]:

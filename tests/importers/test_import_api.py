@@ -601,3 +601,24 @@ def test_it_imports_a_codex_compaction_with_its_reinjected_message(api: Api) -> 
     assert step["context_window"] == 200000
     archive = {a["id"] for a in api.get("/sessions/019d-codex-demo/archive").json()["originals"]}
     assert {"l2", "l3", "l8", "l9", "l11", "l12"} <= archive
+
+
+def test_it_imports_a_forked_codex_sub_agent_with_only_its_own_calls(api: Api) -> None:
+    """Its rollout starts with a copy of its parent's history (calls, usage, a
+    compaction): that is the context its first call saw, and no call of its own."""
+    child = "019cd814-fea0-7c31-8d6b-2e0a4f79c15e"
+    response = upload(api, fixture("codex_forked_subagent.jsonl"))
+    assert response.status_code == 201, response.content
+    assert response.json()["sessions"] == [
+        {"session_id": child, "format": "codex", "steps": 2, "operations": 0, "new_steps": 2}
+    ]
+    session = api.get(f"/sessions/{child}").json()
+    assert session["metadata"]["parent_session"] == "019cd80e-22b8-71a2-8c4e-5b9d0f3a17c6"
+    first = api.get(f"/sessions/{child}/steps/0").json()
+    assert first["ops"] == []
+    before = [m["content"] for m in first["before"]]
+    assert "INV-4471 time out after 30 s" in json.dumps(before[1])
+    assert "spawn_agent" in json.dumps(before[-3])
+    assert "List every place the nightly export" in json.dumps(before[-1])
+    usages = [api.get(f"/sessions/{child}/steps/{n}").json()["usage"] for n in (0, 1)]
+    assert sum(u["input_tokens"] + u["cache_read_tokens"] for u in usages) == 11300 + 11500

@@ -300,6 +300,30 @@ class SessionLog:
         if order is not None:
             self.staged_order = order
 
+    def settle(self) -> None:
+        """Apply the staged operations to the live context, with no step to carry them:
+        a log's copy of another session's history (a fork's) hands on the context that
+        history came to, not the operations the other session made on the way."""
+        if not self.staged:
+            return
+        after = self._ordered(self._apply(self.staged))
+        for op in self.staged:
+            result = op.get("result")
+            if result is not None:
+                self.pending[result["id"]] = result
+        live = set(after)
+        self.pending = {mid: m for mid, m in self.pending.items() if mid in live}
+        self.context = after
+        self.staged, self.staged_reason, self.staged_order = [], [], None
+
+    def _ordered(self, after: list[str]) -> list[str]:
+        """The context `after` the staged operations, led by the ids they asked it to
+        start with."""
+        if self.staged_order is None:
+            return after
+        first = set(self.staged_order)
+        return self.staged_order + [m for m in after if m not in first]
+
     def untouched(self) -> list[str]:
         """The context's ids that no staged operation names: what an operation staged
         next may still take out."""
@@ -350,12 +374,10 @@ class SessionLog:
         ops = self.staged
         if ops:
             after = self._apply(ops)
-            if self.staged_order is not None:
-                first = set(self.staged_order)
-                want = self.staged_order + [m for m in after if m not in first]
-                if want != after:
-                    ops = [*ops, {"action": "reorder", "params": {"order": list(want)}}]
-                    after = want
+            want = self._ordered(after)
+            if want != after:
+                ops = [*ops, {"action": "reorder", "params": {"order": list(want)}}]
+                after = want
             body["actions"] = ops
             body["reason"] = "; ".join(self.staged_reason)
             for op in ops:

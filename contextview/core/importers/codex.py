@@ -8,10 +8,14 @@ conversation items as sent to and returned by the Responses API (messages,
 model's context window. A sub-agent's rollout (as Codex 0.145 writes it: a
 ``session_meta`` whose ``source`` is ``{"subagent": {"thread_spawn":
 {"parent_thread_id"}}}``, or that names its ``parent_thread_id``) is a session whose
-``metadata.parent_session`` is that parent. ``compacted`` replaces the history with its
-``replacement_history``: items already in the context are kept, the others are
-re-injected (``insert``), and the ``compaction`` item (or the summary ``message``)
-stands for what left. A ``compacted`` line without ``replacement_history`` (rollouts
+``metadata.parent_session`` is that parent. A rollout forked from another session (a
+sub-agent spawned with its parent's context, or ``codex fork``; its ``session_meta``
+may name it in ``forked_from_id``, kept as ``metadata.forked_from``) starts with a
+copy of that session's lines, its ``session_meta`` first: the context its first call
+starts from, not calls of its own (see `_Reader.own_turn`). ``compacted`` replaces the
+history with its ``replacement_history``: items already in the context are kept, the
+others are re-injected (``insert``), and the ``compaction`` item (or the summary
+``message``) stands for what left. A ``compacted`` line without ``replacement_history`` (rollouts
 of Codex before it logged one) is rebuilt the way Codex rebuilt it: see
 `_Reader.rebuilt`. A ``thread_rolled_back`` event (``num_turns``) drops the last
 turns the user undid, from the first of their prompts on. Older rollouts, written
@@ -37,6 +41,7 @@ from contextview.core.importers._log import (
     usage_cached_inside,
 )
 from contextview.core.parts import part_kind
+from contextview.core.times import as_datetime
 
 FORMAT = "codex"
 INSTRUCTIONS = "instructions"
@@ -96,6 +101,31 @@ def _parent_thread(meta: dict[str, Any]) -> str | None:
         spawn = helper.get("thread_spawn") if isinstance(helper, dict) else None
         parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else None
     return parent if isinstance(parent, str) and parent else None
+
+
+def _minted_at(value: Any) -> int | None:
+    """When a UUIDv7 (Codex's session and turn ids) was made, in milliseconds since the
+    epoch; None for any other value."""
+    if not isinstance(value, str):
+        return None
+    digits = value.replace("-", "")
+    if len(digits) != 32 or digits[12] != "7":
+        return None
+    try:
+        int(digits, 16)
+    except ValueError:
+        return None
+    return int(digits[:12], 16)
+
+
+def _created_at(meta: dict[str, Any], stamp: Any) -> int | None:
+    """When a rollout's session was made (milliseconds since the epoch): from its id,
+    else its meta's ``timestamp``, else the line's; None when none tells."""
+    made = _minted_at(meta.get("id"))
+    if made is not None:
+        return made
+    when = as_datetime(meta.get("timestamp")) or as_datetime(stamp)
+    return None if when is None else int(when.timestamp() * 1000)
 
 
 def looks_like(first: dict[str, Any]) -> bool:
@@ -219,6 +249,11 @@ class _Reader:
         # as logged before the first prompt
         self.initial: set[str] = set()
         self.prompted = False
+        # the session's own id (as its first session_meta names it) and when it was made
+        self.own_id: Any = None
+        self.created: int | None = None
+        # reading the history a fork copied from another session (see `own_turn`)
+        self.replaying = False
 
     def session(self, lineno: int) -> SessionLog:
         if self.log is None:
@@ -253,7 +288,8 @@ class _Reader:
         if "payload" not in line:
             # the rollout format before the envelope
             if _legacy_meta(line):
-                self.meta(lineno, {**line, "base_instructions": line.get("instructions")})
+                legacy = {**line, "base_instructions": line.get("instructions")}
+                self.meta(lineno, legacy, line.get("timestamp"))
             elif kind in LEGACY_ITEMS:
                 yield from self.item(lineno, line.get("timestamp"), line)
             return
@@ -263,14 +299,17 @@ class _Reader:
         if not isinstance(payload, dict):
             raise line_error(lineno, "payload: field required, an object")
         if kind == "session_meta":
-            self.meta(lineno, payload)
+            self.meta(lineno, payload, line.get("timestamp"))
         elif kind == "turn_context":
+            self.own_turn(payload)
             if isinstance(payload.get("model"), str):
                 self.model = payload["model"]
         elif kind == "event_msg":
+            self.own_turn(payload)
             if payload.get("type") == "thread_rolled_back":
                 yield from self.finish()
                 self.rolled_back(lineno, payload.get("num_turns"))
+                self.settle_replayed()
             elif payload.get("type") == "token_count":
                 usage, window, self.totals = _usage(payload.get("info"), lineno, self.totals)
                 if usage is not None and usage["input_tokens"] + usage["cache_read_tokens"]:
@@ -283,13 +322,19 @@ class _Reader:
         else:
             yield from self.finish()
             self.compacted(lineno, payload)
+            self.settle_replayed()
 
-    def meta(self, lineno: int, payload: dict[str, Any]) -> None:
+    def meta(self, lineno: int, payload: dict[str, Any], stamp: Any) -> None:
         if self.log is not None:
-            return  # a resumed rollout repeats its meta
+            # A resumed rollout repeats its own meta; another session's opens the copy
+            # of that session's history a fork starts with.
+            if payload.get("id") not in (None, self.own_id) and self.created is not None:
+                self.replaying = True
+            return
         sid = self.override or payload.get("id")
         if not isinstance(sid, str) or not sid:
             raise line_error(lineno, "payload.id: field required, the session id")
+        self.own_id, self.created = payload.get("id"), _created_at(payload, stamp)
         metadata: dict[str, Any] = {
             k: payload[k]
             for k in ("cwd", "cli_version", "originator", "model_provider", "source")
@@ -298,11 +343,46 @@ class _Reader:
         parent = _parent_thread(payload)
         if parent is not None and parent != sid:
             metadata["parent_session"] = parent
+        forked = payload.get("forked_from_id")
+        if isinstance(forked, str) and forked:
+            metadata["forked_from"] = forked
+            self.replaying = self.created is not None
         self.log = SessionLog(sid, session_body={"agent": "codex", "metadata": metadata})
         instructions = payload.get("base_instructions")
         text = instructions.get("text") if isinstance(instructions, dict) else instructions
         if isinstance(text, str) and text:
             self.log.add({"id": INSTRUCTIONS, "role": "system", "content": text})
+
+    def own_turn(self, payload: dict[str, Any]) -> None:
+        """A line of a turn: the first of this session's own ends the history a fork
+        copied (`replaying`).
+
+        A forked rollout (a sub-agent spawned with its parent's context, ``codex
+        fork``) starts with the other session's lines as they were, stamped anew at the
+        fork: its ``session_meta``, the items of its history, its turn contexts and
+        ``token_count`` events, its compactions. That copy is the context the fork's
+        first call starts from, not calls of its own: its items join the context, its
+        outputs are no calls, its usage is no step's (the running totals go on from
+        it, as Codex's do), and its compactions and rollbacks leave the context as they
+        left it, with no operation of this session.
+
+        The copy ends at the first line of a turn of this session's own: a turn's id
+        is a UUIDv7 minted when the turn began, so the copied turns' ids are older than
+        the session, and the first one minted since is its own. A turn id that tells
+        no time ends it too, rather than hold back what may be the session's own."""
+        turn = payload.get("turn_id")
+        if not self.replaying or not isinstance(turn, str) or not turn:
+            return
+        minted = _minted_at(turn)
+        if minted is not None and self.created is not None and minted < self.created:
+            return
+        self.replaying = False
+
+    def settle_replayed(self) -> None:
+        """A compaction or rollback of the history a fork copied: the context as it left
+        it, with no operation of this session's (see `own_turn`)."""
+        if self.replaying and self.log is not None:
+            self.log.settle()
 
     def item(self, lineno: int, timestamp: Any, item: dict[str, Any]) -> Iterator[Event]:
         if part_kind(item) in NOT_SENT:
@@ -315,7 +395,7 @@ class _Reader:
             self.prompted = True
         elif not self.prompted and item.get("role") in ("user", "developer", "system"):
             self.initial.add(message["id"])
-        if _is_output(item):
+        if _is_output(item) and not self.replaying:
             if self.call is None:
                 self.call = _Call(timestamp=timestamp, obs_at=len(log.context))
             self.call.outputs.append(message)
