@@ -20,7 +20,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from contextview.core.times import RFC3339
+from contextview.core.times import RFC3339, python_readable
 
 
 def _a_number(value: Any) -> Any:
@@ -60,11 +60,12 @@ def _in_range(value: datetime) -> datetime:
 
 
 def _rfc3339(value: Any) -> Any:
-    if not isinstance(value, str) or RFC3339.fullmatch(value) is None:
+    match = RFC3339.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
         raise PydanticCustomError(
             "timestamp_format", "must be an RFC 3339 date-time such as 2026-11-30T09:00:00Z"
         )
-    return value
+    return python_readable(match)
 
 
 Timestamp = Annotated[datetime, BeforeValidator(_rfc3339), AfterValidator(_in_range)]
