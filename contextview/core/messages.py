@@ -216,10 +216,10 @@ def parse_message(
     pinned = _optional_bool(raw, "pinned", field)
 
     content_key = _content_key(raw)
-    if content_key not in raw:
-        recorded = latest.get(mid)
-        if recorded is None:
-            raise InputError(f"{field}.id", f"id '{mid}' {NEVER_RECORDED} for this session", 422)
+    recorded = None if content_key in raw else latest.get(mid)
+    if recorded is None and content_key not in raw and len(raw) == 1:
+        raise InputError(f"{field}.id", f"id '{mid}' {NEVER_RECORDED} for this session", 422)
+    if recorded is not None:
         extra = _extra(raw)
         if extra is not None and recorded.extra is not None:
             extra = {**recorded.extra, **extra}
@@ -236,7 +236,9 @@ def parse_message(
             extra=recorded.extra if extra is None else extra,
         )
 
-    content = raw[content_key]
+    # Sent with more than its id and never recorded: a message without content, such
+    # as an assistant message that only calls tools (OpenAI's API takes it so).
+    content = raw.get(content_key)
     # OpenAI-style assistant messages that only call tools carry `content: null`:
     # kept as null, so the message reads back as it was sent.
     if content is not None and not isinstance(content, str | list):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api_client import Api
+from tests.api_client import Api, step
 
 
 def _session_at(session: str, timestamp: str) -> dict[str, object]:
@@ -30,3 +30,21 @@ def test_it_takes_every_rfc_3339_timestamp(api: Api, timestamp: str, started_at:
     answer = api.ingest({"batch": [_session_at("leap", timestamp)]})
     assert answer.json()["results"] == [{"id": "leap-start", "status": 201}]
     assert api.get("/sessions/leap").json()["started_at"] == started_at
+
+
+def test_it_takes_a_message_without_content_that_is_more_than_an_id(api: Api) -> None:
+    """Only a message sent with its id alone refers to what the session recorded; an
+    assistant message that only calls tools may leave `content` out, as OpenAI's API
+    allows, and is a message of its own."""
+    calls = [{"id": "call_7", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]
+    question = {"id": "q", "role": "user", "content": "What is in the folder?"}
+    asks = {"id": "a1", "role": "assistant", "tool_calls": calls}
+    answer = api.ingest({"batch": [step("tools", 0, [question, asks])]})
+    assert answer.json()["results"] == [{"id": "tools-step-0", "status": 201}]
+    got = api.get("/sessions/tools/steps/0").json()["before"][1]
+    assert (got["id"], got["role"], got["partition"]) == ("a1", "assistant", "memory")
+    assert got["content"] is None and got["tool_calls"] == calls
+    # An id alone that the session never recorded is still an error for its event.
+    unknown = api.ingest({"batch": [step("tools", 1, [question, {"id": "a2"}])]})
+    assert unknown.json()["results"][0]["status"] == 422
+    assert "id 'a2' was never recorded" in unknown.json()["results"][0]["error"]
