@@ -83,6 +83,9 @@ _CJK_UNITS = "|".join(
 )
 # "第 5 个问题" is "the fifth question": a position, not a quantity.
 _NOT_ORDINAL = "(?<!第)(?<!第 )"
+# Not the rest of a number ("1.5", "1,000", "-5"), but a number after an ellipsis
+# ("...1000 lines...") is one of its own.
+_NUMBER_START = r"(?<![,\-])(?<!(?<!\.)\.)"
 # Words that make a following 1xx-5xx number a status code ("HTTP 502").
 _STATUS_WORDS = r"https?|status(?: code)?|code|状态码|错误码|返回码"
 _PATH_PART = r"[A-Za-z0-9_.\-]+"
@@ -139,7 +142,7 @@ _ALTERNATIVES = (
     ("money", rf"[$¥€£￥] ?{_NUMBER}(?: ?(?:万|亿|千|[KMBkmb](?![A-Za-z])))?"),
     (
         "quantity",
-        rf"{_NOT_ORDINAL}(?<![.,\-]){_NUMBER}(?: ?(?:%|％|‰|{_CJK_UNITS})"
+        rf"{_NOT_ORDINAL}{_NUMBER_START}{_NUMBER}(?: ?(?:%|％|‰|{_CJK_UNITS})"
         r"| ?(?P<unit>[A-Za-zµμ][A-Za-z]{0,11}(?:/s)?)(?![A-Za-z0-9_]))",
     ),
     ("filename", rf"(?<![.\-/@])[A-Za-z0-9_\-]+\.(?:{_FILE_EXTENSIONS})(?![A-Za-z0-9_\-/@])"),
@@ -154,7 +157,7 @@ _ALTERNATIVES = (
         r"(?![A-Za-z0-9_])"
         r"|E[A-Z]{3,}(?![A-Za-z0-9_])",
     ),
-    ("number", rf"{_NOT_ORDINAL}(?<![.,\-]){_NUMBER}(?![A-Za-z0-9_]|[.,][0-9])"),
+    ("number", rf"{_NOT_ORDINAL}{_NUMBER_START}{_NUMBER}(?![A-Za-z0-9_]|[.,][0-9])"),
 )
 # A line number that a tool printed before each line: Claude Code's Read tool
 # ("   106→"), `cat -n` ("   106\t") and `grep -n` ("app.py:106:").
