@@ -449,9 +449,16 @@ def stats_agents(request: HttpRequest) -> Any:
     return {"rows": agent_mode_table(project_id=_key(request).project.pk)}
 
 
+def _text_answer_doc(media_type: str, description: str) -> dict[str, Any]:
+    """The 200 of a route whose answer is text of another type than JSON."""
+    content = {media_type: {"schema": {"type": "string"}}}
+    return {"responses": {200: {"description": description, "content": content}}}
+
+
 @api.get(
     "/export/steps.jsonl",
     summary="Every step as a JSON line (obs, operations, after, reward, outcome), streamed",
+    openapi_extra=_text_answer_doc("application/x-ndjson", "One JSON object a line, a step each"),
 )
 def export_steps(
     request: HttpRequest,
@@ -471,7 +478,8 @@ def export_steps(
 @api.get(
     "/sessions/{sessionid:session_id}/report.md",
     summary="A Markdown report of the session for an incident review",
-    response={200: str, 404: ErrorOut},
+    response={404: ErrorOut},
+    openapi_extra=_text_answer_doc("text/markdown", "The report, in Markdown"),
 )
 def report_md(request: HttpRequest, session_id: str) -> HttpResponse:
     session = _session_or_404(request, session_id)

@@ -239,3 +239,27 @@ def test_it_documents_the_answers_of_a_replay_and_an_import(api: Api) -> None:
     assert _answer(document, "/api/v1/import", "post", "422") == {
         "$ref": "#/components/schemas/ErrorOut"
     }
+
+
+def test_it_documents_the_media_type_of_every_read_answer(api: Api) -> None:
+    """A client generated from the document expects the type it names: a Markdown
+    report is not JSON, and the dataset export is JSON lines."""
+    from tests.web.conftest import order_session_events
+
+    assert api.ingest({"batch": order_session_events("order")}).status_code == 207
+    document = api.client.get("/api/v1/openapi.json").json()
+    values = {"{session_id}": "order", "{index}": "0"}
+    checked = []
+    for path, methods in document["paths"].items():
+        if "get" not in methods or "{monitor_id}" in path or path.endswith("/openapi.json"):
+            continue
+        url = path
+        for name, value in values.items():
+            url = url.replace(name, value)
+        query = {"from": 0, "to": 1} if path.endswith("/diff") else {}
+        answer = api.client.get(url, query, **api.auth)
+        assert answer.status_code == 200, (url, answer.content[:200])
+        served = answer["Content-Type"].split(";")[0]
+        assert served in methods["get"]["responses"]["200"].get("content", {}), (path, served)
+        checked.append(served)
+    assert {"application/json", "text/markdown", "application/x-ndjson"} <= set(checked)
