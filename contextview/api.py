@@ -28,7 +28,12 @@ from contextview.ingest.schemas import Envelope
 from contextview.ingest.services import batch_ingest
 from contextview.ingest.uploads import uploaded_transcripts
 from contextview.monitors import selectors as monitor_selectors
-from contextview.monitors.services import monitor_create, monitor_delete
+from contextview.monitors.services import (
+    TEXT_LIMITS,
+    WINDOW_MINUTES_MAX,
+    monitor_create,
+    monitor_delete,
+)
 from contextview.postmortems.downloads import as_attachment, download_name
 from contextview.postmortems.export import dataset_jsonl
 from contextview.postmortems.reports import report_json_chunks, report_markdown, session_report
@@ -181,13 +186,6 @@ def _no_key(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
     )
 
 
-def _status_refused(status: str | None) -> JsonResponse | None:
-    """400 for a session status filter no session can have; None when it is fine."""
-    if status is None or status in Session.Status.values:
-        return None
-    return _error(400, f"status: must be one of {', '.join(Session.Status.values)}, not {status!r}")
-
-
 @api.exception_handler(ReadOnlyKey)
 def _read_only(request: HttpRequest, exc: ReadOnlyKey) -> HttpResponse:
     return _error(403, f"this key may read but not write; {request.method} changes state")
@@ -278,6 +276,7 @@ _IMPORT_DOC = {
                         "file": {
                             "type": "array",
                             "items": {"type": "string", "format": "binary"},
+                            "minItems": 1,
                             "description": "one or more transcripts",
                         },
                         "format": {
@@ -357,13 +356,10 @@ def sessions_list(
     request: HttpRequest,
     agent: str | None = None,
     mode: str | None = None,
-    status: str | None = None,
+    status: out.SessionStatusName | None = None,
     cursor: str | None = None,
     limit: int = Query(50, ge=1, le=200),
 ) -> Any:
-    refused = _status_refused(status)
-    if refused is not None:
-        return refused
     after = None
     if cursor:
         after = selectors.decode_cursor(cursor)
@@ -464,11 +460,8 @@ def export_steps(
     request: HttpRequest,
     agent: str | None = None,
     mode: str | None = None,
-    status: str | None = None,
+    status: out.SessionStatusName | None = None,
 ) -> HttpResponse:
-    refused = _status_refused(status)
-    if refused is not None:
-        return refused
     lines = dataset_jsonl(project=_key(request).project, agent=agent, mode=mode, status=status)
     response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
     as_attachment(response, "steps.jsonl")
@@ -719,16 +712,29 @@ class AlertListOut(Schema):
             "type": "object",
             "required": ["name", "metric", "threshold"],
             "properties": {
-                "name": {"type": "string"},
+                "name": {"type": "string", "minLength": 1, "maxLength": TEXT_LIMITS["name"]},
                 "metric": {"enum": list(METRICS)},
                 "threshold": {"type": "number", "minimum": 0},
-                "window_minutes": {"type": "integer", "minimum": 1, "default": 60},
+                "window_minutes": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": WINDOW_MINUTES_MAX,
+                    "default": 60,
+                },
                 "filters": {
                     "type": "object",
-                    "properties": {"agent": {"type": "string"}, "mode": {"type": "string"}},
+                    "additionalProperties": False,
+                    "properties": {
+                        "agent": {"type": "string", "maxLength": TEXT_LIMITS["agent"]},
+                        "mode": {"type": "string", "maxLength": TEXT_LIMITS["mode"]},
+                    },
                 },
-                "webhook_url": {"type": "string", "format": "uri"},
-                "email": {"type": "string", "format": "email"},
+                "webhook_url": {
+                    "type": "string",
+                    "format": "uri",
+                    "maxLength": TEXT_LIMITS["webhook_url"],
+                },
+                "email": {"type": "string", "format": "email", "maxLength": TEXT_LIMITS["email"]},
             },
         }
     ),
@@ -763,9 +769,7 @@ def monitors_delete(request: HttpRequest, monitor_id: int) -> Any:
 
 
 @api.get("/alerts", summary="The project's alerts, newest first", response={200: AlertListOut})
-def alerts_list(request: HttpRequest, state: str | None = None) -> Any:
-    if state not in (None, "firing", "resolved"):
-        return _error(400, "state: must be firing or resolved")
+def alerts_list(request: HttpRequest, state: out.AlertState | None = None) -> Any:
     alerts = monitor_selectors.alert_list(project=_key(request).project, state=state)
     return {"alerts": monitor_selectors.alerts_with_deliveries(alerts[:500])}
 

@@ -19,6 +19,12 @@ Number = int | float
 StatsStatus = Literal["pending", "ready", "failed"]
 
 
+# What a session's status and an alert's state may be: the read API's answers, and
+# the filters that take them (a generated client offers no other).
+SessionStatusName = Literal["running", "succeeded", "failed", "abandoned", "unknown"]
+AlertState = Literal["firing", "resolved"]
+
+
 class Open(BaseModel):
     """A shape that keeps every field it is given, declared or not."""
 
@@ -189,7 +195,7 @@ class SessionOut(Open):
     context_window: int | None
     pinned: list[Any]
     metadata: dict[str, Any] | None
-    status: Literal["running", "succeeded", "failed", "abandoned", "unknown"]
+    status: SessionStatusName
     score: Number | None
     started_at: str
     ended_at: str | None

@@ -49,15 +49,16 @@ class CreatedMonitor:
     secret: str
 
 
-def _text(
-    payload: dict[str, Any],
-    name: str,
-    *,
-    required: bool = False,
-    limit: int = 200,
-    within: str = "",
-) -> str:
-    """A text field of `payload`; errors name it under `within` (``filters.agent``)."""
+# The longest text each field takes (the API's document says so too), and the longest
+# window a monitor may watch: a month.
+TEXT_LIMITS = {"name": 200, "agent": 200, "mode": 64, "webhook_url": 2000, "email": 254}
+WINDOW_MINUTES_MAX = 60 * 24 * 31
+
+
+def _text(payload: dict[str, Any], name: str, *, required: bool = False, within: str = "") -> str:
+    """A text field of `payload`, at most its TEXT_LIMITS long; errors name it under
+    `within` (``filters.agent``)."""
+    limit = TEXT_LIMITS[name]
     value = payload.get(name)
     field = f"{within}{name}"
     if value is None or value == "":
@@ -96,8 +97,10 @@ def monitor_create(*, project: Project, payload: dict[str, Any]) -> CreatedMonit
     window = payload.get("window_minutes", 60)
     if isinstance(window, bool) or not isinstance(window, int):
         raise InputError("window_minutes", f"must be a whole number of minutes, not {window!r}")
-    if not 1 <= window <= 60 * 24 * 31:
-        raise InputError("window_minutes", f"must be from 1 to 44640 minutes, not {window}")
+    if not 1 <= window <= WINDOW_MINUTES_MAX:
+        raise InputError(
+            "window_minutes", f"must be from 1 to {WINDOW_MINUTES_MAX} minutes, not {window}"
+        )
     # Absent or null means no filter; an empty list or string is refused, not read as none.
     filters = payload.get("filters")
     if filters is None:
@@ -108,11 +111,11 @@ def monitor_create(*, project: Project, payload: dict[str, Any]) -> CreatedMonit
     if unknown:
         raise InputError(f"filters.{unknown[0]}", "unknown filter; use agent or mode")
     agent = _text(filters, "agent", within="filters.")
-    mode = _text(filters, "mode", limit=64, within="filters.")
-    webhook = _text(payload, "webhook_url", limit=2000)
+    mode = _text(filters, "mode", within="filters.")
+    webhook = _text(payload, "webhook_url")
     if webhook:
         webhook = webhook_url_check(webhook)
-    email = _text(payload, "email", limit=254)
+    email = _text(payload, "email")
     if email and "@" not in email:
         raise InputError("email", f"must be an email address, not {email!r}")
     secret = secrets.token_hex(32)

@@ -67,10 +67,37 @@ def test_it_refuses_a_parameter_ninja_checks_with_400_naming_it(api: Api) -> Non
     assert no_key.json()["error"].startswith("Authorization: a project key is required")
     assert no_key["WWW-Authenticate"] == "Bearer"
     for path in ("/sessions", "/export/steps.jsonl"):
-        bogus = api.get(path, status="bogus")
-        assert bogus.status_code == 400
-        assert bogus.json()["error"].startswith("status: must be one of running, succeeded")
+        for bogus in ("bogus", ""):
+            answer = api.get(path, status=bogus)
+            assert answer.status_code == 400
+            assert answer.json()["error"].startswith("status: Input should be 'running'")
     assert api.get("/sessions", status="failed").status_code == 200
+    assert api.get("/alerts", state="open").json()["error"].startswith("state: Input should be")
+
+
+def _enum_of(parameter: dict[str, Any]) -> list[str]:
+    schema = parameter["schema"]
+    return next(s["enum"] for s in schema.get("anyOf", [schema]) if "enum" in s)
+
+
+def test_it_documents_what_each_filter_and_field_takes_as_the_server_checks_it(api: Api) -> None:
+    # A generated client (or a fuzzer) that keeps to the document is never refused
+    # for a value the document allowed.
+    paths = api.client.get("/api/v1/openapi.json").json()["paths"]
+    for path in ("/api/v1/sessions", "/api/v1/export/steps.jsonl"):
+        status = next(p for p in paths[path]["get"]["parameters"] if p["name"] == "status")
+        assert _enum_of(status) == ["running", "succeeded", "failed", "abandoned", "unknown"]
+    state = next(p for p in paths["/api/v1/alerts"]["get"]["parameters"] if p["name"] == "state")
+    assert _enum_of(state) == ["firing", "resolved"]
+    monitor = paths["/api/v1/monitors"]["post"]["requestBody"]["content"]["application/json"]
+    fields = monitor["schema"]["properties"]
+    assert fields["name"]["minLength"] == 1 and fields["name"]["maxLength"] == 200
+    too_long = {"name": "x" * 201, "metric": "peak_occupancy", "threshold": 0.9}
+    assert api.post("/monitors", too_long).status_code == 400
+    assert fields["window_minutes"]["maximum"] == 44640
+    assert fields["filters"]["additionalProperties"] is False
+    upload = paths["/api/v1/import"]["post"]["requestBody"]["content"]["multipart/form-data"]
+    assert upload["schema"]["properties"]["file"]["minItems"] == 1
 
 
 # Read answers that are not one JSON document: a Markdown file, a stream of JSON lines.
