@@ -1321,3 +1321,34 @@ def test_it_leaves_an_openhands_loop_detection_out_of_the_context() -> None:
     data = json.dumps([*history[:5], loop, *history[5:]]).encode()
     steps = replay(list(read(io.BytesIO(data), format="openhands", session_id="oh-l")))["oh-l"]
     assert ids(steps[1][1].before) == ["e0", "e1", "e3", "e4"]
+
+
+def test_it_starts_a_branched_claude_code_session_from_the_conversation_it_copied() -> None:
+    """/branch and --fork-session write a new session that opens with a copy of the
+    conversation it branched from (the same uuids, each line with ``forkedFrom``):
+    the context of its first call, not calls of its own."""
+    source = {"forkedFrom": {"sessionId": "cc-main", "messageUuid": "a-2"}}
+    own = _reply("a-3", "msg_3", "Raised to 10s.")
+    own["message"] |= {"model": "claude-opus-4-5", "usage": {
+        "input_tokens": 6, "cache_read_input_tokens": 21000, "output_tokens": 40}}  # fmt: skip
+    data = _cc_lines(
+        [
+            _said("u-1", "Why does order SO20260101007 time out?", **source),
+            _reply("a-0", "msg_1", "Let me look for the timeout.", **source),
+            _used("a-1", "msg_1", "toolu_1", "Grep") | source,
+            _result("r-1", "toolu_1", "inventory.ex:88: timeout 3000") | source,
+            _reply("a-2", "msg_2", "The inventory call waits 3s.", **source),
+            _said("u-2", "Try raising it to 10s instead."),
+            own,
+        ],
+        session="cc-branch",
+    )
+    events = list(read(io.BytesIO(data), format="claude-code"))
+    [session] = [e["body"] for e in events if e["type"] == "session"]
+    assert session["metadata"]["forked_from"] == "cc-main"
+    assert session["model"] == "claude-opus-4-5"
+    [(body, step)] = replay(events)["cc-branch"]
+    assert ids(step.before) == ["u-1", "msg_1", "r-1", "msg_2", "u-2"]
+    assert [part["type"] for part in step.before[1].content] == ["text", "tool_use"]
+    assert body["usage"] == {"input_tokens": 6, "cache_read_tokens": 21000, "output_tokens": 40}
+    assert body["output"]["messages"][0]["id"] == "msg_3"

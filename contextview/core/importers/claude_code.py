@@ -17,6 +17,13 @@ session and the ``agentId``; so do the sub-agent entries Claude Code 2.1 logs
 inline, each inside a ``progress`` entry of its parent (``data.type``
 ``agent_progress``, ``data.agentId``, ``data.message`` the sub-agent's entry).
 
+A session branched from another (``/branch``, ``--fork-session``, a sub-agent forked
+with its parent's context) opens with a copy of the conversation it branched from:
+the same entries, each with ``forkedFrom`` (``sessionId``, ``messageUuid``). The copy
+is the context of the branch's first call, not calls of its own (their replies and
+usage belong to the session they were made in), and ``forkedFrom.sessionId`` is kept
+as ``metadata.forked_from``.
+
 An entry logged again (the same ``uuid``) is read once. Entries chain by
 ``parentUuid``. A user's prompt whose parent is not the entry
 logged just before it went back to an earlier point of the conversation (a
@@ -236,6 +243,13 @@ class _Chain:
         return set()  # the chain does not lead from the tail to the head
 
 
+def _forked_from(entry: dict[str, Any]) -> str | None:
+    """The session an entry was copied from, when a branched session copied it."""
+    source = entry.get("forkedFrom")
+    sid = source.get("sessionId") if isinstance(source, dict) else None
+    return sid if isinstance(sid, str) and sid else None
+
+
 def _agent_entry(entry: dict[str, Any]) -> dict[str, Any] | None:
     """The sub-agent's entry a ``progress`` entry carries, as a sidechain entry of its
     own; None for other progress (hooks, tools)."""
@@ -401,6 +415,9 @@ class _Reader:
         if kind not in ("user", "assistant", "system", "attachment"):
             return
         s = self.session_for(lineno, entry)
+        source = _forked_from(entry)
+        if source is not None and not s.log.started:
+            s.log.session_body["metadata"].setdefault("forked_from", source)
         uuid = entry.get("uuid")
         mid = uuid if isinstance(uuid, str) and uuid else f"line{lineno}"
         if kind == "attachment":
@@ -541,6 +558,15 @@ class _Reader:
             if entry.get("isApiErrorMessage"):
                 return  # an API error Claude Code shows, and never sends on
 
+            s.log.add({"id": mid, "role": "assistant", "content": blocks})
+            return
+        if _forked_from(entry) is not None:
+            # A reply of the session this one branched from: context, no call. Its
+            # blocks may be logged one an entry, as they were in that session.
+            yield from self.finish_call(s)
+            copied = s.log.pending.get(mid)
+            if copied is not None and isinstance(copied["content"], list):
+                blocks = [*copied["content"], *blocks]
             s.log.add({"id": mid, "role": "assistant", "content": blocks})
             return
         call = s.call
