@@ -2,9 +2,10 @@
 
 The core's importers turn a file into ingest events; this service hands them to
 `batch_ingest` in batches, all of one request inside one transaction, so a file
-that turns out bad halfway leaves nothing behind. An OpenHands session kept as a
-folder of event files comes as a folder (the command) or a zip or tar of it (an
-upload). Event ids come from the
+that turns out bad halfway leaves nothing behind. A folder (the command) or a zip
+or tar of one (an upload) is read for its transcripts: OpenHands sessions kept as
+folders of event files, and transcripts kept as files (a Claude Code project folder,
+its sessions beside their sub-agents' own transcripts). Event ids come from the
 content, so the same file again stores nothing and a file that grew adds only
 its new steps, and completes the reply of a call an earlier import caught while
 it was still being written (a step's id is made from its call, not its reply).
@@ -26,6 +27,7 @@ from contextview.core.importers import (
     Event,
     TranscriptError,
     batches,
+    claude_code,
     detect,
     openhands,
     read,
@@ -37,6 +39,7 @@ from contextview.core.importers.folders import (
     event_folders,
     is_archive,
     read_folder,
+    transcript_files,
 )
 from contextview.ingest.services import batch_ingest, step_reply_complete
 from contextview.projects.models import Project
@@ -82,8 +85,6 @@ class ImportOutcome:
 def transcript_format(*, stream: IO[bytes], name: str, format: str | None) -> str:
     """The format asked for, or the one the file's first bytes show."""
     if format:
-        if format not in FORMATS:
-            raise ImportFailed(400, f"format: must be one of {', '.join(FORMATS)}, not {format!r}")
         return format
     head = stream.read(HEAD_BYTES)
     whole = len(head) < HEAD_BYTES
@@ -114,17 +115,14 @@ def _import_file(
     head = stream.read(512)
     stream.seek(0)
     if is_archive(head):
-        # A zip or tar of OpenHands event folders: each folder is a session.
-        if format not in (None, openhands.FORMAT):
-            raise ImportFailed(
-                400, f"format: an archive is read as OpenHands event folders, not as {format!r}"
-            )
+        # A zip or tar of a folder: its transcripts, as a folder's.
         with _archive(name, stream) as archive:
             _import_folders(
                 project=project,
                 name=name,
                 paths=archive.paths,
                 open_file=archive.open,
+                format=format,
                 session_id=session_id,
                 live=live,
                 outcome=outcome,
@@ -158,21 +156,61 @@ def _import_folders(
     name: str,
     paths: Sequence[str],
     open_file: Callable[[str], IO[bytes]],
+    format: str | None,
     session_id: str | None,
     live: bool,
     outcome: ImportOutcome,
 ) -> None:
+    """The transcripts of a folder: its OpenHands event folders, and the transcripts
+    kept as files (a Claude Code project's sessions and their sub-agents, a Codex
+    sessions folder); `format`, if given, is that of the files."""
     folders = event_folders(paths)
-    if not folders:
+    files = transcript_files(paths, folders)
+    if not folders and not files:
         raise ImportFailed(
             422,
-            f"{name}: holds no OpenHands event folder (events/0.json, 1.json, ...); "
-            "send other transcripts as files of their own",
+            f"{name}: holds no transcript (no .jsonl or .traj file, and no OpenHands event "
+            "folder: events/0.json, 1.json, ...)",
         )
-    if session_id is not None and len(folders) > 1:
+    if session_id is not None and len(folders) + len(files) > 1:
         raise ImportFailed(
-            400, f"session_id: names one session, but {name} holds {len(folders)} event folders"
+            400,
+            f"session_id: names one session, but {name} holds "
+            f"{len(folders) + len(files)} transcripts",
         )
+    # A sub-agent's own transcript holds all of it; what its session logged of it
+    # inline is left to that file.
+    own = {path: claude_code.agent_file_session(path) for path in files}
+    for path in files:
+        try:
+            with open_file(path) as stream:
+                head = stream.read(HEAD_BYTES)
+                fmt = format or detect(head, whole=len(head) < HEAD_BYTES)
+        except TranscriptError as exc:
+            raise ImportFailed(422, f"{path}: {exc}") from None
+        except OSError as exc:
+            raise ImportFailed(422, f"{name}: cannot read {path}: {exc.strerror}") from None
+        if fmt is None:
+            continue  # not a transcript (a workflow's journal, an index)
+        elsewhere = {s for p, s in own.items() if s is not None and p != path}
+        try:
+            with open_file(path) as stream:
+                events = read(
+                    stream,
+                    format=fmt,
+                    session_id=session_id,
+                    fallback=session_name(path.rpartition("/")[2]),
+                    live=live,
+                )
+                _import_events(
+                    project=project,
+                    name=path,
+                    fmt=fmt,
+                    events=(e for e in events if e["body"]["session_id"] not in elsewhere),
+                    outcome=outcome,
+                )
+        except OSError as exc:
+            raise ImportFailed(422, f"{name}: cannot read {path}: {exc.strerror}") from None
     for folder in folders:
         events = read_folder(
             folder, open_file, session_id=session_id, fallback=session_name(name), live=live
@@ -253,10 +291,10 @@ def transcript_import(
     session_id: str | None = None,
     live: bool = False,
 ) -> ImportOutcome:
-    """Import each (name, binary stream) in `files`, and each OpenHands event folder
-    in `folders` (a name, the paths of the files under it, and how to open one);
-    all of it or, on error, none of it. A file that is a zip or tar is read as event
-    folders.
+    """Import each (name, binary stream) in `files`, and the transcripts of each
+    folder in `folders` (a name, the paths of the files under it, and how to open
+    one): its OpenHands event folders and its transcript files; all of it or, on
+    error, none of it. A file that is a zip or tar is read as a folder.
 
     `live`: the files are still being written; a last model call that may not be
     complete yet waits for the next import of the file.
@@ -267,8 +305,8 @@ def transcript_import(
         raise ImportFailed(400, "session_id: names one session, so it needs exactly one file")
     if session_id is not None and not 0 < len(session_id) <= 200:
         raise ImportFailed(400, "session_id: must be 1 to 200 characters")
-    if folders and format not in (None, openhands.FORMAT):
-        raise ImportFailed(400, f"format: a folder is read as OpenHands events, not as {format!r}")
+    if format and format not in FORMATS:
+        raise ImportFailed(400, f"format: must be one of {', '.join(FORMATS)}, not {format!r}")
     outcome = ImportOutcome()
     with transaction.atomic():
         for name, stream in files:
@@ -287,6 +325,7 @@ def transcript_import(
                 name=name,
                 paths=paths,
                 open_file=open_file,
+                format=format,
                 session_id=session_id,
                 live=live,
                 outcome=outcome,

@@ -2,11 +2,12 @@
 agents write (Claude Code, Codex, OpenHands, SWE-agent, ATIF) sent to
 ``POST /api/v1/import``.
 
-``import`` uploads each file, and an OpenHands event folder (a directory) as a
-zip of its event files. ``watch`` translates transcripts here, with the
-same importers the server runs (``contextview.core.importers``, no Django), and
-posts to ``/api/v1/ingest`` only the events it has not sent yet: event ids come
-from the file's content, so the events of a file are the same whoever reads it.
+``import`` uploads each file, and a folder as a zip of its transcripts (OpenHands
+event folders, and transcript files such as a Claude Code project's). ``watch``
+translates transcripts here, with the same importers the server runs
+(``contextview.core.importers``, no Django), and posts to ``/api/v1/ingest`` only
+the events it has not sent yet: event ids come from the file's content, so the
+events of a file are the same whoever reads it.
 Each time a transcript changes it is read again, ``live`` while it is still being
 written so that a reply still streaming in waits for the next read. A restarted
 watcher sends each file's events once more and the server finds them all
@@ -38,6 +39,7 @@ from contextview.core.importers.folders import (
     event_folders,
     files_under,
     read_folder,
+    transcript_files,
 )
 
 SUFFIXES = (".jsonl", ".traj", ".json")
@@ -64,7 +66,7 @@ def upload(
         data["live"] = "1"
     with contextlib.ExitStack() as stack:
         if path.is_dir():
-            name, fh = f"{path.name}.zip", stack.enter_context(zipped_event_folders(path))
+            name, fh = f"{path.name}.zip", stack.enter_context(zipped_folder(path))
         else:
             name, fh = path.name, stack.enter_context(path.open("rb"))
         response = http.post(
@@ -80,17 +82,18 @@ def upload(
     return Sent(response.status_code, answer if isinstance(answer, dict) else {})
 
 
-def zipped_event_folders(folder: Path) -> IO[bytes]:
-    """The OpenHands event files under `folder` in a zip (a temporary file, read from
-    the start), named from the session folder on, so the server names the session
-    after it: ``<session>/events/N.json``."""
+def zipped_folder(folder: Path) -> IO[bytes]:
+    """The transcripts under `folder` in a zip (a temporary file, read from the
+    start): its OpenHands event files, named from the session folder on so that the
+    server names the session after it (``<session>/events/N.json``), and the
+    transcripts kept as files (a Claude Code project's sessions and sub-agents)."""
     top = folder.parent.parent if folder.name == "events" else folder.parent
     paths = [p.relative_to(top).as_posix() for p in folder.rglob("*") if p.is_file()]
+    found = event_folders(paths)
     out = tempfile.TemporaryFile()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        for found in event_folders(paths):
-            for path in found.files:
-                archive.write(top / path, path)
+        for path in [*(p for f in found for p in f.files), *transcript_files(paths, found)]:
+            archive.write(top / path, path)
     out.seek(0)
     return out
 
@@ -132,12 +135,10 @@ def _transcripts(folders: Iterable[Path]) -> Iterator[tuple[Path, EventFolder | 
             continue
         paths = files_under(folder)
         found = event_folders(paths)
-        sessions = tuple(f.where.removesuffix("/events") + "/" for f in found)
         for event_folder in found:
             yield Path(event_folder.where), event_folder
-        for path in paths:
-            if path.endswith(SUFFIXES) and not path.startswith(sessions):
-                yield Path(path), None
+        for path in transcript_files(paths, found, SUFFIXES):
+            yield Path(path), None
 
 
 def _state(path: Path, folder: EventFolder | None) -> tuple[int, int, int]:

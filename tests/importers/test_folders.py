@@ -9,7 +9,7 @@ import random
 import tarfile
 import zipfile
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 from django.core.management import call_command
@@ -128,7 +128,7 @@ def test_it_refuses_an_archive_without_events_or_with_a_broken_one_storing_nothi
         archive.writestr("notes/readme.txt", "hello")
     empty = upload(api, ("notes.zip", out.getvalue()))
     assert empty.status_code == 422
-    assert "notes.zip: holds no OpenHands event folder" in empty.json()["error"]
+    assert "notes.zip: holds no transcript" in empty.json()["error"]
 
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as archive:
@@ -150,7 +150,7 @@ def test_it_imports_a_folder_from_the_command_line(
     # The events folder itself names the same session.
     call_command("importtranscript", api.project.slug, str(SESSION / "events"))
     assert "nothing new" in capsys.readouterr().out
-    with pytest.raises(CommandError, match="holds no OpenHands event folder"):
+    with pytest.raises(CommandError, match="holds no transcript"):
         call_command("importtranscript", api.project.slug, str(SESSION / "event_cache"))
 
 
@@ -172,3 +172,107 @@ def test_it_refuses_an_archive_that_inflates_past_the_import_limit(api: Api) -> 
         info.size = len(data)
         archive.addfile(info, io.BytesIO(data))
     assert upload(api, ("s.tar.gz", tarred.getvalue())).status_code == 413
+
+
+def claude_project(root: Path) -> Path:
+    """A Claude Code 2.1 project folder: a session that ran a sub-agent, whose entries
+    it logged inline (progress entries), and the sub-agent's own transcript beside it
+    in ``<session>/subagents/``, which also holds what was sent of its attachments."""
+    sid, agent = "5b1e0c7a-cc21-4f7e-9a10-3e2d6f0b9c41", "a4c19e2"
+    common = {"sessionId": sid, "cwd": "/srv/shop", "version": "2.1.38", "gitBranch": "main"}
+
+    def said(uuid: str, parent: str | None, content: Any, **extra: Any) -> dict[str, Any]:
+        message = {"role": "user", "content": content}
+        return {**common, "type": "user", "uuid": uuid, "parentUuid": parent,
+                "isSidechain": False, "message": message, **extra}  # fmt: skip
+
+    def replied(uuid: str, parent: str, mid: str, block: dict[str, Any], **extra: Any) -> Any:
+        message = {
+            "id": mid,
+            "role": "assistant",
+            "model": "claude-haiku-4-5",
+            "content": [block],
+            "usage": {"input_tokens": 9, "output_tokens": 30},
+        }
+        return {**common, "type": "assistant", "uuid": uuid, "parentUuid": parent,
+                "isSidechain": False, "message": message, **extra}  # fmt: skip
+
+    task = {"type": "tool_use", "id": "toolu_task", "name": "Task",
+            "input": {"description": "Find the timeout", "prompt": "Where is the 3s timeout?",
+                      "subagent_type": "Explore"}}  # fmt: skip
+    grep = {"type": "tool_use", "id": "toolu_grep", "name": "Grep", "input": {"pattern": "3000"}}
+    found = {"type": "tool_result", "tool_use_id": "toolu_grep",
+             "content": "lib/inventory.ex:88: timeout: 3000"}  # fmt: skip
+    side = {"isSidechain": True, "agentId": agent}
+    sub = [
+        said("s-1", None, "Where is the 3s timeout?", **side),
+        {**common, **side, "type": "attachment", "uuid": "s-2", "parentUuid": "s-1",
+         "attachment": {"type": "nested_memory", "path": "/srv/shop/CLAUDE.md",
+                        "content": {"path": "/srv/shop/CLAUDE.md", "content": "Use mix."}}},
+        replied("s-3", "s-2", "msg_s1", grep, **side),
+        said("s-4", "s-3", [found], **side),
+        replied("s-5", "s-4", "msg_s2", {"type": "text", "text": "lib/inventory.ex:88"}, **side),
+    ]  # fmt: skip
+
+    def inline(entry: dict[str, Any]) -> dict[str, Any]:
+        data = {"type": "agent_progress", "agentId": agent, "prompt": "Where is the 3s timeout?",
+                "message": {k: entry[k] for k in ("type", "uuid", "message")}}  # fmt: skip
+        return {**common, "type": "progress", "uuid": f"p-{entry['uuid']}", "parentUuid": "a-1",
+                "isSidechain": False, "parentToolUseID": "toolu_task", "data": data}  # fmt: skip
+
+    result = {"type": "tool_result", "tool_use_id": "toolu_task",
+              "content": [{"type": "text", "text": "lib/inventory.ex:88"}]}  # fmt: skip
+    main = [
+        {"type": "file-history-snapshot", "messageId": "u-1", "isSnapshotUpdate": False,
+         "snapshot": {"messageId": "u-1", "timestamp": "2026-12-01T10:00:00Z",
+                      "trackedFileBackups": {}}},
+        said("u-1", None, "Why does order SO20260101007 time out?"),
+        replied("a-1", "u-1", "msg_1", task),
+        *(inline(e) for e in (sub[0], sub[2], sub[3])),
+        said("r-1", "a-1", [result], toolUseResult={"agentId": agent, "status": "completed"}),
+        replied("a-2", "r-1", "msg_2", {"type": "text", "text": "The inventory call waits 3s."}),
+    ]  # fmt: skip
+    project = root / "-srv-shop"
+    (project / sid / "subagents").mkdir(parents=True)
+    (project / sid / "tool-results").mkdir()
+    (project / f"{sid}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in main))
+    (project / sid / "subagents" / f"agent-{agent}.jsonl").write_text(
+        "".join(json.dumps(e) + "\n" for e in sub)
+    )
+    (project / sid / "tool-results" / "toolu_grep.txt").write_text("lib/inventory.ex:88")
+    return project
+
+
+def _assertclaude_project_imported(api: Api) -> None:
+    sid = "5b1e0c7a-cc21-4f7e-9a10-3e2d6f0b9c41"
+    sub = api.get(f"/sessions/{sid}:agent-a4c19e2").json()
+    assert sub["metadata"]["parent_session"] == sid
+    first = api.get(f"/sessions/{sid}:agent-a4c19e2/steps/0").json()
+    assert [m["id"] for m in first["before"]] == ["s-1", "s-2"]  # its own transcript's
+    assert api.get(f"/sessions/{sid}:agent-a4c19e2/steps/1").status_code == 200
+    last = api.get(f"/sessions/{sid}/steps/1").json()
+    assert [m["id"] for m in last["before"]] == ["u-1", "msg_1", "r-1"]
+
+
+def test_it_imports_a_claude_code_project_folder_with_its_sub_agents(
+    api: Api, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = claude_project(tmp_path)
+    call_command("importtranscript", api.project.slug, str(project))
+    out = capsys.readouterr().out
+    assert "5b1e0c7a-cc21-4f7e-9a10-3e2d6f0b9c41  claude-code  2 steps (2 new)" in out
+    assert "5b1e0c7a-cc21-4f7e-9a10-3e2d6f0b9c41:agent-a4c19e2  claude-code  2 steps" in out
+    _assertclaude_project_imported(api)
+
+
+def test_it_imports_a_zip_of_a_claude_code_project_folder(api: Api, tmp_path: Path) -> None:
+    project = claude_project(tmp_path)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for path in project.rglob("*"):
+            if path.is_file():
+                archive.write(path, path.relative_to(tmp_path).as_posix())
+    response = upload(api, ("-srv-shop.zip", out.getvalue()))
+    assert response.status_code == 201, response.content
+    assert len(response.json()["sessions"]) == 2
+    _assertclaude_project_imported(api)

@@ -16,6 +16,7 @@ import pytest
 
 from contextview.sdk.transcripts import send_new_events
 from tests.conftest import ROOT
+from tests.importers.test_folders import claude_project
 from tests.waiting import wait_for
 
 FIXTURES = ROOT / "tests" / "importers" / "fixtures"
@@ -54,6 +55,17 @@ def test_it_imports_an_openhands_event_folder(gunicorn_api: str, project_key: st
     assert done.returncode == 0, done.stderr
     assert "oh-folder-5e1c (openhands): 5 steps, 5 new, 1 operations" in done.stdout
     assert step_count(gunicorn_api, project_key, "oh-folder-5e1c") == 5
+
+
+def test_it_imports_a_claude_code_project_folder(
+    gunicorn_api: str, project_key: str, tmp_path: Path
+) -> None:
+    project = claude_project(tmp_path)
+    done = sdk("import", str(project), url=gunicorn_api, key=project_key)
+    assert done.returncode == 0, done.stderr
+    sid = "5b1e0c7a-cc21-4f7e-9a10-3e2d6f0b9c41"
+    assert f"{sid} (claude-code): 2 steps, 2 new" in done.stdout
+    assert f"{sid}:agent-a4c19e2 (claude-code): 2 steps, 2 new" in done.stdout
 
 
 def test_it_says_why_a_file_was_refused(

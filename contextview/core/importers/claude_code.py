@@ -45,6 +45,7 @@ cleared]`` (a ``truncate`` of each), and those attachments no longer (a ``drop``
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -243,6 +244,22 @@ class _Chain:
         return set()  # the chain does not lead from the tail to the head
 
 
+def agent_session(main: str, agent: str) -> str:
+    """The session of a sub-agent `agent` of session `main`."""
+    return f"{main}:agent-{agent}"
+
+
+# Where Claude Code 2.1 keeps a sub-agent's own transcript: beside its session's.
+_AGENT_FILE = re.compile(r"(?:^|/)([^/]+)/subagents/agent-([^/]+)\.jsonl$")
+
+
+def agent_file_session(path: str) -> str | None:
+    """The session of the sub-agent whose transcript is at `path`
+    (``<session>/subagents/agent-<id>.jsonl``), or None for another file."""
+    found = _AGENT_FILE.search(path)
+    return agent_session(found.group(1), found.group(2)) if found else None
+
+
 def _forked_from(entry: dict[str, Any]) -> str | None:
     """The session an entry was copied from, when a branched session copied it."""
     source = entry.get("forkedFrom")
@@ -293,7 +310,7 @@ class _Reader:
             parent = entry.get("parentUuid")
             agent = entry.get("agentId")
             if isinstance(agent, str) and agent:
-                sid = f"{main}:agent-{agent}"
+                sid = agent_session(main, agent)
             elif isinstance(parent, str) and parent in self.side_of:
                 sid = self.side_of[parent]
             else:

@@ -1,4 +1,5 @@
-"""OpenHands sessions stored as a folder of event files, on disk or in an archive.
+"""Folders of transcripts, on disk or in an archive: transcripts kept as files (a
+Claude Code project folder), and OpenHands sessions stored as folders of event files.
 
 OpenHands' file store keeps a session as ``<session>/events/0.json``, ``1.json``,
 ... (newer versions name them ``event-00000-<uuid>.json``), one event per file,
@@ -71,6 +72,23 @@ def event_folders(paths: Iterable[str]) -> list[EventFolder]:
             EventFolder(session=session, where=folder or ".", files=tuple(p for _, p in files))
         )
     return folders
+
+
+# The transcripts a folder holds as files of their own (its .json files are an
+# agent's other records: indexes, metadata, caches).
+FOLDER_SUFFIXES = (".jsonl", ".traj")
+
+
+def transcript_files(
+    paths: Iterable[str],
+    folders: Iterable[EventFolder],
+    suffixes: tuple[str, ...] = FOLDER_SUFFIXES,
+) -> list[str]:
+    """The paths of transcripts kept as files of their own (ending in one of
+    `suffixes`), in order: those outside the session folders of OpenHands event
+    `folders`, whose other files are not transcripts."""
+    sessions = tuple(f.where.removesuffix("/events") + "/" for f in folders)
+    return sorted(p for p in paths if p.endswith(suffixes) and not p.startswith(sessions))
 
 
 def files_under(folder: str | os.PathLike[str]) -> list[str]:

@@ -17,8 +17,9 @@ class Command(BaseCommand):
     help = (
         "Import transcripts agents wrote (Claude Code, Codex, OpenHands, SWE-agent, ATIF) "
         "into PROJECT, as POST /api/v1/import does. Importing a file again adds only "
-        "what it gained since. A folder is read as OpenHands event folders "
-        "(<session>/events/0.json, 1.json, ...), each a session."
+        "what it gained since. A folder is read for the transcripts in it: .jsonl and "
+        ".traj files (a Claude Code project folder with its sub-agents' transcripts) and "
+        "OpenHands event folders (<session>/events/0.json, 1.json, ...)."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
