@@ -66,7 +66,7 @@
     const panel = document.getElementById("step-panel");
     if (!panel || !window.htmx) { window.location.href = url; return; }
     showStep(url).then(function () {
-      window.history.pushState({ cvStep: url }, "", url);
+      pushAddress(url);
       const heading = focusIt && document.querySelector("#step-view h2");
       if (heading) heading.focus({ preventScroll: true });
     });
@@ -94,7 +94,7 @@
     ev.stopPropagation();
     const url = link.getAttribute("href");
     window.htmx.ajax("GET", url, { target: "#fold-panel", swap: "innerHTML show:#fold-panel:top" })
-      .then(function () { window.history.pushState({ cvStep: url }, "", url); });
+      .then(function () { pushAddress(url); });
   }, true);
 
   document.addEventListener("submit", function (ev) {
@@ -108,10 +108,25 @@
   // The addresses the step panel shows: a step, a fold in a step, two steps compared.
   const PANEL_PATH = /\/(steps\/\d+\/(fold\/)?|compare\/)$/;
 
+  // The address the page shows, but for its fragment. A link within the page (a message
+  // named in the panel) changes only the fragment; popstate comes for it too, and then
+  // leaves the page as it is: it reloaded the session page, and the panel reloaded and
+  // scrolled back to its top, away from the message the link went to.
+  let shownPath = window.location.pathname + window.location.search;
+  function pushAddress(url) {
+    window.history.pushState({ cvStep: url }, "", url);
+    shownPath = window.location.pathname + window.location.search;
+  }
+  document.addEventListener("htmx:pushedIntoHistory", function () {
+    shownPath = window.location.pathname + window.location.search;
+  });
+
   window.addEventListener("popstate", function (ev) {
+    const here = window.location.pathname + window.location.search;
+    if (here === shownPath) return;
+    shownPath = here;
     if (ev.state && ev.state.htmx) return; // htmx's own entry: htmx restores it
     const panel = document.getElementById("step-panel");
-    const here = window.location.pathname + window.location.search;
     if (panel && window.htmx && PANEL_PATH.test(window.location.pathname)) {
       showStep(here);
     } else {
