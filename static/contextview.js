@@ -109,7 +109,7 @@
   const PANEL_PATH = /\/(steps\/\d+\/(fold\/)?|compare\/)$/;
 
   // The address the page shows, but for its fragment. A link within the page (a message
-  // named in the panel) changes only the fragment; popstate comes for it too, and then
+  // named in the panel, the skip link) changes only the fragment; popstate comes for it too, and then
   // leaves the page as it is: it reloaded the session page, and the panel reloaded and
   // scrolled back to its top, away from the message the link went to.
   let shownPath = window.location.pathname + window.location.search;
@@ -462,6 +462,7 @@
   function revealTarget() {
     const id = window.location.hash.slice(1);
     if (!id) return;
+    if (id === "main") return; // the skip link's: the browser takes the focus there itself
     let el = document.getElementById(id);
     if (!el) { try { el = document.getElementById(decodeURIComponent(id)); } catch (e) { el = null; } }
     if (!el) { openHiddenRows(id); return; }

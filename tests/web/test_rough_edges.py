@@ -55,7 +55,11 @@ def test_it_answers_a_missing_page_with_its_own_404(login: Callable[..., Client]
 def test_it_answers_a_server_error_with_its_own_500_page(db: None) -> None:
     response = server_error(RequestFactory().get("/"))
     assert response.status_code == 500
-    assert "Something went wrong on the server" in response.content.decode()
+    page = response.content.decode()
+    assert "Something went wrong on the server" in page
+    # Its first link goes past the top bar, as on every other page.
+    assert re.search(r'<body>\s*<a class="skip-link" href="#main">Skip to main content</a>', page)
+    assert '<main id="main" tabindex="-1">' in page
 
 
 def test_it_names_the_demo_login_on_the_sign_in_page_when_there_is_a_demo(
