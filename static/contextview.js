@@ -108,10 +108,10 @@
   // The addresses the step panel shows: a step, a fold in a step, two steps compared.
   const PANEL_PATH = /\/(steps\/\d+\/(fold\/)?|compare\/)$/;
 
-  // The address the page shows, but for its fragment. A link within the page (a message
-  // named in the panel, the skip link) changes only the fragment; popstate comes for it too, and then
-  // leaves the page as it is: it reloaded the session page, and the panel reloaded and
-  // scrolled back to its top, away from the message the link went to.
+  // The address the page shows, but for its fragment. A link within the page (the skip
+  // link, a message named in the panel) changes only the fragment; popstate comes for it
+  // too, and then leaves the page as it is: it reloaded the session page, and the panel
+  // reloaded and scrolled back to its top, away from the message the link went to.
   let shownPath = window.location.pathname + window.location.search;
   function pushAddress(url) {
     window.history.pushState({ cvStep: url }, "", url);
@@ -536,9 +536,31 @@
     if (cancel) { ev.preventDefault(); cancel.click(); }
   });
 
+  // A select that sends its form once changed (the project switcher) waits for Enter, or
+  // its Go button, when the keyboard changed it: on a closed select every arrow press is
+  // a change, and the first one left the page for the next project on the way.
+  document.addEventListener("keydown", function (ev) {
+    const select = ev.target.closest && ev.target.closest("form[data-autosubmit] select");
+    if (!select) return;
+    if (ev.key === "Enter") {
+      ev.preventDefault();
+      select.form.requestSubmit();
+    } else if (ev.key !== "Tab" && ev.key !== "Shift") {
+      select.dataset.keyed = "1";
+    }
+  });
+  document.addEventListener("pointerdown", function (ev) {
+    const select = ev.target.closest && ev.target.closest("form[data-autosubmit] select");
+    if (select) delete select.dataset.keyed;
+  });
+
   document.addEventListener("change", function (ev) {
     const form = ev.target.closest && ev.target.closest("form[data-autosubmit]");
-    if (form) form.submit();
+    if (form && ev.target.dataset.keyed) {
+      form.querySelectorAll(".js-hide").forEach(function (el) { el.hidden = false; });
+    } else if (form) {
+      form.submit();
+    }
     // Picking dates in the overview's range picker means a range of one's own.
     const picker = ev.target.closest && ev.target.closest("form.range-picker");
     if (picker && (ev.target.name === "since" || ev.target.name === "until")) {

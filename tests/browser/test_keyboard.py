@@ -8,7 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 
+from contextview.projects.services import membership_set
 from tests.api_client import Api
 from tests.browser.conftest import Watched, seed_session
 from tests.web.conftest import order_session_events
@@ -135,6 +137,32 @@ def test_every_page_starts_with_a_skip_link_and_tab_reaches_every_control_in_sig
         _skip_link_leads_into_main(login, from_top=False)  # the username has the focus
     finally:
         signed_out.close()
+
+
+def test_the_project_switcher_waits_for_enter_when_changed_from_the_keyboard(
+    api: Api, make_api: Callable[[str], Api], open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    beta, gamma = make_api("beta"), make_api("gamma")
+    watched = open_page(api.project, "viewer")
+    user = User.objects.get(username="viewer-in-browser")
+    for other in (beta, gamma):
+        membership_set(user=user, project=other.project, role="viewer")
+    page = watched.page
+    page.goto(f"{live_server.url}/?project={api.project.slug}")
+    page.focus("#project-switch")
+    # On the way to gamma, beta is passed over: each arrow press changes the select.
+    page.keyboard.press("ArrowDown")
+    page.wait_for_timeout(500)
+    assert page.locator("h1").inner_text() == f"Sessions · {api.project.name}"
+    assert page.locator(".switcher button", has_text="Go").is_visible()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/?project=gamma")
+    assert page.locator("h1").inner_text() == f"Sessions · {gamma.project.name}"
+    # Picked with the pointer, a project opens at once, as before.
+    page.select_option("#project-switch", "beta")
+    page.wait_for_url("**/?project=beta")
+    assert not watched.errors, watched.errors
 
 
 def test_a_link_to_a_message_within_the_step_leaves_the_panel_at_that_message(
