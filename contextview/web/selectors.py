@@ -16,7 +16,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from difflib import SequenceMatcher
 from functools import cached_property
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -1672,6 +1672,14 @@ class TrendRange:
             bucket=bucket,
             start=start,
             end=end,
+        )
+
+    @property
+    def query(self) -> str:
+        """The range as a query string: the links and forms that lead back to the
+        overview keep it (a monitor's form sent back with an error, the replayed range)."""
+        return urlencode(
+            {"range": self.range, "since": self.since, "until": self.until, "bucket": self.bucket}
         )
 
     @property

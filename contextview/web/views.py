@@ -1195,6 +1195,7 @@ def _overview(request: HtmxHttpRequest, access: web.Access, **extra: Any) -> Htt
             table=agent_mode_table(project_id=access.project.pk, start=span.start, end=span.end),
             monitors=monitors.monitor_list(project=access.project),
             metrics=METRICS,
+            monitor_fields=MONITOR_FIELDS,
             **extra,
         ),
         status=400 if extra.get("monitor_error") else 200,
@@ -1209,7 +1210,10 @@ def monitor_new(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     not redirected): opened again, the address leads back to the overview's form."""
     access = _project_or_404(request, slug)
     if request.method == "GET":
-        return redirect(reverse("web-overview", args=[access.project.slug]) + "#monitors")
+        overview = reverse("web-overview", args=[access.project.slug])
+        if request.GET:
+            overview += "?" + web.TrendRange.from_query(request.GET).query
+        return redirect(overview + "#monitors")
     if not access.can_direct:
         raise PermissionDenied("Only the project's editors and admins create monitors.")
     form = request.POST
@@ -1225,10 +1229,25 @@ def monitor_new(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     try:
         created = monitor_create(project=access.project, payload=payload)
     except InputError as exc:
-        return _overview(request, access, monitor_error=str(exc), monitor_form=form)
+        # Said beside the form's field at fault, which the API calls filters.agent.
+        error = InputError(exc.field.removeprefix("filters."), exc.message)
+        return _overview(request, access, monitor_error=error, monitor_form=form)
     response = _overview(request, access, created_monitor=created)
     response["Cache-Control"] = "no-store"  # the secret is shown once, never cached
     return response
+
+
+# The overview's monitor form's fields, each of which an error is said beside.
+MONITOR_FIELDS = (
+    "name",
+    "metric",
+    "threshold",
+    "window_minutes",
+    "agent",
+    "mode",
+    "webhook_url",
+    "email",
+)
 
 
 def _number(text: str) -> float | str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import timedelta
+from html import unescape
 
 import pytest
 from django.test import Client
@@ -66,6 +68,71 @@ def test_it_names_the_field_of_a_bad_monitor_on_the_overview(
     assert page.status_code == 400
     assert "threshold: must be a number" in page.content.decode()
     assert api.get("/monitors").json()["monitors"] == []
+
+
+def _sent_back(client: Client, overview: str, **change: str) -> str:
+    """The page that comes back from the monitor form of the overview at `overview`,
+    sent as a browser sends it (to its action) with `change`d fields."""
+    page = client.get(overview).content.decode()
+    action = re.search(r'<form method="post" action="([^"]+)" class="new-monitor">', page)
+    assert action, "no monitor form"
+    answer = client.post(unescape(action.group(1)), _form(**change))
+    assert answer.status_code == 400
+    return answer.content.decode()
+
+
+def test_a_refused_monitor_comes_back_as_entered_with_the_error_beside_its_field(
+    api: Api, login: Callable[..., Client]
+) -> None:
+    client = login()
+    entered = {"metric": "reload_regrets", "threshold": "lots", "window_minutes": "15",
+               "mode": "sliding", "email": "oncall@example.com"}  # fmt: skip
+    page = _sent_back(
+        client, f"/projects/{api.project.slug}/overview/?range=7d&bucket=hour", **entered
+    )
+    # The range the overview showed (it came back as the last 30 days, per day).
+    assert '<option value="7d" selected>' in page and "<option selected>hour</option>" in page
+    assert "<option selected>reload_regrets</option>" in page
+    typed = {k: v for k, v in {**_form(), **entered}.items() if k != "metric"}
+    for name, value in typed.items():
+        assert re.search(rf'name="{name}"[^>]* value="{re.escape(value)}"', page), name
+    # The error is beside the threshold (not above the form), which is marked and focused.
+    threshold = re.search(r'<input name="threshold"[^>]*>', page)
+    assert (
+        threshold
+        and 'aria-invalid="true"' in threshold.group()
+        and "autofocus" in threshold.group()
+    )
+    assert re.search(
+        r'<input name="threshold"[^>]*></label><p class="error field-error" id="field-error" '
+        r'role="alert">threshold: must be a number',
+        page,
+    )
+    assert page.count("aria-invalid") == 1 and page.count('class="error') == 1
+    assert api.get("/monitors").json()["monitors"] == []
+
+
+def test_a_refused_filter_is_said_beside_its_field_too(
+    api: Api, login: Callable[..., Client]
+) -> None:
+    page = _sent_back(login(), f"/projects/{api.project.slug}/overview/", agent="a" * 201)
+    assert re.search(
+        r'<input name="agent"[^>]*aria-invalid="true"[^>]*></label>'
+        r'<p class="error field-error" id="field-error" role="alert">agent: must be at most 200',
+        page,
+    )
+
+
+def test_the_monitor_form_s_address_opened_again_keeps_the_overview_s_range(
+    api: Api, login: Callable[..., Client]
+) -> None:
+    client = login()
+    page = client.get(f"/projects/{api.project.slug}/monitors/?range=90d&bucket=week", follow=True)
+    assert page.redirect_chain[0][0].startswith(
+        f"/projects/{api.project.slug}/overview/?range=90d&"
+    )
+    assert page.redirect_chain[0][0].endswith("&bucket=week#monitors")
+    assert '<option value="90d" selected>' in page.content.decode()
 
 
 def test_it_lets_only_editors_create_monitors(api: Api, login: Callable[..., Client]) -> None:

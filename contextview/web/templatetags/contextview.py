@@ -10,6 +10,8 @@ from django import template
 from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
 
 from contextview.core.liveness import Liveness, duration_text
 from contextview.core.model import content_text
@@ -142,6 +144,24 @@ def when(value: Any) -> str:
     if moment is None:
         return "—"
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@register.filter
+def invalid(error: Any, field: str) -> SafeString:
+    """The attributes of a form's `field` when `error` (an InputError) names it: marked
+    invalid, described by the error said beside it (`error_beside`), and focused, so
+    that the page sent back opens where the mistake is."""
+    if getattr(error, "field", None) != field:
+        return mark_safe("")
+    return mark_safe(' aria-invalid="true" aria-describedby="field-error" autofocus')
+
+
+@register.filter
+def error_beside(error: Any, field: str) -> SafeString:
+    """What `error` (an InputError) says, to stand beside the form's `field` it names."""
+    if getattr(error, "field", None) != field:
+        return mark_safe("")
+    return format_html('<p class="error field-error" id="field-error" role="alert">{}</p>', error)
 
 
 @register.filter
