@@ -1,4 +1,5 @@
-"""What a context is made of, and where its pinned texts and task sit in it.
+"""What a context is made of, where its pinned texts and task sit in it, and what
+that task is, in a line (`task_line`, what the sessions list shows of a session).
 
 Models attend least to the middle of a long context ("lost in the middle"):
 `third_of` is the one rule for start, middle and end, which ``pinned_mid``
@@ -105,6 +106,28 @@ def placements(
             out.append(Placement(what, _start(m.text), m.id, at, third_of(at, total)))
         at += n or 0
     return out
+
+
+# How much of a session's task the sessions list keeps (``Session.task``).
+TASK_CHARS = 200
+
+
+def one_line(text: str, limit: int = TASK_CHARS) -> str:
+    """`text` on one line (each run of white space a space), cut at `limit` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def task_line(context: Sequence[Message]) -> str:
+    """What a context was asked to do, on one line: its first task message, else its
+    first question (a user's message that is not tools' results); "" without either."""
+    question = ""
+    for m in context:
+        if m.partition == "task" and (line := one_line(m.text)):
+            return line
+        if not question and m.partition == "question" and not is_tool_result(m):
+            question = one_line(m.text)
+    return question
 
 
 def _start(text: str, limit: int = 80) -> str:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ValidationError
 
 from contextview.core.apply import StepResult
 from contextview.core.errors import InputError
+from contextview.core.layout import one_line, task_line
 from contextview.core.messages import (
     blob_hash,
     canonical_json,
@@ -733,6 +734,7 @@ def _process_one(
         return row
     rows.append(row)
     _note_event(state, e)
+    _note_task(state, context=row.result.before)
     return EventResult(e.head.id, 201)
 
 
@@ -745,6 +747,23 @@ def _note_event(state: _SessionState, e: _Event) -> None:
     if not s.declared and e.timestamp < s.started_at:
         s.started_at = e.timestamp
         state.fields.add("started_at")
+
+
+def _note_task(
+    state: _SessionState, *, said: Any = None, context: Sequence[CoreMessage] = ()
+) -> None:
+    """Keep what the session was asked to do (``Session.task``): the "task" its metadata
+    says, which wins, or else the task or question of the first context that has one."""
+    s = state.session
+    if isinstance(said, str) and said.strip():
+        line = one_line(said)
+    elif not s.task:
+        line = task_line(context)
+    else:
+        return
+    if line and line != s.task:
+        s.task = line
+        state.fields.add("task")
 
 
 def _apply_session_event(state: _SessionState, body: SessionBody, e: _Event) -> None:
@@ -767,6 +786,7 @@ def _apply_session_event(state: _SessionState, body: SessionBody, e: _Event) -> 
     if "metadata" in sent:
         s.metadata = body.metadata or {}
         state.fields.add("metadata")
+        _note_task(state, said=s.metadata.get("task"))
     if not s.declared:
         s.declared = True
         s.started_at = e.timestamp

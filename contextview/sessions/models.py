@@ -58,6 +58,9 @@ class Session(models.Model):
     context_window = models.IntegerField(null=True, blank=True)
     pinned = models.JSONField(default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # What the session was asked to do, in a line (``core.layout.task_line``), for the
+    # sessions list: its metadata's "task", else the task or question of its first step.
+    task = models.CharField(max_length=200, blank=True, default="", db_default="")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
     score = models.FloatField(null=True, blank=True)
     # Whether a `session` event has been received (a step may come first).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contextview.core.layout import composition, placements, third_of
+from contextview.core.layout import composition, one_line, placements, task_line, third_of
 from tests.core.factories import msg
 
 
@@ -51,3 +51,20 @@ def test_it_places_pinned_texts_and_the_task_in_thirds_of_the_context() -> None:
     assert where[1].text == "member id A12345"
     assert third_of(0, 0) == "start" and third_of(216, 650) == "start"
     assert third_of(217, 650) == "middle" and third_of(434, 650) == "end"
+
+
+def test_it_reads_a_contexts_task_as_its_task_message_else_its_first_question() -> None:
+    system = msg("sys", "You debug orders.", "system")
+    results = msg("r", [{"type": "tool_result", "tool_use_id": "t1", "content": "504"}], "user")
+    question = msg("u", "Why does order\n  SO20260101007   time out?", "user")
+    task = msg("t", "Find why checkout fails.", "user", partition="task")
+    assert task_line([system, results, question]) == "Why does order SO20260101007 time out?"
+    assert task_line([system, question, task]) == "Find why checkout fails."
+    assert task_line([system, msg("e", "", "user"), question]) == task_line([question])
+    assert task_line([system, msg("a", "On it.", "assistant")]) == ""
+
+
+def test_it_cuts_a_long_task_to_one_line_of_the_lists_width() -> None:
+    line = one_line("word " * 100)
+    assert len(line) == 200 and line.endswith("…") and "  " not in line
+    assert one_line("short\n\ttask ") == "short task"

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
 from django import template
 from django.templatetags.static import static
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
@@ -173,6 +174,16 @@ def liveness(session: Any) -> Liveness:
 @register.filter
 def duration(span: Any) -> str:
     return duration_text(span) if isinstance(span, timedelta) else "—"
+
+
+@register.filter
+def ago(moment: Any) -> str:
+    """How long ago `moment` was ("3 min ago"); a moment ahead of the server's clock (an
+    agent's clock may be) is "just now"."""
+    if not isinstance(moment, datetime):
+        return "—"
+    span = timezone.now() - moment
+    return f"{duration_text(span)} ago" if span.total_seconds() >= 1 else "just now"
 
 
 @register.simple_tag
