@@ -21,6 +21,7 @@ from contextview.projects.models import Project
 from contextview.sessions.models import Operation, Session, Step
 from contextview.sessions.selectors import (
     StoredMessage,
+    made_once,
     message_as_dict,
     sessions_filtered,
     step_contexts,
@@ -56,6 +57,7 @@ def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
     # Each distinct message once per session: `obs` and `after` are numbers, and a row
     # carries the messages first used in it under `messages`.
     table = Distinct()
+    numbered = made_once(lambda stored: table.ref(_message(stored)))
     last_index = -1
     while True:
         steps = list(
@@ -87,9 +89,9 @@ def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
                 "agent": session.agent or None,
                 "mode": step.mode or session.mode or None,
                 "index": step.index,
-                "obs": table.refs([_message(s) for s in before]),
+                "obs": list(map(numbered, before)),
                 "operations": ops.get(step.pk, []),
-                "after": table.refs([_message(s) for s in after]),
+                "after": list(map(numbered, after)),
                 "messages": table.new(),
                 "reward": stats["reward"] if stats else None,
                 "flags": stats["flags"] if stats else None,

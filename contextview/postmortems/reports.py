@@ -21,7 +21,13 @@ from contextview.core.textsafe import utf8_writable
 from contextview.postmortems.markdown import render_markdown
 from contextview.postmortems.models import Annotation, Incident
 from contextview.sessions.models import Directive, Session, Step
-from contextview.sessions.selectors import session_as_dict, step_contexts, steps_as_dicts
+from contextview.sessions.selectors import (
+    StoredMessage,
+    message_as_dict,
+    session_as_dict,
+    step_contexts,
+    steps_shown,
+)
 from contextview.sessions.services import directive_as_dict
 
 # A report shows the diffs of at most this many flagged steps (the timeline has all).
@@ -147,8 +153,11 @@ def session_report(session: Session) -> dict[str, Any]:
     }
 
 
-def session_export(session: Session) -> Iterator[dict[str, Any]]:
-    """Every step as the read API gives it, for the JSON report, a chunk at a time."""
+def session_export(
+    session: Session, message: Callable[[StoredMessage, dict[int, int]], Any]
+) -> Iterator[dict[str, Any]]:
+    """Every step as the read API gives it, for the JSON report, a chunk at a time, with
+    `message` of each message of its contexts (see ``steps_shown``)."""
     last = -1
     while True:
         steps = list(
@@ -158,7 +167,7 @@ def session_export(session: Session) -> Iterator[dict[str, Any]]:
         )
         if not steps:
             return
-        yield from steps_as_dicts(session=session, steps=steps)
+        yield from steps_shown(session=session, steps=steps, message=message)
         last = steps[-1].index
 
 
@@ -174,9 +183,10 @@ def _diff_by_id(diff: dict[str, Any]) -> dict[str, Any]:
 
 def step_by_reference(step: dict[str, Any], messages: Distinct, tools: Distinct) -> dict[str, Any]:
     """A step as the read API gives it, with its messages and tool list by number:
-    ``before``, ``after`` and ``tools`` name entries of the session's tables, and the
+    ``before``, ``after`` (numbered in `messages` as the step was made, see
+    ``report_json_chunks``) and ``tools`` name entries of the session's tables, and the
     step carries the entries first used in it (``messages``, ``tool_lists``)."""
-    out = {**step, "before": messages.refs(step["before"]), "after": messages.refs(step["after"])}
+    out = dict(step)
     out["tools"] = tools.ref(step["tools"]) if step.get("tools") is not None else None
     out["messages"] = messages.new()
     out["tool_lists"] = tools.new()
@@ -195,7 +205,11 @@ def report_json_chunks(session: Session) -> Iterator[str]:
     ]
     yield '{"report": ' + json.dumps(report) + ', "steps": ['
     messages, tools = Distinct(), Distinct()
-    for n, step in enumerate(session_export(session)):
+
+    def numbered(stored: StoredMessage, tokens: dict[int, int]) -> int:
+        return messages.ref(message_as_dict(stored, tokens))
+
+    for n, step in enumerate(session_export(session, numbered)):
         yield ("," if n else "") + json.dumps(step_by_reference(step, messages, tools))
     yield "]}"
 

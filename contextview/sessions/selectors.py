@@ -5,10 +5,10 @@ from __future__ import annotations
 import base64
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connection
 from django.db.models import Q, QuerySet
@@ -260,36 +260,45 @@ def left_the_context(*, session: Session, ids: Iterable[str]) -> set[str]:
 
 
 def step_changes(
-    *, session: Session, steps: Sequence[Step], befores: dict[int, list[StoredMessage]]
+    *,
+    session: Session,
+    steps: Sequence[Step],
+    contexts: dict[int, tuple[list[StoredMessage], list[StoredMessage]]],
 ) -> dict[int, StepChange]:
     """The inferred operations of each step (by pk), from its predecessor's stored after.
+
+    `contexts` are the steps' own before and after (``step_contexts``). A predecessor
+    among `steps` lends its after, so only the others are read; and a context resent
+    whole then holds the very message objects of the after it extends, which the
+    inference compares at C speed rather than field by field.
 
     The statistics worker infers the same from the same stored contexts
     (``contextview.core.session.SessionWalk``), so what a step shows and what its
     stats measure agree, whatever order the steps arrived in.
     """
-    wanted = {st.index - 1 for st in steps if st.index > 0}
-    previous = {
-        index: bytes(refs)
-        for index, refs in Step.objects.filter(session=session, index__in=wanted).values_list(
-            "index", AFTER_REFS
-        )
-    }
-    contexts = contexts_by_refs(previous.values())
+    afters = {st.index: contexts[st.pk][1] for st in steps}
+    missing = {st.index - 1 for st in steps if st.index > 0} - afters.keys()
+    if missing:
+        refs = {
+            index: bytes(refs)
+            for index, refs in Step.objects.filter(session=session, index__in=missing).values_list(
+                "index", AFTER_REFS
+            )
+        }
+        read = contexts_by_refs(refs.values())
+        afters.update((index, read[r]) for index, r in refs.items())
+    previous = {st.index - 1: afters[st.index - 1] for st in steps if st.index - 1 in afters}
     walk = SessionWalk(
-        afters={index: [s.message for s in contexts[refs]] for index, refs in previous.items()}
+        afters={index: [s.message for s in after] for index, after in previous.items()}
     )
     out: dict[int, StepChange] = {}
     for st in steps:
-        refs = previous.get(st.index - 1)
         inferred = walk.infer(
             st.index,
-            [s.message for s in befores[st.pk]],
+            [s.message for s in contexts[st.pk][0]],
             compacted=(st.obs_extra or {}).get(COMPACTED) is True,
         )
-        out[st.pk] = StepChange(
-            previous=contexts[refs] if refs is not None else None, inferred=inferred
-        )
+        out[st.pk] = StepChange(previous=previous.get(st.index - 1), inferred=inferred)
     return out
 
 
@@ -466,14 +475,49 @@ def step_as_dict(*, session: Session, step: Step) -> dict[str, Any]:
     return steps_as_dicts(session=session, steps=[step])[0]
 
 
+# What a stream makes of a stored message: the read API's dict, or a number in a table.
+Shown = TypeVar("Shown")
+
+
+def made_once(message: Callable[[StoredMessage], Shown]) -> Callable[[StoredMessage], Shown]:
+    """`message`, made once per distinct stored message and given again after that.
+
+    A context is resent at every step, so a stream of steps meets each message in the
+    contexts of many of them: made at every one, a session's report or export cost
+    its context's length times its steps, not its content. What is given again is
+    the same value; callers only read it.
+    """
+    made: dict[int, Shown] = {}
+
+    def shown(stored: StoredMessage) -> Shown:
+        if stored.pk not in made:
+            made[stored.pk] = message(stored)
+        return made[stored.pk]
+
+    return shown
+
+
 def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str, Any]]:
     """Steps as the read API gives them, with a fixed number of queries for any count."""
+    return list(steps_shown(session=session, steps=steps))
+
+
+def steps_shown(
+    *,
+    session: Session,
+    steps: Sequence[Step],
+    message: Callable[[StoredMessage, dict[int, int]], Any] = message_as_dict,
+) -> Iterator[dict[str, Any]]:
+    """``steps_as_dicts``, a step at a time, with `message` of each message of their
+    contexts (given its token counts by blob), made once per distinct message, when the
+    first step that holds it is made (a stream that numbers them names each new one in
+    that step)."""
     contexts = step_contexts(steps)
+    distinct = {s.pk: s for b, a in contexts.values() for s in (*b, *a)}
     # Token counts exist per encoding; a session's steps are counted in one.
     encoding = session.encoding_choice().name
-    tokens = token_counts(
-        blob_pks=(s.blob_pk for b, a in contexts.values() for s in (*b, *a)), encoding=encoding
-    )
+    tokens = token_counts(blob_pks=(s.blob_pk for s in distinct.values()), encoding=encoding)
+    shown = made_once(lambda stored: message(stored, tokens))
     ops: dict[int, list[Operation]] = defaultdict(list)
     for op in (
         Operation.objects.filter(step__in=steps).select_related("result").order_by("position")
@@ -484,17 +528,14 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
     )
     for a in archived_originals(session_id=session.pk, steps=[s.pk for s in steps], explicit=True):
         grouped[a.step_id][(a.op_position, a.result_msg_id)].append(a.original_msg_id)
-    changes = step_changes(
-        session=session, steps=steps, befores={pk: before for pk, (before, _) in contexts.items()}
-    )
+    changes = step_changes(session=session, steps=steps, contexts=contexts)
     tools = step_tools(steps)
     outputs = step_outputs(steps)
-    out = []
     for step in steps:
         before, after = contexts[step.pk]
         inferred = changes[step.pk].inferred
         obs_extra = restore_json(step.obs_fields())
-        out.append(
+        yield (
             {
                 "session_id": session.external_id,
                 "index": step.index,
@@ -506,8 +547,8 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
                 "trace_id": _text_field(obs_extra, step_storage.TRACE_ID),
                 "span_id": _text_field(obs_extra, step_storage.SPAN_ID),
                 "outcome": restore_json(step.outcome),
-                "before": [message_as_dict(s, tokens) for s in before],
-                "after": [message_as_dict(s, tokens) for s in after],
+                "before": list(map(shown, before)),
+                "after": list(map(shown, after)),
                 "after_given": step.after_given,
                 "ops": [
                     op_as_dict(
@@ -548,7 +589,6 @@ def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str,
                 "stats_status": step.stats_status,
             }
         )
-    return out
 
 
 def _text_field(fields: dict[str, Any] | None, name: str) -> str | None:

@@ -1144,8 +1144,9 @@ def step_view(*, session: Session, step: Step) -> StepView:
     it shows instead what changed since the previous step's after: the messages
     that came, and what the server inferred had happened to the others.
     """
-    before, after = step_contexts([step])[step.pk]
-    change = step_changes(session=session, steps=[step], befores={step.pk: before})[step.pk]
+    contexts = step_contexts([step])
+    before, after = contexts[step.pk]
+    change = step_changes(session=session, steps=[step], contexts=contexts)[step.pk]
     ops = list(Operation.objects.filter(step=step).select_related("result").order_by("position"))
     since_previous = not ops and change.previous is not None
     left = change.previous if since_previous and change.previous is not None else before
