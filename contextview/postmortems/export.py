@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.db.models import QuerySet
@@ -57,7 +57,9 @@ def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
     # Each distinct message once per session: `obs` and `after` are numbers, and a row
     # carries the messages first used in it under `messages`.
     table = Distinct()
-    numbered = made_once(lambda stored: table.ref(_message(stored)))
+    numbered: Callable[[StoredMessage], int] = made_once(
+        lambda stored: table.ref(_message(stored)), key=lambda stored: stored.pk
+    )
     last_index = -1
     while True:
         steps = list(

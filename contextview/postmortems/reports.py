@@ -154,10 +154,13 @@ def session_report(session: Session) -> dict[str, Any]:
 
 
 def session_export(
-    session: Session, message: Callable[[StoredMessage, dict[int, int]], Any]
+    session: Session,
+    message: Callable[[StoredMessage, dict[int, int]], Any],
+    tool_list: Callable[[Any], Any],
 ) -> Iterator[dict[str, Any]]:
     """Every step as the read API gives it, for the JSON report, a chunk at a time, with
-    `message` of each message of its contexts (see ``steps_shown``)."""
+    `message` of each message of its contexts and `tool_list` of its tools (see
+    ``steps_shown``)."""
     last = -1
     while True:
         steps = list(
@@ -167,7 +170,7 @@ def session_export(
         )
         if not steps:
             return
-        yield from steps_shown(session=session, steps=steps, message=message)
+        yield from steps_shown(session=session, steps=steps, message=message, tool_list=tool_list)
         last = steps[-1].index
 
 
@@ -183,14 +186,10 @@ def _diff_by_id(diff: dict[str, Any]) -> dict[str, Any]:
 
 def step_by_reference(step: dict[str, Any], messages: Distinct, tools: Distinct) -> dict[str, Any]:
     """A step as the read API gives it, with its messages and tool list by number:
-    ``before``, ``after`` (numbered in `messages` as the step was made, see
-    ``report_json_chunks``) and ``tools`` name entries of the session's tables, and the
-    step carries the entries first used in it (``messages``, ``tool_lists``)."""
-    out = dict(step)
-    out["tools"] = tools.ref(step["tools"]) if step.get("tools") is not None else None
-    out["messages"] = messages.new()
-    out["tool_lists"] = tools.new()
-    return out
+    ``before``, ``after`` and ``tools`` name entries of the session's tables (numbered
+    as the step was made, see ``report_json_chunks``), and the step carries the
+    entries first used in it (``messages``, ``tool_lists``)."""
+    return {**step, "messages": messages.new(), "tool_lists": tools.new()}
 
 
 def report_json_chunks(session: Session) -> Iterator[str]:
@@ -209,7 +208,7 @@ def report_json_chunks(session: Session) -> Iterator[str]:
     def numbered(stored: StoredMessage, tokens: dict[int, int]) -> int:
         return messages.ref(message_as_dict(stored, tokens))
 
-    for n, step in enumerate(session_export(session, numbered)):
+    for n, step in enumerate(session_export(session, numbered, tools.ref)):
         yield ("," if n else "") + json.dumps(step_by_reference(step, messages, tools))
     yield "]}"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -475,26 +475,28 @@ def step_as_dict(*, session: Session, step: Step) -> dict[str, Any]:
     return steps_as_dicts(session=session, steps=[step])[0]
 
 
-# What a stream makes of a stored message: the read API's dict, or a number in a table.
-Shown = TypeVar("Shown")
+Made = TypeVar("Made")
+Key = TypeVar("Key")
 
 
-def made_once(message: Callable[[StoredMessage], Shown]) -> Callable[[StoredMessage], Shown]:
-    """`message`, made once per distinct stored message and given again after that.
+def made_once(make: Callable[[Key], Made], key: Callable[[Key], Hashable]) -> Callable[[Key], Made]:
+    """`make`, made once per distinct `key` (a stored message's pk, a tool list's blob)
+    and given again after that.
 
     A context is resent at every step, so a stream of steps meets each message in the
-    contexts of many of them: made at every one, a session's report or export cost
-    its context's length times its steps, not its content. What is given again is
-    the same value; callers only read it.
+    contexts of many of them (and each tool list in many calls): made at every one, a
+    session's report or export cost its context's length times its steps, not its
+    content. What is given again is the same value; callers only read it.
     """
-    made: dict[int, Shown] = {}
+    made: dict[Hashable, Made] = {}
 
-    def shown(stored: StoredMessage) -> Shown:
-        if stored.pk not in made:
-            made[stored.pk] = message(stored)
-        return made[stored.pk]
+    def once(value: Key) -> Made:
+        k = key(value)
+        if k not in made:
+            made[k] = make(value)
+        return made[k]
 
-    return shown
+    return once
 
 
 def steps_as_dicts(*, session: Session, steps: Sequence[Step]) -> list[dict[str, Any]]:
@@ -507,17 +509,20 @@ def steps_shown(
     session: Session,
     steps: Sequence[Step],
     message: Callable[[StoredMessage, dict[int, int]], Any] = message_as_dict,
+    tool_list: Callable[[Any], Any] = lambda tools: tools,
 ) -> Iterator[dict[str, Any]]:
     """``steps_as_dicts``, a step at a time, with `message` of each message of their
-    contexts (given its token counts by blob), made once per distinct message, when the
-    first step that holds it is made (a stream that numbers them names each new one in
-    that step)."""
+    contexts (given its token counts by blob) and `tool_list` of the tools their calls
+    were sent with, each made once per distinct message or list, when the first step
+    that holds it is made (a stream that numbers them names each new one in that step)."""
     contexts = step_contexts(steps)
     distinct = {s.pk: s for b, a in contexts.values() for s in (*b, *a)}
     # Token counts exist per encoding; a session's steps are counted in one.
     encoding = session.encoding_choice().name
     tokens = token_counts(blob_pks=(s.blob_pk for s in distinct.values()), encoding=encoding)
-    shown = made_once(lambda stored: message(stored, tokens))
+    shown: Callable[[StoredMessage], Any] = made_once(
+        lambda stored: message(stored, tokens), key=lambda stored: stored.pk
+    )
     ops: dict[int, list[Operation]] = defaultdict(list)
     for op in (
         Operation.objects.filter(step__in=steps).select_related("result").order_by("position")
@@ -529,7 +534,10 @@ def steps_shown(
     for a in archived_originals(session_id=session.pk, steps=[s.pk for s in steps], explicit=True):
         grouped[a.step_id][(a.op_position, a.result_msg_id)].append(a.original_msg_id)
     changes = step_changes(session=session, steps=steps, contexts=contexts)
-    tools = step_tools(steps)
+    tool_lists = step_tools(steps)
+    tools: Callable[[int], Any] = made_once(
+        lambda blob: tool_list(tool_lists[blob]), key=lambda blob: blob
+    )
     outputs = step_outputs(steps)
     for step in steps:
         before, after = contexts[step.pk]
@@ -581,7 +589,9 @@ def steps_shown(
                 },
                 # contract v1.1: the call the context was sent with, as sent
                 "model": restore(step.model or session.model) or None,
-                "tools": restore_json(tools.get(step.pk)),
+                "tools": tools(step.tools_blob_id)
+                if tool_lists.get(step.tools_blob_id) is not None
+                else None,
                 "output": restore_json(outputs[step.pk]),
                 "usage": restore_json(step.usage),
                 "context_window": step.context_window or session.context_window,
@@ -613,17 +623,16 @@ def step_outputs(steps: Sequence[Step]) -> dict[int, dict[str, Any] | None]:
 
 
 def step_tools(steps: Sequence[Step]) -> dict[int, Any]:
-    """The tool definitions sent with each step's call (stored once per distinct list),
-    by step pk; steps sent without tools are left out."""
+    """The tool definitions sent with steps' calls, as sent, by the pk of the blob that
+    keeps them: a list is stored once however many calls were sent with it."""
     wanted = {s.tools_blob_id for s in steps if s.tools_blob_id is not None}
     if not wanted:
         return {}
     # A list of tools that is also a message's content is that message's blob.
-    parts = {
-        pk: unpack(json_value(value), text)
+    return {
+        pk: restore_json(unpack(json_value(value), text))
         for pk, value, text in Blob.objects.filter(pk__in=wanted).values_list("pk", "parts", "text")
     }
-    return {s.pk: parts.get(s.tools_blob_id) for s in steps if s.tools_blob_id is not None}
 
 
 # --- diff and archive ------------------------------------------------------------------
