@@ -445,12 +445,17 @@ def validate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if url.scheme not in ("http", "https") or not is_loopback_host(url.host):
         parser.error("--url must be an http(s) URL on a loopback host")
     if args.database_url:
-        try:
-            host = database_host(args.database_url)
-        except psycopg.Error as error:
-            parser.error(f"--database-url: {error}")
-        if not is_loopback_host(host):
-            parser.error("--database-url must point at a loopback host or a local socket")
+        require_loopback_database(parser, args.database_url)
+
+
+def require_loopback_database(parser: argparse.ArgumentParser, database_url: str) -> None:
+    """Stop with a usage error unless `database_url` is a database on this machine."""
+    try:
+        host = database_host(database_url)
+    except psycopg.Error as error:
+        parser.error(f"--database-url: {error}")
+    if not is_loopback_host(host):
+        parser.error("--database-url must point at a loopback host or a local socket")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
