@@ -49,7 +49,10 @@ convention it follows:
   ``gen_ai.prompt``: LangChain's serialized messages, or a model client's request), its
   reply from the run's outputs (``gen_ai.completion``: LangChain's generations, OpenAI's
   choices), its session the thread its metadata names (``langsmith.metadata.session_id``,
-  ``thread_id`` or ``conversation_id``);
+  ``thread_id`` or ``conversation_id``), its cached tokens LangChain's token details
+  (``gen_ai.usage.input_token_details``, text: JSON, or Python's print of a dict) and
+  its usage, where no ``gen_ai.usage.*`` gives it, LangChain's (JSON in
+  ``langsmith.usage_metadata``, `_ls_usage`);
 - Logfire's OpenAI and Anthropic integrations before they wrote the GenAI
   conventions, beyond the contract's list: a span that names no operation, its request
   as JSON text in ``request_data`` (``messages``, Anthropic's ``system``, ``tools``,
@@ -92,6 +95,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -182,6 +186,11 @@ _LS_SESSIONS = (
     "langsmith.metadata.thread_id",
     "langsmith.metadata.conversation_id",
 )
+# LangSmith's exporters: LangChain's usage of a run (``usage_metadata``) as JSON (the JS
+# SDK), and its input token details (the cache counts) as text: JSON in the JS SDK, as
+# Python prints a dict in the Python SDK.
+_LS_USAGE = "langsmith.usage_metadata"
+_LS_TOKEN_DETAILS = "gen_ai.usage.input_token_details"
 # The attributes LangSmith writes a run's inputs and outputs in, and Spring AI a call's
 # prompt texts and reply texts.
 PROMPT_ATTRIBUTE = "gen_ai.prompt"
@@ -1149,6 +1158,47 @@ def _request_tools(request: Mapping[str, Any]) -> list[Any] | None:
     return tools if isinstance(tools, list) and tools else None
 
 
+# One entry of a dict of names to whole numbers as Python prints it: `'cache_read': 12`.
+_PRINTED_COUNT = re.compile(r"\s*'(\w{1,64})'\s*:\s*(\d{1,18}|None)\s*")
+# Longer than any dict of token details: no such text is read.
+_MAX_PRINTED = 1000
+
+
+def _printed_counts(text: str) -> dict[str, int]:
+    """A dict of names to whole numbers as Python prints it (``{'audio': 0,
+    'cache_read': 12}``), read as numbers and never evaluated; empty for any other text
+    (another value, a sign, a fraction, a quoted number)."""
+    text = text.strip()
+    if len(text) > _MAX_PRINTED or not (text.startswith("{") and text.endswith("}")):
+        return {}
+    inner = text[1:-1]
+    if not inner.strip():
+        return {}
+    counts: dict[str, int] = {}
+    for item in inner.split(","):
+        found = _PRINTED_COUNT.fullmatch(item)
+        if found is None:
+            return {}
+        if found[2] != "None":
+            counts[found[1]] = int(found[2])
+    return counts
+
+
+def _ls_usage(attrs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """LangChain's usage of a LangSmith run (``usage_metadata``: ``input_tokens`` with
+    the cached tokens counted in, ``output_tokens``, and ``input_token_details`` whose
+    ``cache_read`` and ``cache_creation`` are the cache's), from the JSON the JS SDK
+    writes whole and the details both SDKs write apart: JSON from the JS SDK, Python's
+    print of a dict from the Python SDK."""
+    usage = _json_object(attrs, _LS_USAGE, lenient=True)
+    text = attrs.get(_LS_TOKEN_DETAILS)
+    if isinstance(text, str):
+        details = _json_object(attrs, _LS_TOKEN_DETAILS, lenient=True) or _printed_counts(text)
+        if details:
+            return {**usage, "input_token_details": details}
+    return usage
+
+
 def _ls_tools(attrs: Mapping[str, Any]) -> list[Any] | None:
     """The ``tools`` a model client's wrapper traces in its run's inputs."""
     if not is_langsmith_call(attrs):
@@ -1653,6 +1703,17 @@ def _uncached_input(attrs: Mapping[str, Any]) -> bool:
     return STRANDS in (attrs.get("gen_ai.system"), attrs.get("gen_ai.provider.name"))
 
 
+def _filled(
+    counts: list[int | None], source: Mapping[str, Any], names: Sequence[str | None]
+) -> None:
+    """The counts still missing (input, output, cache read, cache write, in that order)
+    read from the fields of another library's usage named in the same order (None: a
+    count it does not give)."""
+    for i, name in enumerate(names):
+        if counts[i] is None and name is not None:
+            counts[i] = _int(source.get(name))
+
+
 def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
     def first(*names: str) -> int | None:
         for name in names:
@@ -1691,16 +1752,19 @@ def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
         "gen_ai.usage.details.cache_write_tokens",
         "gen_ai.usage.details.cache_creation_input_tokens",
     )
-    if ADK_REQUEST in attrs and (prompt is None or output is None or read is None):
+    counts = [prompt, output, read, write]
+    if ADK_REQUEST in attrs and None in counts[:3]:
         # ADK copies the prompt and candidates counts to gen_ai.usage.* (older versions
         # do not); the cached count is only in its response.
-        gemini = _adk_usage(attrs)
-        if prompt is None:
-            prompt = _int(gemini.get("prompt_token_count"))
-        if output is None:
-            output = _int(gemini.get("candidates_token_count"))
-        if read is None:
-            read = _int(gemini.get("cached_content_token_count"))
+        names = ("prompt_token_count", "candidates_token_count", "cached_content_token_count")
+        _filled(counts, _adk_usage(attrs), names)
+    if (_LS_TOKEN_DETAILS in attrs or _LS_USAGE in attrs) and None in counts:
+        langchain = _ls_usage(attrs)
+        _filled(counts, langchain, ("input_tokens", "output_tokens"))
+        details = langchain.get("input_token_details")
+        if isinstance(details, Mapping):
+            _filled(counts, details, (None, None, "cache_read", "cache_creation"))
+    prompt, output, read, write = counts
     usage: dict[str, int] = {}
     if prompt is not None:
         if not _uncached_input(attrs):

@@ -1569,3 +1569,100 @@ def test_it_reads_a_model_clients_request_and_reply_traced_by_langsmith(key: str
             "finish_reason": "tool_calls",
         }
     ]
+
+
+def _ls_cached_call(details: dict[str, Any], *, usage: dict[str, int]) -> dict[str, Any]:
+    """The attributes LangSmith sets on a wrapped client's run whose outputs carry
+    LangChain's ``usage_metadata``, but for its token details, which callers add as
+    each SDK writes them."""
+    reply = {"role": "assistant", "content": "Inventory answered 504."}
+    outputs = {
+        "choices": [{"index": 0, "message": reply, "finish_reason": "stop"}],
+        "model": "gpt-4o-mini-2024-07-18",
+        "usage_metadata": {**usage, "input_token_details": details},
+    }
+    return {
+        "langsmith.span.kind": "llm",
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": "openai",
+        "gen_ai.request.model": "gpt-4o-mini",
+        "gen_ai.prompt": json.dumps({"messages": [{"role": "user", "content": "Why 504?"}]}),
+        "gen_ai.completion": json.dumps(outputs),
+        "gen_ai.usage.input_tokens": usage["input_tokens"],
+        "gen_ai.usage.output_tokens": usage["output_tokens"],
+        "gen_ai.usage.total_tokens": usage["input_tokens"] + usage["output_tokens"],
+        "langsmith.metadata.thread_id": "ls-cached",
+    }
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        # python/langsmith/_internal/otel/_otel_exporter.py: str() of the dict
+        lambda details: str(details),
+        # js/src/experimental/otel/translator.ts: JSON.stringify of it
+        lambda details: json.dumps(details, separators=(",", ":")),
+    ],
+    ids=["python-sdk", "js-sdk"],
+)
+def test_it_reads_the_cached_tokens_langsmith_writes_as_text(key: str, written: Any) -> None:
+    """LangSmith's exporters write LangChain's ``input_token_details`` only as text in
+    ``gen_ai.usage.input_token_details``: the Python SDK as Python prints a dict, the JS
+    SDK as JSON. LangChain's ``input_tokens`` counts the cached tokens in."""
+    details = {"audio": 0, "cache_read": 1024, "cache_creation": 100}
+    attributes = _ls_cached_call(details, usage={"input_tokens": 1300, "output_tokens": 9})
+    attributes["gen_ai.usage.input_token_details"] = written(details)
+    attributes["gen_ai.usage.output_token_details"] = written({"audio": 0, "reasoning": 0})
+    send(key, span(attributes, name="ChatOpenAI"))
+    got = step(key, "ls-cached")
+    assert got["usage"] == {
+        "input_tokens": 176,
+        "output_tokens": 9,
+        "cache_read_tokens": 1024,
+        "cache_write_tokens": 100,
+    }
+    assert got["output"]["messages"] == [
+        {"role": "assistant", "content": "Inventory answered 504.", "finish_reason": "stop"}
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{'cache_read': 1024.5}",
+        "{'cache_read': 1024, 'cache_read': __import__('os').getpid()}",
+        "{'cache_read': -5}",
+        "cache_read=1024",
+        "{" + "'audio': 0, " * 5000 + "'cache_read': 1024}",
+    ],
+    ids=["fraction", "code", "negative", "not-a-dict", "too-long"],
+)
+def test_it_reads_no_cached_tokens_from_details_it_cannot_read_as_numbers(
+    key: str, text: str
+) -> None:
+    attributes = _ls_cached_call({}, usage={"input_tokens": 1300, "output_tokens": 9})
+    attributes["gen_ai.usage.input_token_details"] = text
+    send(key, span(attributes, name="ChatOpenAI"))
+    assert step(key, "ls-cached")["usage"] == {"input_tokens": 1300, "output_tokens": 9}
+
+
+def test_it_reads_langchains_usage_the_js_sdk_writes_whole(key: str) -> None:
+    """js/src/experimental/otel/translator.ts: a run whose usage LangChain put in its
+    metadata has it as JSON in ``langsmith.usage_metadata`` alone, no ``gen_ai.usage.*``
+    (those come from the run's outputs)."""
+    attributes = _ls_cached_call({}, usage={"input_tokens": 1300, "output_tokens": 9})
+    for name in ("input_tokens", "output_tokens", "total_tokens"):
+        del attributes[f"gen_ai.usage.{name}"]
+    usage = {
+        "input_tokens": 1300,
+        "output_tokens": 9,
+        "total_tokens": 1309,
+        "input_token_details": {"cache_read": 1024},
+    }
+    attributes["langsmith.usage_metadata"] = json.dumps(usage)
+    send(key, span(attributes, name="ChatOpenAI"))
+    assert step(key, "ls-cached")["usage"] == {
+        "input_tokens": 276,
+        "output_tokens": 9,
+        "cache_read_tokens": 1024,
+    }
