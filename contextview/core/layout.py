@@ -112,10 +112,14 @@ def placements(
 TASK_CHARS = 200
 
 
+def cut(line: str, limit: int) -> str:
+    """`line` as it is, or its first `limit` - 1 characters and an ellipsis."""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def one_line(text: str, limit: int = TASK_CHARS) -> str:
     """`text` on one line (each run of white space a space), cut at `limit` characters."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return cut(" ".join(text.split()), limit)
 
 
 def task_line(context: Sequence[Message]) -> str:
@@ -131,5 +135,4 @@ def task_line(context: Sequence[Message]) -> str:
 
 
 def _start(text: str, limit: int = 80) -> str:
-    line = text.strip().split("\n", 1)[0]
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return cut(text.strip().split("\n", 1)[0], limit)
