@@ -41,6 +41,7 @@ from contextview.core.messages import (
 from contextview.core.model import Message as CoreMessage
 from contextview.core.parts import tools_text
 from contextview.core.refs import decode_refs, encode_refs
+from contextview.core.sequences import common_prefix
 from contextview.core.session import SessionWalk
 from contextview.core.textsafe import written_json_needs_escape
 from contextview.db import binary_cursor, each_key_sql
@@ -129,6 +130,8 @@ class _SessionState:
     step_hashes: dict[int, bytes] = field(default_factory=dict)
     touched: bool = False
     fields: set[str] = field(default_factory=set)
+    # the last context looked through for a task line while the session had none
+    task_scanned: Sequence[CoreMessage] = ()
 
 
 def _sha(text: str) -> bytes:
@@ -758,7 +761,11 @@ def _note_task(
     if isinstance(said, str) and said.strip():
         line = one_line(said)
     elif not s.task:
-        line = task_line(context)
+        # What the last context looked through shares with this one held no task and
+        # no question: only the rest is read.
+        start = common_prefix(state.task_scanned, context)
+        state.task_scanned = context
+        line = task_line(context[start:])
     else:
         return
     if line and line != s.task:
