@@ -169,8 +169,8 @@ def _import_folders(
     if not folders and not files:
         raise ImportFailed(
             422,
-            f"{name}: holds no transcript (no .jsonl or .traj file, and no OpenHands event "
-            "folder: events/0.json, 1.json, ...)",
+            f"{name}: holds no transcript (no .jsonl, .traj or Codex rollout-*.json file, "
+            "and no OpenHands event folder: events/0.json, 1.json, ...)",
         )
     if session_id is not None and len(folders) + len(files) > 1:
         raise ImportFailed(

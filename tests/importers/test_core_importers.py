@@ -442,6 +442,74 @@ def test_it_reads_a_codex_rollout_written_before_the_envelope() -> None:
     assert [m.role for m in second[1].before] == called
 
 
+def _typescript_rollout(instructions: str = "Always run the tests.") -> dict[str, Any]:
+    """A session as the TypeScript Codex CLI (2025) saved it: one JSON document."""
+    call = {
+        "id": "fc_1",
+        "type": "function_call",
+        "status": "completed",
+        "call_id": "call_1",
+        "name": "shell",
+        "arguments": '{"command": ["pytest", "-q"]}',
+    }
+    return {
+        "session": {
+            "timestamp": "2025-05-02T10:11:12.345Z",
+            "id": "6f1c2d3e-0000-4000-8000-0123456789ab",
+            "instructions": instructions,
+        },
+        "items": [
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "fix the failing test in utils"}],
+            },
+            {"id": "rs_1", "type": "reasoning", "summary": []},
+            call,
+            {"type": "function_call_output", "call_id": "call_1", "output": "1 failed"},
+            {
+                "id": "msg_2",
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Fixed it.", "annotations": []}],
+            },
+        ],
+    }
+
+
+@pytest.mark.parametrize("form", ["indented", "one line", "past the head"])
+def test_it_reads_a_codex_rollout_the_typescript_cli_saved_as_one_document(form: str) -> None:
+    instructions = "Always run the tests. " * (HEAD_BYTES // 10 if form == "past the head" else 1)
+    doc = _typescript_rollout(instructions)
+    data = json.dumps(doc, indent=None if form == "one line" else 2).encode()
+    assert detect(data[:HEAD_BYTES], whole=len(data) <= HEAD_BYTES) == "codex"
+    events = list(read(io.BytesIO(data), format="codex"))
+    steps = replay(events)["6f1c2d3e-0000-4000-8000-0123456789ab"]
+    assert len(steps) == 2
+    first, second = steps
+    assert [m.role for m in first[1].before] == ["system", "user"]
+    assert first[1].before[0].text == instructions
+    assert first[0]["output"]["messages"][-1]["content"][0]["name"] == "shell"
+    called = ["system", "user", "assistant", "assistant", "tool"]  # reasoning, call, output
+    assert [m.role for m in second[1].before] == called
+    assert second[0]["output"]["messages"][0]["content"][0]["text"] == "Fixed it."
+
+
+def test_a_document_that_is_not_a_rollout_is_refused_naming_what_it_holds() -> None:
+    data = json.dumps({"session": {"id": "x"}, "entries": []}, indent=2).encode()
+    with pytest.raises(TranscriptError, match="items"):
+        list(read(io.BytesIO(data), format="codex"))
+    doc = _typescript_rollout()
+    doc["items"][1] = 7
+    with pytest.raises(TranscriptError, match=r"^items\[1\]: must be a JSON object$"):
+        list(read(io.BytesIO(json.dumps(doc, indent=2).encode()), format="codex"))
+    doc = _typescript_rollout()
+    doc["items"][0]["content"] = {"text": "not a list of parts"}
+    events = list(read(io.BytesIO(json.dumps(doc).encode()), format="codex"))
+    assert len(replay(events)[doc["session"]["id"]]) == 2
+
+
 def _sdk_events() -> list[dict[str, Any]]:
     """A conversation of the OpenHands software agent SDK (V1) as it stores its events."""
     at = "2026-11-30T10:00:0{}.000000"

@@ -276,3 +276,26 @@ def test_it_imports_a_zip_of_a_claude_code_project_folder(api: Api, tmp_path: Pa
     assert response.status_code == 201, response.content
     assert len(response.json()["sessions"]) == 2
     _assertclaude_project_imported(api)
+
+
+def test_it_imports_the_sessions_the_typescript_codex_cli_saved_in_a_folder(
+    api: Api, tmp_path: Path
+) -> None:
+    """``~/.codex/sessions`` of Codex CLI's TypeScript releases: one ``rollout-*.json``
+    document a session, beside the index and config files that are not transcripts."""
+    from tests.importers.test_core_importers import _typescript_rollout
+
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    doc = _typescript_rollout()
+    sid = doc["session"]["id"]
+    (sessions / f"rollout-2025-05-02-{sid}.json").write_text(json.dumps(doc, indent=2))
+    (sessions / "config.json").write_text(json.dumps({"model": "o4-mini"}))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for path in sessions.iterdir():
+            archive.write(path, f"sessions/{path.name}")
+    response = upload(api, ("codex-sessions.zip", out.getvalue()))
+    assert response.status_code == 201, response.content
+    assert [s["session_id"] for s in response.json()["sessions"]] == [sid]
+    assert api.get(f"/sessions/{sid}").json()["steps"] == 2

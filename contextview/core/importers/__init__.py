@@ -77,7 +77,7 @@ def detect(head: bytes, *, whole: bool = False) -> str | None:
     if doc is not None:
         if isinstance(doc, dict) and claude_code.looks_like(doc):
             return claude_code.FORMAT
-        if isinstance(doc, dict) and codex.looks_like(doc):
+        if isinstance(doc, dict) and (codex.looks_like(doc) or codex.looks_like_document(doc)):
             return codex.FORMAT
         if openhands.looks_like_row(doc):
             return openhands.FORMAT
@@ -95,6 +95,8 @@ def detect(head: bytes, *, whole: bool = False) -> str | None:
     ):
         return openhands.FORMAT
     if stripped.startswith("{"):
+        if codex.DOCUMENT_START.match(stripped.encode()):
+            return codex.FORMAT
         if '"schema_version"' in text and "ATIF" in text:
             return atif.FORMAT
         if '"history"' in text and _OPENHANDS_EVENT.search(text):

@@ -133,8 +133,10 @@ def reading(where: str) -> None:
     _PLACE.set(where)
 
 
-def json_lines(stream: IO[bytes], *, live: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Each non-blank line of a JSONL stream as an object, with its 1-based number.
+def json_lines(
+    stream: Iterable[bytes], *, live: bool = False
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each non-blank line of a JSONL stream (its lines) as an object, with its 1-based number.
 
     `live`: the file is still being written, so a last line without its newline that
     does not parse yet is left for the next read.

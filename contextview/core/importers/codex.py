@@ -20,19 +20,26 @@ of Codex before it logged one) is rebuilt the way Codex rebuilt it: see
 `_Reader.rebuilt`. A ``thread_rolled_back`` event (``num_turns``) drops the last
 turns the user undid, from the first of their prompts on. Older rollouts, written
 before that envelope, are read too:
-a first line with the session's ``id`` and ``timestamp``, then the items themselves.
+a first line with the session's ``id`` and ``timestamp``, then the items themselves;
+and before those, the TypeScript Codex CLI (2025) saved a session as one JSON document
+(``rollout-<date>-<id>.json``: ``{"session": {"id", "timestamp", "instructions"},
+"items": [...]}``), read as those lines: the session, then each item.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import IO, Any
 
 from contextview.core.importers._log import (
     Event,
     SessionLog,
+    TranscriptError,
     json_lines,
+    json_whole,
     line_error,
     own_lines,
     short_hash,
@@ -130,6 +137,15 @@ def _created_at(meta: dict[str, Any], stamp: Any) -> int | None:
 
 def looks_like(first: dict[str, Any]) -> bool:
     return (part_kind(first) in LINE_TYPES and "payload" in first) or _legacy_meta(first)
+
+
+def looks_like_document(doc: Any) -> bool:
+    """A session as the TypeScript Codex CLI saved it, in one JSON document."""
+    return isinstance(doc, dict) and isinstance(doc.get("session"), dict) and "items" in doc
+
+
+# How such a document opens, for one too large to parse from its first bytes.
+DOCUMENT_START = re.compile(rb'\{\s*"session"\s*:\s*\{')
 
 
 def _recognised(line: dict[str, Any]) -> bool:
@@ -524,8 +540,60 @@ def read(
     stream: IO[bytes], *, session_id: str | None = None, fallback: str = "", live: bool = False
 ) -> Iterator[Event]:
     reader = _Reader(session_id or None, fallback)
-    lines = own_lines(json_lines(stream, live=live), format=FORMAT, recognised=_recognised)
-    for lineno, line in lines:
-        yield from reader.line(lineno, line)
-    if not live:
-        yield from reader.finish()
+    source = _RolloutLines(stream, live)
+    try:
+        for lineno, line in own_lines(source, format=FORMAT, recognised=_recognised):
+            yield from reader.line(lineno, line)
+        if not live:
+            yield from reader.finish()
+    except TranscriptError as exc:
+        raise source.place(exc) from None
+
+
+class _RolloutLines:
+    """The lines of a rollout, numbered; a one-document rollout as the lines it holds:
+    its session's meta (line 0), then its items (line n: ``items[n - 1]``)."""
+
+    def __init__(self, stream: IO[bytes], live: bool) -> None:
+        self.stream, self.live = stream, live
+        self.document = False
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        raw = iter(self.stream)
+        head: list[bytes] = []
+        for chunk in raw:
+            head.append(chunk)
+            if chunk.strip():
+                break
+        first = head[-1].strip() if head else b""
+        if first == b"{" or (DOCUMENT_START.match(first) and not first.endswith(b"}")):
+            # An indented document: its first line opens it, and is no JSON of its own.
+            yield from self._document(json_whole(b"".join(head) + self.stream.read()))
+            return
+        for lineno, line in json_lines(chain(head, raw), live=self.live):
+            if lineno == len(head) and looks_like_document(line):
+                yield from self._document(line)
+                return
+            yield lineno, line
+
+    def _document(self, doc: Any) -> Iterator[tuple[int, dict[str, Any]]]:
+        self.document = True
+        items = doc.get("items") if looks_like_document(doc) else None
+        if not isinstance(items, list):
+            raise TranscriptError(
+                "file",
+                'is not a Codex rollout: one saved as a document has "session" and "items", a list',
+            )
+        yield 0, doc["session"]
+        for n, item in enumerate(items, start=1):
+            if not isinstance(item, dict):
+                raise line_error(n, "must be a JSON object")
+            yield n, item
+
+    def place(self, error: TranscriptError) -> TranscriptError:
+        """`error` naming where it is in a document, not a line the document does not have."""
+        where = error.where.split(" ", 1)
+        if not self.document or where[0] != "line" or not where[1].isdigit():
+            return error
+        n = int(where[1])
+        return TranscriptError("session" if n == 0 else f"items[{n - 1}]", error.message)

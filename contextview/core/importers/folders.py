@@ -75,8 +75,10 @@ def event_folders(paths: Iterable[str]) -> list[EventFolder]:
 
 
 # The transcripts a folder holds as files of their own (its .json files are an
-# agent's other records: indexes, metadata, caches).
+# agent's other records: indexes, metadata, caches), and the .json files that are
+# sessions the TypeScript Codex CLI saved (``rollout-<date>-<id>.json``).
 FOLDER_SUFFIXES = (".jsonl", ".traj")
+SAVED_ROLLOUT = re.compile(r"(?:^|/)rollout-[^/]*\.json$")
 
 
 def transcript_files(
@@ -85,10 +87,14 @@ def transcript_files(
     suffixes: tuple[str, ...] = FOLDER_SUFFIXES,
 ) -> list[str]:
     """The paths of transcripts kept as files of their own (ending in one of
-    `suffixes`), in order: those outside the session folders of OpenHands event
-    `folders`, whose other files are not transcripts."""
+    `suffixes`, or saved Codex rollouts), in order: those outside the session folders
+    of OpenHands event `folders`, whose other files are not transcripts."""
     sessions = tuple(f.where.removesuffix("/events") + "/" for f in folders)
-    return sorted(p for p in paths if p.endswith(suffixes) and not p.startswith(sessions))
+    return sorted(
+        p
+        for p in paths
+        if (p.endswith(suffixes) or SAVED_ROLLOUT.search(p)) and not p.startswith(sessions)
+    )
 
 
 def files_under(folder: str | os.PathLike[str]) -> list[str]:
