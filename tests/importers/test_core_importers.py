@@ -1420,3 +1420,54 @@ def test_it_starts_a_branched_claude_code_session_from_the_conversation_it_copie
     assert [part["type"] for part in step.before[1].content] == ["text", "tool_use"]
     assert body["usage"] == {"input_tokens": 6, "cache_read_tokens": 21000, "output_tokens": 40}
     assert body["output"]["messages"][0]["id"] == "msg_3"
+
+
+def _resumed_pair(*, keep_ids: bool) -> tuple[bytes, bytes]:
+    """A Claude Code 1.0 session, and the one `claude --resume` made of it: a file of
+    its own that opens with the ``summary`` Claude Code titled the first one with and a
+    copy of its entries (the same uuids, message ids, usage and times), with the new
+    session's id or (`keep_ids`) the first one's, then the new turns."""
+
+    def call(uuid: str, mid: str, text: str, tokens: int) -> dict[str, Any]:
+        entry = _reply(uuid, mid, text, requestId=f"req_{mid}", timestamp="2025-08-01T13:46:05Z")
+        entry["message"]["usage"] = {"input_tokens": tokens, "output_tokens": 7}
+        return entry
+
+    history = [
+        _said("u-1", "What is 4 + 4 * 4?", timestamp="2025-08-01T13:46:01Z"),
+        call("a-1", "msg_1", "20", 1200),
+        _said("u-2", "Remove 10 from it.", timestamp="2025-08-01T13:47:01Z"),
+        call("a-2", "msg_2", "10", 1300),
+    ]
+    title = {"type": "summary", "summary": "Arithmetic on 20", "leafUuid": "a-2"}
+    first = _cc_lines(history, session="cc-first") + (json.dumps(title) + "\n").encode()
+    copy = _cc_lines(history, session="cc-first" if keep_ids else "cc-again")
+    turn = [_said("u-3", "Add 20 to it.", parentUuid="a-2"), call("a-3", "msg_3", "30", 1400)]
+    again = (json.dumps(title) + "\n").encode() + copy + _cc_lines(turn, session="cc-again")
+    return first, again
+
+
+@pytest.mark.parametrize("keep_ids", [False, True])
+def test_it_starts_a_resumed_claude_code_session_from_the_conversation_it_copied(
+    keep_ids: bool,
+) -> None:
+    first, again = _resumed_pair(keep_ids=keep_ids)
+    original = list(read(io.BytesIO(first), format="claude-code"))
+    assert [len(v) for v in replay(original).values()] == [2]
+    events = list(read(io.BytesIO(again), format="claude-code"))
+    # the copied calls are the first session's: none of them is a step here
+    assert {e["body"]["session_id"] for e in events} == {"cc-again"}
+    [session] = [e["body"] for e in events if e["type"] == "session"]
+    assert session["metadata"].get("resumed_from") == ("cc-first" if keep_ids else None)
+    [(body, step)] = replay(events)["cc-again"]
+    assert ids(step.before) == ["u-1", "msg_1", "u-2", "msg_2", "u-3"]
+    assert body["usage"] == {"input_tokens": 1400, "output_tokens": 7}
+    assert body["output"]["messages"][0]["id"] == "msg_3"
+
+
+def test_it_reads_a_claude_code_title_that_follows_its_conversation_as_no_copy() -> None:
+    first, _ = _resumed_pair(keep_ids=False)
+    # titled again later, and a session that goes on after its title: all its own calls
+    more = _cc_lines([_said("u-3", "Double it.", parentUuid="a-2"), _reply("a-3", "m3", "20")])
+    data = first.replace(b'"cc-first"', b'"cc-r"') + more
+    assert len(replay(list(read(io.BytesIO(data), format="claude-code")))["cc-r"]) == 3

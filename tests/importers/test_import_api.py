@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from contextview.projects.services import apikey_create
 from contextview.sessions.models import Session, Step
 from contextview.stats.services import session_stats_compute
 from tests.api_client import Api
+from tests.importers.test_core_importers import _resumed_pair
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -622,3 +624,45 @@ def test_it_imports_a_forked_codex_sub_agent_with_only_its_own_calls(api: Api) -
     assert "List every place the nightly export" in json.dumps(before[-1])
     usages = [api.get(f"/sessions/{child}/steps/{n}").json()["usage"] for n in (0, 1)]
     assert sum(u["input_tokens"] + u["cache_read_tokens"] for u in usages) == 11300 + 11500
+
+
+def _input_tokens(api: Api) -> dict[str, int]:
+    """The input tokens each session's calls were charged, as the API shows them."""
+    out: dict[str, int] = {}
+    for session in Session.objects.order_by("external_id"):
+        steps = Step.objects.filter(session=session).count()
+        out[session.external_id] = sum(
+            api.get(f"/sessions/{session.external_id}/steps/{i}").json()["usage"]["input_tokens"]
+            for i in range(steps)
+        )
+    return out
+
+
+@pytest.mark.parametrize("split", ["together", "first-then-resumed", "resumed-then-first", "zip"])
+def test_it_counts_the_calls_a_resumed_claude_code_session_copied_once(
+    api: Api, split: str
+) -> None:
+    """`claude --resume` (1.0) writes a new session whose transcript opens with a copy
+    of the one it resumed: its calls are the first session's steps only, and the
+    resumed one's first step starts from them."""
+    first, again = _resumed_pair(keep_ids=False)
+    files = [("cc-first.jsonl", first), ("cc-again.jsonl", again)]
+    if split == "resumed-then-first":
+        files.reverse()
+    if split == "zip":
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w") as archive:
+            for name, data in files:
+                archive.writestr(f"-home-murphy-temp/{name}", data)
+        files = [("-home-murphy-temp.zip", out.getvalue())]
+    sends = [files] if split in ("together", "zip") else [[f] for f in files]
+    for send in sends:
+        response = upload(api, *send)
+        assert response.status_code == 201, response.content
+    assert _input_tokens(api) == {"cc-again": 1400, "cc-first": 1200 + 1300}
+    step = api.get("/sessions/cc-again/steps/0").json()
+    assert [m["id"] for m in step["before"]] == ["u-1", "msg_1", "u-2", "msg_2", "u-3"]
+    for send in sends:
+        again_response = upload(api, *send)
+        assert again_response.status_code == 200, again_response.content
+    assert Step.objects.count() == 3

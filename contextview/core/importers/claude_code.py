@@ -24,6 +24,22 @@ is the context of the branch's first call, not calls of its own (their replies a
 usage belong to the session they were made in), and ``forkedFrom.sessionId`` is kept
 as ``metadata.forked_from``.
 
+A resumed session (``--resume``, ``--continue``) that Claude Code 1.0 gave a session
+id of its own is a transcript that opens with a copy of the conversation it resumed,
+before the new turns: the same entries (``uuid``, ``message.id``, ``usage``,
+timestamps), written with the new session's id, after the ``summary`` lines that title
+that conversation and name its last entry (``leafUuid``), or still with the id of the
+session they were copied from. A ``summary`` is appended after the entry it names, so
+one that comes before it marks a copy: the lines up to that entry were copied. Entries
+of another session that the file's own conversation then goes on from (its first
+entry's ``parentUuid`` is one of theirs) were copied too. Either copy is the context
+of the resumed session's first call, as a branch's is, with no step or usage of its
+own: those calls were made, and counted, in the session resumed; its id, when the copy
+names it, is kept as ``metadata.resumed_from``. The resumed session stays a session
+of its own rather than more steps of the one it resumed: one conversation can be
+resumed more than once, each time into a new file that copies the same history and
+goes on differently from it.
+
 An entry logged again (the same ``uuid``) is read once. Entries chain by
 ``parentUuid``. A user's prompt whose parent is not the entry
 logged just before it went back to an earlier point of the conversation (a
@@ -53,6 +69,7 @@ from typing import IO, Any
 from contextview.core.importers._log import (
     Event,
     SessionLog,
+    TranscriptError,
     json_lines,
     line_error,
     own_lines,
@@ -288,9 +305,71 @@ def _agent_entry(entry: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+@dataclass(frozen=True)
+class _Copy:
+    """The history a resumed session's transcript opens with: its first `until` lines."""
+
+    until: int
+    # the session the copy is the start of, when its entries name the one they left
+    session: str | None = None
+    # the session it was copied from, when its entries say
+    source: str | None = None
+
+
+_SENT_KINDS = ("user", "assistant", "system", "attachment")
+
+
+def _copied_history(lines: Iterator[tuple[int, dict[str, Any]]]) -> _Copy | None:
+    """The copy a transcript opens with, when it is a resumed session's (see the
+    module's docstring); None for a transcript that copied nothing."""
+    leaves: set[str] = set()  # named by a summary before their entry was read
+    session_of: dict[str, str] = {}  # uuid -> session, of the main conversation's entries
+    first: str | None = None  # the session of the main conversation's first entry
+    last_line = until = 0
+    for lineno, entry in lines:
+        kind = part_kind(entry)
+        if kind == "summary":
+            leaf = entry.get("leafUuid")
+            if isinstance(leaf, str) and leaf not in session_of:
+                leaves.add(leaf)
+            continue
+        uuid, sid = entry.get("uuid"), entry.get("sessionId")
+        if kind not in _SENT_KINDS or entry.get("isSidechain") or not isinstance(uuid, str):
+            continue
+        if not isinstance(sid, str) or not sid:
+            continue
+        if first is None:
+            first = sid
+        elif sid != first:
+            parent = entry.get("parentUuid")
+            if isinstance(parent, str) and session_of.get(parent) == first:
+                # The file's own conversation goes on from entries of another session.
+                return _Copy(until=max(until, last_line), session=sid, source=first)
+            first = sid  # entries of two conversations: neither is a copy of the other
+        if uuid in leaves:
+            until = lineno
+        session_of.setdefault(uuid, sid)
+        last_line = lineno
+    return _Copy(until=until) if until else None
+
+
+def _resumed(stream: IO[bytes], *, live: bool) -> _Copy | None:
+    """The copy a seekable transcript opens with, read ahead of its reading."""
+    if not stream.seekable():
+        return None
+    start = stream.tell()
+    try:
+        return _copied_history(json_lines(stream, live=live))
+    except TranscriptError:
+        return None  # the reading names the line at fault
+    finally:
+        stream.seek(start)
+
+
 class _Reader:
-    def __init__(self, session_id: str | None) -> None:
+    def __init__(self, session_id: str | None, copy: _Copy | None = None) -> None:
         self.override = session_id
+        self.copy = copy
         self.sessions: dict[str, _Session] = {}
         # uuids of the entries read: Claude Code may log one again (see `first_time`)
         self.seen: set[str] = set()
@@ -299,8 +378,20 @@ class _Reader:
         self.main_id: str | None = None
         self.chains: dict[str, _Chain] = {}
 
+    def copied(self, lineno: int) -> bool:
+        """Whether the line is part of the history a resumed session opens with."""
+        return self.copy is not None and lineno <= self.copy.until
+
+    def main_of(self, lineno: int, entry: dict[str, Any]) -> Any:
+        """The session of the conversation an entry belongs to (its sub-agent's aside)."""
+        if self.override:
+            return self.override
+        if self.copy is not None and self.copy.session and self.copied(lineno):
+            return self.copy.session
+        return entry.get("sessionId")
+
     def session_for(self, lineno: int, entry: dict[str, Any]) -> _Session:
-        main = self.override or entry.get("sessionId")
+        main = self.main_of(lineno, entry)
         if not isinstance(main, str) or not main:
             raise line_error(lineno, "sessionId: field required, a non-empty string")
         if self.main_id is None:
@@ -376,7 +467,7 @@ class _Reader:
         yield from self.read_entry(lineno, entry)
         # Every entry of the main conversation is a link of its chain, whatever it
         # holds (hooks' progress, system notes): a prompt names the one before it.
-        uuid, main = entry.get("uuid"), self.override or entry.get("sessionId")
+        uuid, main = entry.get("uuid"), self.main_of(lineno, entry)
         if isinstance(uuid, str) and isinstance(main, str) and not entry.get("isSidechain"):
             chain = self.chains.setdefault(main, _Chain())
             chain.tip = uuid
@@ -435,6 +526,10 @@ class _Reader:
         source = _forked_from(entry)
         if source is not None and not s.log.started:
             s.log.session_body["metadata"].setdefault("forked_from", source)
+        copy = self.copy
+        if copy is not None and copy.source and s.log.session_id == copy.session:
+            if not s.log.started:
+                s.log.session_body["metadata"].setdefault("resumed_from", copy.source)
         uuid = entry.get("uuid")
         mid = uuid if isinstance(uuid, str) and uuid else f"line{lineno}"
         if kind == "attachment":
@@ -577,9 +672,9 @@ class _Reader:
 
             s.log.add({"id": mid, "role": "assistant", "content": blocks})
             return
-        if _forked_from(entry) is not None:
-            # A reply of the session this one branched from: context, no call. Its
-            # blocks may be logged one an entry, as they were in that session.
+        if _forked_from(entry) is not None or self.copied(lineno):
+            # A reply of the session this one branched from, or resumed: context, no
+            # call. Its blocks may be logged one an entry, as they were in that session.
             yield from self.finish_call(s)
             copied = s.log.pending.get(mid)
             if copied is not None and isinstance(copied["content"], list):
@@ -614,7 +709,7 @@ def read(
 ) -> Iterator[Event]:
     """`live`: the file is still being written, so its last call may not be complete
     and is left for the next read."""
-    reader = _Reader(session_id)
+    reader = _Reader(session_id, _resumed(stream, live=live))
     lines = own_lines(json_lines(stream, live=live), format=FORMAT, recognised=looks_like)
     for lineno, entry in lines:
         yield from reader.entry(lineno, entry)
