@@ -1471,3 +1471,14 @@ def test_it_reads_a_claude_code_title_that_follows_its_conversation_as_no_copy()
     more = _cc_lines([_said("u-3", "Double it.", parentUuid="a-2"), _reply("a-3", "m3", "20")])
     data = first.replace(b'"cc-first"', b'"cc-r"') + more
     assert len(replay(list(read(io.BytesIO(data), format="claude-code")))["cc-r"]) == 3
+
+
+def test_it_waits_for_the_end_of_a_resumed_claude_code_copy_still_being_written() -> None:
+    """Read live (sdk watch), a transcript whose summary names an entry it does not
+    hold yet may be a copy half written: no step is sent until the file is complete,
+    when a summary of an entry it never holds marks no copy."""
+    title = {"type": "summary", "summary": "Arithmetic on 20", "leafUuid": "a-3"}
+    head = [_said("u-1", "What is 4 + 4?"), _reply("a-1", "msg_1", "8"), _said("u-2", "Double it.")]
+    data = (json.dumps(title) + "\n").encode() + _cc_lines([*head, _reply("a-2", "msg_2", "16")])
+    assert not replay(list(read(io.BytesIO(data), format="claude-code", live=True)))
+    assert len(replay(list(read(io.BytesIO(data), format="claude-code")))["cc-r"]) == 2

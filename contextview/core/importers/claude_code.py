@@ -62,6 +62,7 @@ cleared]`` (a ``truncate`` of each), and those attachments no longer (a ``drop``
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -319,9 +320,11 @@ class _Copy:
 _SENT_KINDS = ("user", "assistant", "system", "attachment")
 
 
-def _copied_history(lines: Iterator[tuple[int, dict[str, Any]]]) -> _Copy | None:
+def _copied_history(lines: Iterator[tuple[int, dict[str, Any]]], *, live: bool) -> _Copy | None:
     """The copy a transcript opens with, when it is a resumed session's (see the
-    module's docstring); None for a transcript that copied nothing."""
+    module's docstring); None for a transcript that copied nothing. `live`: a summary
+    whose entry is not there yet may name the end of a copy still being written, so
+    the whole file is taken for one until the file is read complete."""
     leaves: set[str] = set()  # named by a summary before their entry was read
     session_of: dict[str, str] = {}  # uuid -> session, of the main conversation's entries
     first: str | None = None  # the session of the main conversation's first entry
@@ -350,6 +353,8 @@ def _copied_history(lines: Iterator[tuple[int, dict[str, Any]]]) -> _Copy | None
             until = lineno
         session_of.setdefault(uuid, sid)
         last_line = lineno
+    if live and not leaves <= session_of.keys():
+        return _Copy(until=sys.maxsize)
     return _Copy(until=until) if until else None
 
 
@@ -359,7 +364,7 @@ def _resumed(stream: IO[bytes], *, live: bool) -> _Copy | None:
         return None
     start = stream.tell()
     try:
-        return _copied_history(json_lines(stream, live=live))
+        return _copied_history(json_lines(stream, live=live), live=live)
     except TranscriptError:
         return None  # the reading names the line at fault
     finally:
