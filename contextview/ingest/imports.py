@@ -178,9 +178,7 @@ def _import_folders(
             f"session_id: names one session, but {name} holds "
             f"{len(folders) + len(files)} transcripts",
         )
-    # A sub-agent's own transcript holds all of it; what its session logged of it
-    # inline is left to that file.
-    own = {path: claude_code.agent_file_session(path) for path in files}
+    elsewhere_of = claude_code.kept_apart(files)
     for path in files:
         try:
             with open_file(path) as stream:
@@ -192,7 +190,7 @@ def _import_folders(
             raise ImportFailed(422, f"{name}: cannot read {path}: {exc.strerror}") from None
         if fmt is None:
             continue  # not a transcript (a workflow's journal, an index)
-        elsewhere = {s for p, s in own.items() if s is not None and p != path}
+        elsewhere = elsewhere_of(path)
         try:
             with open_file(path) as stream:
                 events = read(

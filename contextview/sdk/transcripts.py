@@ -31,7 +31,14 @@ from typing import IO, Any
 
 import httpx
 
-from contextview.core.importers import HEAD_BYTES, TranscriptError, batches, detect, read
+from contextview.core.importers import (
+    HEAD_BYTES,
+    TranscriptError,
+    batches,
+    claude_code,
+    detect,
+    read,
+)
 from contextview.core.importers import session_name as _session_name
 from contextview.core.importers._log import Event
 from contextview.core.importers.folders import (
@@ -168,9 +175,11 @@ def send_new_events(
     live: bool,
     sent: set[str],
     folder: EventFolder | None = None,
+    leave: Iterable[str] = (),
 ) -> tuple[int, list[str]]:
-    """Post the events of `path` (a file, or the event folder `folder`) not in `sent`;
-    the steps stored and the problems met.
+    """Post the events of `path` (a file, or the event folder `folder`) not in `sent`
+    nor of the sessions to `leave` (those other transcripts hold whole); the steps
+    stored and the problems met.
 
     Raises httpx.HTTPError or OSError when the server or the file cannot be reached
     (the caller tries again later).
@@ -188,6 +197,9 @@ def send_new_events(
         if fmt is None:
             return 0, [f"{path}: not a transcript this SDK reads"]
         events = read(f, format=fmt, fallback=_session_name(path.name), live=live)
+        left = set(leave)
+        if left:
+            events = (e for e in events if e["body"]["session_id"] not in left)
         return _post_new(http, url, key, path, events, sent)
 
 
@@ -246,7 +258,9 @@ def watch_main(
     try:
         while rounds is None or done < rounds:
             now = time.time()
-            for path, folder in _transcripts(folders):
+            found = list(_transcripts(folders))
+            elsewhere_of = claude_code.kept_apart(str(p) for p, f in found if f is None)
+            for path, folder in found:
                 try:
                     seen = _state(path, folder)
                 except OSError:
@@ -262,7 +276,14 @@ def watch_main(
                     known = followed[path] = _Followed(state=state, sent=set())
                 try:
                     stored, problems = send_new_events(
-                        http, url, key, path, live=live, sent=known.sent, folder=folder
+                        http,
+                        url,
+                        key,
+                        path,
+                        live=live,
+                        sent=known.sent,
+                        folder=folder,
+                        leave=elsewhere_of(str(path)),
                     )
                 except (OSError, httpx.HTTPError) as exc:
                     print(f"{path}: not sent ({exc}); trying again", file=sys.stderr)

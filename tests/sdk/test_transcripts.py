@@ -123,6 +123,28 @@ def test_it_follows_a_live_transcript_and_resumes_without_duplicates(
     assert step_count(gunicorn_api, project_key, "cc-7f3a:agent-b7e1") == 1
 
 
+def test_it_watches_a_claude_code_project_and_stores_each_sub_agent_call_once(
+    gunicorn_api: str, project_key: str, tmp_path: Path
+) -> None:
+    """The watcher sends the session's transcript and its sub-agent's one file at a
+    time; the sub-agent's entries shown in its parent's transcript are no second
+    version of its steps, and the folder imported after it stores nothing new."""
+    project = claude_project(tmp_path)
+    sid = "5b1e0c7a-cc21-4f7e-9a10-3e2d6f0b9c41"
+    watcher = _watcher(tmp_path, gunicorn_api, project_key)
+    try:
+        wait_for(lambda: step_count(gunicorn_api, project_key, sid) == 2, 20, "2 steps")
+        agent = f"{sid}:agent-a4c19e2"
+        wait_for(lambda: step_count(gunicorn_api, project_key, agent) == 2, 20, "2 agent steps")
+    finally:
+        out, err = _stop(watcher)
+    assert "HTTP" not in err and "refused" not in err, err
+    done = sdk("import", str(project), url=gunicorn_api, key=project_key)
+    assert done.returncode == 0, done.stderr
+    assert f"{sid} (claude-code): 2 steps, 0 new" in done.stdout
+    assert f"{sid}:agent-a4c19e2 (claude-code): 2 steps, 0 new" in done.stdout
+
+
 def test_it_follows_an_openhands_event_folder_as_it_gains_files(
     gunicorn_api: str, project_key: str, tmp_path: Path
 ) -> None:

@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -276,6 +276,19 @@ def agent_file_session(path: str) -> str | None:
     (``<session>/subagents/agent-<id>.jsonl``), or None for another file."""
     found = _AGENT_FILE.search(path)
     return agent_session(found.group(1), found.group(2)) if found else None
+
+
+def kept_apart(paths: Iterable[str]) -> Callable[[str], set[str]]:
+    """Of the transcripts at `paths`, read one at a time: for a path, the sub-agent
+    sessions another of them holds whole (their own files), which what a parent's
+    transcript logged of them inline must leave alone (it lacks their attachments and
+    their last reply: read as well, it would be a second version of their steps)."""
+    own = {path: session for path in paths if (session := agent_file_session(path))}
+
+    def of(path: str) -> set[str]:
+        return {session for p, session in own.items() if p != path}
+
+    return of
 
 
 def _forked_from(entry: dict[str, Any]) -> str | None:
