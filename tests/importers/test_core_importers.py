@@ -1482,3 +1482,77 @@ def test_it_waits_for_the_end_of_a_resumed_claude_code_copy_still_being_written(
     data = (json.dumps(title) + "\n").encode() + _cc_lines([*head, _reply("a-2", "msg_2", "16")])
     assert not replay(list(read(io.BytesIO(data), format="claude-code", live=True)))
     assert len(replay(list(read(io.BytesIO(data), format="claude-code")))["cc-r"]) == 2
+
+
+def _oh_usage(prompt: int, completion: int, cached: int = 0) -> dict[str, Any]:
+    """OpenHands' running total of tokens, as each agent action carries it."""
+    totals = {"model": "default", "prompt_tokens": prompt, "completion_tokens": completion,
+              "cache_read_tokens": cached, "cache_write_tokens": 0, "context_window": 200000,
+              "per_turn_token": 0, "response_id": ""}  # fmt: skip
+    return {"accumulated_cost": 0.02, "max_budget_per_task": None,
+            "accumulated_token_usage": totals, "costs": [], "response_latencies": [],
+            "token_usages": []}  # fmt: skip
+
+
+def _oh_session() -> list[dict[str, Any]]:
+    """A CodeActAgent session as OpenHands (V0) stores it: a tool call whose model
+    response is kept beside the action, then a reply in words with none."""
+    call = {"id": "toolu_1", "type": "function", "index": 0,
+            "function": {"name": "execute_bash",
+                         "arguments": json.dumps({"command": "grep -rn TIMEOUT ."})}}  # fmt: skip
+    response = {"id": "chatcmpl-1", "model": "claude-sonnet-4-5", "object": "chat.completion",
+                "choices": [{"index": 0, "finish_reason": "tool_calls",
+                             "message": {"role": "assistant", "content": "Find the timeout.",
+                                         "tool_calls": [call]}}],
+                "usage": {"prompt_tokens": 5000, "completion_tokens": 60}}  # fmt: skip
+    meta = {"function_name": "execute_bash", "tool_call_id": "toolu_1",
+            "model_response": response, "total_calls_in_response": 1}  # fmt: skip
+    history = json.loads((FIXTURES / "openhands.json").read_text())[:2]
+    return [
+        *history,
+        {"id": 3, "timestamp": "2026-11-30T11:00:03", "source": "agent", "action": "run",
+         "message": "Running command: grep -rn TIMEOUT .", "tool_call_metadata": meta,
+         "llm_metrics": _oh_usage(5000, 60),
+         "args": {"command": "grep -rn TIMEOUT .", "is_input": False,
+                  "thought": "Find the timeout.", "blocking": False, "is_static": False,
+                  "cwd": None, "hidden": False, "confirmation_state": "confirmed",
+                  "security_risk": -1}},
+        {"id": 4, "timestamp": "2026-11-30T11:00:04", "source": "agent", "cause": 3,
+         "observation": "run", "tool_call_metadata": meta, "content": "inventory.py:3:TIMEOUT = 3",
+         "message": "Command `grep -rn TIMEOUT .` executed with exit code 0.",
+         "extras": {"command": "grep -rn TIMEOUT .", "metadata": {"exit_code": 0}}},
+        {"id": 5, "timestamp": "2026-11-30T11:00:06", "source": "agent", "action": "message",
+         "message": "TIMEOUT is 3 s. Shall I raise it?", "llm_metrics": _oh_usage(10300, 100, 5000),
+         "args": {"content": "TIMEOUT is 3 s. Shall I raise it?", "image_urls": None,
+                  "wait_for_response": True, "security_risk": -1}},
+    ]  # fmt: skip
+
+
+def test_it_sends_openhands_tool_arguments_as_the_model_wrote_them() -> None:
+    data = json.dumps(_oh_session()).encode()
+    steps = replay(list(read(io.BytesIO(data), format="openhands", session_id="oh-a")))["oh-a"]
+    first, _ = steps[0]
+    [reply] = first["output"]["messages"]
+    assert reply["content"][0] == {"type": "text", "text": "Find the timeout."}
+    # not OpenHands' own args (its thought again, blocking, confirmation_state...)
+    assert reply["content"][1]["arguments"] == {"command": "grep -rn TIMEOUT ."}
+
+
+def test_it_takes_an_openhands_replys_usage_from_its_running_total() -> None:
+    # A reply in words has no model response beside it: the total it carries, less
+    # the one the action before it carried, is what its call used.
+    events = _oh_session()
+    condensed = {"id": 6, "source": "agent", "action": "condensation",
+                 "llm_metrics": _oh_usage(12300, 400, 5000),
+                 "args": {"forgotten_event_ids": [3, 4], "summary": "TIMEOUT = 3 s."}}  # fmt: skip
+    asked = {"id": 7, "source": "user", "action": "message", "args": {"content": "Yes."}}
+    done = {"id": 8, "source": "agent", "action": "message", "args": {"content": "Raised."},
+            "llm_metrics": _oh_usage(13000, 420, 5000)}  # fmt: skip
+    data = json.dumps([*events, condensed, asked, done]).encode()
+    steps = replay(list(read(io.BytesIO(data), format="openhands", session_id="oh-u")))["oh-u"]
+    assert [body["usage"] for body, _ in steps] == [
+        {"input_tokens": 5000, "cache_read_tokens": 0, "output_tokens": 60},
+        {"input_tokens": 300, "cache_read_tokens": 5000, "output_tokens": 40},
+        # the condenser's own call (2,000 in, 300 out) is not this call's
+        {"input_tokens": 700, "cache_read_tokens": 0, "output_tokens": 20},
+    ]

@@ -666,3 +666,17 @@ def test_it_counts_the_calls_a_resumed_claude_code_session_copied_once(
         again_response = upload(api, *send)
         assert again_response.status_code == 200, again_response.content
     assert Step.objects.count() == 3
+
+
+def test_it_shows_an_openhands_replys_usage_and_the_arguments_the_model_wrote(
+    api: Api,
+) -> None:
+    from tests.importers.test_core_importers import _oh_session
+
+    response = upload(api, ("oh-run.json", json.dumps(_oh_session()).encode()))
+    assert response.status_code == 201, response.content
+    first = api.get("/sessions/oh-run/steps/0").json()
+    call = first["output"]["messages"][0]["content"][1]
+    assert call["arguments"] == {"command": "grep -rn TIMEOUT ."}
+    reply = api.get("/sessions/oh-run/steps/1").json()
+    assert reply["usage"] == {"input_tokens": 300, "cache_read_tokens": 5000, "output_tokens": 40}

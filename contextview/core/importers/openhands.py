@@ -13,8 +13,11 @@ another agent configuration, replaces its prompt and tools), ``MessageEvent``
 ``Condensation`` (``forgotten_event_ids``, ``summary``). Agent actions that came
 from one model response share ``tool_call_metadata.model_response.id`` and form one
 model call, whose usage is that response's ``usage``, even when the
-result of each call is logged before the next call; the ``system`` action's ``tools``
-are sent with every call. A
+result of each call is logged before the next call; its tool calls' arguments are
+the ones the model wrote in that response. A reply in words has no response beside
+it: its usage is how much the running total of tokens each agent action carries
+(``llm_metrics.accumulated_token_usage``) grew since the action before. The
+``system`` action's ``tools`` are sent with every call. A
 ``condensation`` action forgets ``forgotten_event_ids`` (or the range
 ``forgotten_events_start_id``..``forgotten_events_end_id``), replacing them with
 its ``summary`` when it has one. ``agent_state_changed`` observations tell how the
@@ -103,6 +106,45 @@ def _usage(meta: Any, where: str) -> dict[str, int] | None:
         usage.get("cache_creation_input_tokens"), f"{path}.cache_creation_input_tokens"
     )
     return usage_cached_inside(prompt, cached, output, written)
+
+
+def _written_arguments(meta: dict[str, Any]) -> Any:
+    """The arguments of the tool call `meta` names as the model wrote them, in the
+    model response OpenHands keeps beside the action; None when it keeps none. The
+    action's ``args`` are OpenHands' own (its thought, ``blocking``, ``is_input``,
+    ``confirmation_state``, ``security_risk``...), not what the model wrote."""
+    response = meta.get("model_response")
+    choices = response.get("choices") if isinstance(response, dict) else None
+    for choice in choices if isinstance(choices, list) else []:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in calls if isinstance(calls, list) else []:
+            if not isinstance(call, dict) or call.get("id") != meta.get("tool_call_id"):
+                continue
+            function = call.get("function")
+            arguments = function.get("arguments") if isinstance(function, dict) else None
+            if isinstance(arguments, str):
+                try:
+                    return json_loads(arguments)
+                except (ValueError, RecursionError, NotFinite):
+                    return arguments  # kept as the text the model wrote
+            return arguments
+    return None
+
+
+# The counts of OpenHands' running total of the tokens its calls used.
+_TOTALS = ("prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+def _totals(event: dict[str, Any], where: str) -> dict[str, int] | None:
+    """The tokens used so far by the session's calls, as an agent action carries them
+    (``llm_metrics.accumulated_token_usage``); None when it carries none."""
+    metrics = event.get("llm_metrics")
+    totals = metrics.get("accumulated_token_usage") if isinstance(metrics, dict) else None
+    if not isinstance(totals, dict):
+        return None
+    path = f"{where}: llm_metrics.accumulated_token_usage"
+    return {key: token_count(totals.get(key), f"{path}.{key}") or 0 for key in _TOTALS}
 
 
 def _event_number(mid: str) -> int | None:
@@ -202,6 +244,28 @@ class _Reader:
         self.microagents: set[str] = set()
         # the message of the system prompt the model is sent now (OpenHands V1)
         self.system_prompt: str | None = None
+        # the running total of the tokens used, as the last agent action carried it
+        self.totals: dict[str, int] | None = None
+
+    def spent(self, event: dict[str, Any], where: str) -> dict[str, int] | None:
+        """The usage of the model call an agent action came from, told by how much its
+        running total of tokens grew since the action before it (OpenHands keeps the
+        total on each action, its condenser's calls counted in: a condensation action
+        carries the total its own call reached). For a reply with no model response
+        beside it (a message the agent wrote), the only usage OpenHands logs of it."""
+        totals = _totals(event, where)
+        if totals is None:
+            return None
+        before, self.totals = self.totals or dict.fromkeys(_TOTALS, 0), totals
+        grown = {key: totals[key] - before[key] for key in _TOTALS}
+        if min(grown.values()) < 0 or not grown["prompt_tokens"] + grown["completion_tokens"]:
+            return None  # a total that restarted, or no call since the action before
+        return usage_cached_inside(
+            grown["prompt_tokens"],
+            grown["cache_read_tokens"],
+            grown["completion_tokens"],
+            grown["cache_write_tokens"],
+        )
 
     def finish(self) -> Iterator[Event]:
         call = self.call
@@ -238,6 +302,7 @@ class _Reader:
         for kind in ("observation", "action"):
             if kind in event and not isinstance(event[kind], str):
                 raise TranscriptError(f"{where}: {kind}", "must be a string naming the event")
+        spent = self.spent(event, where)
         if "observation" in event:
             kind = event["observation"]
             if kind == "agent_state_changed":
@@ -290,11 +355,12 @@ class _Reader:
         if not isinstance(response, dict):
             response = {}
         if meta:
+            written = _written_arguments(meta)
             part: dict[str, Any] = {
                 "type": "tool_call",
                 "id": meta.get("tool_call_id"),
                 "name": meta.get("function_name") or action,
-                "arguments": args,
+                "arguments": args if written is None else written,
             }
             parts: list[Any] = [part]
             thought = args.get("thought")
@@ -308,7 +374,7 @@ class _Reader:
             event,
             response.get("id"),
             {"id": mid, "role": "assistant", "content": parts},
-            usage=lambda: _usage(meta, where),
+            usage=lambda: _usage(meta, where) or spent,
             model=response.get("model"),
         )
 
