@@ -1556,3 +1556,37 @@ def test_it_takes_an_openhands_replys_usage_from_its_running_total() -> None:
         # the condenser's own call (2,000 in, 300 out) is not this call's
         {"input_tokens": 700, "cache_read_tokens": 0, "output_tokens": 20},
     ]
+
+
+def test_it_sends_an_openhands_sdk_tool_result_of_plain_text_as_that_text() -> None:
+    events = _sdk_events()
+    plain = {**events[4], "observation": {
+        "kind": "TerminalObservation", "content": "upstream timed out after 3 s",
+        "is_error": False, "command": "tail app.log", "exit_code": 0,
+        "metadata": {"exit_code": 0, "pid": -1, "working_dir": "/workspace"}}}  # fmt: skip
+    failed = {
+        **events[5],
+        "observation": {
+            "kind": "TerminalObservation",
+            "content": "ls: cannot access",
+            "is_error": True,
+        },
+    }
+    data = json.dumps([*events[:4], plain, failed, *events[6:]]).encode()
+    steps = replay(list(read(io.BytesIO(data), format="openhands", fallback="oh-t")))["oh-t"]
+    results = [m for m in steps[1][1].before if m.id in ("eo4", "eo5")]
+    assert [m.text for m in results] == [
+        "upstream timed out after 3 s",
+        "Tool Execution Error. \nls: cannot access",
+    ]
+
+
+def test_it_keeps_the_reasoning_of_an_openhands_sdk_reply_in_words() -> None:
+    events = _sdk_events()
+    reply = events[7]
+    reply["llm_message"] = {**reply["llm_message"], "reasoning_content": "The log says 3 s."}
+    data = json.dumps(events).encode()
+    steps = replay(list(read(io.BytesIO(data), format="openhands", fallback="oh-r")))["oh-r"]
+    parts = steps[1][0]["output"]["messages"][0]["content"]
+    assert parts[0] == {"type": "thinking", "thinking": "The log says 3 s."}
+    assert parts[1]["text"] == "inventory-svc times out."

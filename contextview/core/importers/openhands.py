@@ -178,15 +178,37 @@ def _v1_text(items: Iterable[Any]) -> str:
     )
 
 
-def _v1_action_parts(event: dict[str, Any]) -> list[Any]:
-    """An action's reply: its reasoning, its thought and the tool call it made."""
+def _v1_observed(observation: Any) -> Any:
+    """What the model reads of an SDK observation: its ``content`` (text, or text and
+    image items), after "Tool Execution Error. " when it is an error, as the SDK
+    sends it. An observation of another shape is kept whole, as JSON text."""
+    if not isinstance(observation, dict) or not isinstance(observation.get("content"), str | list):
+        return _text(observation)
+    content = observation["content"]
+    parts = _v1_parts(content)
+    if observation.get("is_error") is True:
+        parts.insert(0, {"type": "text", "text": "Tool Execution Error. "})
+    elif isinstance(content, str):
+        return content
+    return parts
+
+
+def _v1_reasoning(holder: dict[str, Any]) -> list[Any]:
+    """The reasoning a reply of the SDK holds (an action's, or an agent message's
+    ``llm_message``): its ``reasoning_content`` and Anthropic thinking blocks."""
     parts: list[Any] = []
-    if isinstance(event.get("reasoning_content"), str) and event["reasoning_content"]:
-        parts.append({"type": "thinking", "thinking": event["reasoning_content"]})
-    blocks = event.get("thinking_blocks")
+    if isinstance(holder.get("reasoning_content"), str) and holder["reasoning_content"]:
+        parts.append({"type": "thinking", "thinking": holder["reasoning_content"]})
+    blocks = holder.get("thinking_blocks")
     for block in blocks if isinstance(blocks, list) else []:
         if isinstance(block, dict) and isinstance(block.get("thinking"), str):
             parts.append({"type": "thinking", "thinking": block["thinking"]})
+    return parts
+
+
+def _v1_action_parts(event: dict[str, Any]) -> list[Any]:
+    """An action's reply: its reasoning, its thought and the tool call it made."""
+    parts = _v1_reasoning(event)
     parts.extend(_v1_parts(event.get("thought")))
     call = event.get("tool_call")
     call = call if isinstance(call, dict) else {}
@@ -441,7 +463,7 @@ class _Reader:
                 *_v1_parts(event.get("extended_content")),
             ]
             if event.get("source") == "agent":
-                msg = {"id": mid, "role": "assistant", "content": said}
+                msg = {"id": mid, "role": "assistant", "content": [*_v1_reasoning(message), *said]}
                 yield from self.call_output(event, event.get("llm_response_id"), msg)
             else:
                 role = message.get("role") if message.get("role") in ("user", "system") else "user"
@@ -453,9 +475,7 @@ class _Reader:
             )  # fmt: skip
         elif kind in ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent"):
             if kind == "ObservationEvent":
-                observation = event.get("observation")
-                raw = observation.get("content") if isinstance(observation, dict) else None
-                content: Any = _v1_parts(raw) if isinstance(raw, list) else _text(observation)
+                content: Any = _v1_observed(event.get("observation"))
             elif kind == "UserRejectObservation":
                 content = f"Action rejected: {event.get('rejection_reason') or ''}"
             else:
