@@ -20,7 +20,7 @@ from contextview.core.importers import TranscriptError, openhands
 from contextview.core.importers.folders import event_folders, read_folder
 from contextview.sessions.models import Session
 from tests.api_client import Api
-from tests.importers.test_core_importers import ids, replay
+from tests.importers.test_core_importers import _sdk_events, ids, replay
 from tests.importers.test_import_api import upload
 
 SESSION = Path(__file__).parent / "fixtures" / "openhands_folder" / "oh-folder-5e1c"
@@ -299,3 +299,36 @@ def test_it_imports_the_sessions_the_typescript_codex_cli_saved_in_a_folder(
     assert response.status_code == 201, response.content
     assert [s["session_id"] for s in response.json()["sessions"]] == [sid]
     assert api.get(f"/sessions/{sid}").json()["steps"] == 2
+
+
+def _sdk_state(usages: list[dict[str, Any]]) -> dict[str, Any]:
+    """An OpenHands V1 conversation's base_state.json, with the usage of its calls."""
+    metrics = {"model_name": "litellm_proxy/claude-sonnet-4-5", "accumulated_cost": 0.05,
+               "accumulated_token_usage": {}, "costs": [], "response_latencies": [],
+               "token_usages": usages}  # fmt: skip
+    return {"id": "conv-7a1", "agent": {"kind": "Agent"}, "execution_status": "finished",
+            "stats": {"usage_to_metrics": {"agent": metrics}}}  # fmt: skip
+
+
+def _token_usage(response: str, prompt: int, completion: int, cached: int) -> dict[str, Any]:
+    return {"model": "litellm_proxy/claude-sonnet-4-5", "prompt_tokens": prompt,
+            "completion_tokens": completion, "cache_read_tokens": cached,
+            "cache_write_tokens": 0, "reasoning_tokens": 0, "context_window": 200000,
+            "per_turn_token": prompt + completion, "response_id": response}  # fmt: skip
+
+
+def test_it_gives_each_openhands_sdk_call_the_usage_its_state_recorded(api: Api) -> None:
+    usages = [_token_usage("resp-1", 4200, 90, 0), _token_usage("resp-2", 4600, 30, 4200)]
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for n, event in enumerate(_sdk_events()):
+            archive.writestr(f"conv-7a1/events/event-{n:05d}-{event['id']}.json", json.dumps(event))
+        archive.writestr("conv-7a1/base_state.json", json.dumps(_sdk_state(usages)))
+    response = upload(api, ("conv-7a1.zip", out.getvalue()))
+    assert response.status_code == 201, response.content
+    first = api.get("/sessions/conv-7a1/steps/0").json()
+    assert first["usage"] == {"input_tokens": 4200, "cache_read_tokens": 0, "output_tokens": 90}
+    assert first["model"] == "litellm_proxy/claude-sonnet-4-5"
+    second = api.get("/sessions/conv-7a1/steps/1").json()
+    assert second["usage"] == {"input_tokens": 400, "cache_read_tokens": 4200, "output_tokens": 30}
+    assert api.get("/sessions/conv-7a1").json()["model"] == "litellm_proxy/claude-sonnet-4-5"

@@ -4,7 +4,8 @@ Claude Code project folder), and OpenHands sessions stored as folders of event f
 OpenHands' file store keeps a session as ``<session>/events/0.json``, ``1.json``,
 ... (newer versions name them ``event-00000-<uuid>.json``), one event per file,
 besides other files (``metadata.json``, caches) that are not events. A folder is
-one session, named after the session folder; its events are read in the order of
+one session, named after the session folder (whose ``base_state.json``, in OpenHands
+V1, gives its calls' usage); its events are read in the order of
 the numbers in their names, one file at a time, so memory is bounded by the
 largest event, never by the session.
 
@@ -36,6 +37,8 @@ from contextview.core.importers._log import Event, TranscriptError, guarded
 # An event file: its number is the event's place in the session. (A cache file,
 # ``event_cache/0-25.json``, holds a list of events and is not one.)
 _EVENT_FILE = re.compile(r"(\d+)\.json|event-(\d+)-[^/]*\.json")
+# The state OpenHands V1 keeps beside a conversation's events.
+_STATE_FILE = "base_state.json"
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
 
 
@@ -49,6 +52,9 @@ class EventFolder:
     where: str
     # paths of the event files, in event order
     files: tuple[str, ...]
+    # the path of the conversation's state beside its events (OpenHands V1's
+    # ``base_state.json``, with each call's usage), when there is one
+    state: str | None = None
 
 
 def event_folders(paths: Iterable[str]) -> list[EventFolder]:
@@ -58,18 +64,27 @@ def event_folders(paths: Iterable[str]) -> list[EventFolder]:
     folder whose session is named ``""``: the caller names it.
     """
     found: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    states: set[str] = set()
     for path in paths:
         folder, _, name = path.rpartition("/")
         match = _EVENT_FILE.fullmatch(name)
         if match is not None:
             found[folder].append((int(match.group(1) or match.group(2)), path))
+        elif name == _STATE_FILE:
+            states.add(path)
     folders = []
     for folder, files in sorted(found.items()):
         parent, _, base = folder.rpartition("/")
         session = parent.rpartition("/")[2] if base == "events" else base
+        state = f"{parent}/{_STATE_FILE}" if parent else _STATE_FILE
         files.sort()
         folders.append(
-            EventFolder(session=session, where=folder or ".", files=tuple(p for _, p in files))
+            EventFolder(
+                session=session,
+                where=folder or ".",
+                files=tuple(p for _, p in files),
+                state=state if base == "events" and state in states else None,
+            )
         )
     return folders
 
@@ -119,20 +134,26 @@ def read_folder(
     """The events of an OpenHands event folder, as `openhands.read` gives them for the
     same events in one file; raises TranscriptError naming the file at fault."""
 
+    def whole(path: str) -> Any:
+        with open_file(path) as stream:
+            data = stream.read(max_event_bytes + 1)
+        if len(data) > max_event_bytes:
+            raise TranscriptError(path, f"is larger than {max_event_bytes} bytes")
+        return openhands.event_of(data, path)
+
     def events() -> Iterator[tuple[str, Any]]:
         for path in folder.files:
-            with open_file(path) as stream:
-                data = stream.read(max_event_bytes + 1)
-            if len(data) > max_event_bytes:
-                raise TranscriptError(path, f"is larger than {max_event_bytes} bytes")
-            yield path, openhands.event_of(data, path)
+            yield path, whole(path)
 
-    return guarded(
-        openhands.read_events(
-            events(), session_id=session_id or folder.session or fallback, live=live
-        ),
-        openhands.FORMAT,
-    )
+    def read() -> Iterator[Event]:
+        # A generator, so that a state that cannot be read fails where the events
+        # are taken, as an event file does.
+        usages = openhands.call_usages(whole(folder.state), folder.state) if folder.state else {}
+        yield from openhands.read_events(
+            events(), session_id=session_id or folder.session or fallback, live=live, usages=usages
+        )
+
+    return guarded(read(), openhands.FORMAT)
 
 
 class ArchiveTooLarge(Exception):

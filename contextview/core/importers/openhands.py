@@ -10,28 +10,29 @@ the tools; a ``SystemPromptUpdateEvent``, written when a conversation is restore
 another agent configuration, replaces its prompt and tools), ``MessageEvent``
 (``llm_message``), ``ActionEvent`` (``thought``, ``tool_call``; those of one
 ``llm_response_id`` are one call), ``ObservationEvent`` (``observation.content``),
-``Condensation`` (``forgotten_event_ids``, ``summary``). Agent actions that came
-from one model response share ``tool_call_metadata.model_response.id`` and form one
-model call, whose usage is that response's ``usage``, even when the
-result of each call is logged before the next call; its tool calls' arguments are
-the ones the model wrote in that response. A reply in words has no response beside
-it: its usage is how much the running total of tokens each agent action carries
-(``llm_metrics.accumulated_token_usage``) grew since the action before. The
-``system`` action's ``tools`` are sent with every call. A
-``condensation`` action forgets ``forgotten_event_ids`` (or the range
-``forgotten_events_start_id``..``forgotten_events_end_id``), replacing them with
-its ``summary`` when it has one. ``agent_state_changed`` observations tell how the
-run ended. A ``recall`` observation (workspace context, microagent knowledge) is
-sent as the user message of the texts in its extras, not its ``content``. So is an
-``edit`` observation of OpenHands' own file editor (``impl_source`` ``oh_aci``): the
-model reads its ``formatted_output_and_error``, not the diff in its ``content``.
+``Condensation`` (``forgotten_event_ids``, ``summary``). Its events carry no usage:
+an event folder's ``base_state.json`` records each call's (``call_usages``). V0's
+agent actions that came from one model response share
+``tool_call_metadata.model_response.id`` and form one model call, whose usage is
+that response's ``usage``, even when the result of each call is logged before the
+next call; its tool calls' arguments are the ones the model wrote in that response.
+A reply in words has no response beside it: its usage is how much the running total
+of tokens each agent action carries (``llm_metrics.accumulated_token_usage``) grew
+since the action before. The ``system`` action's ``tools`` are sent with every call.
+A ``condensation`` action forgets ``forgotten_event_ids`` (or the range
+``forgotten_events_start_id``..``forgotten_events_end_id``), replacing them with its
+``summary`` when it has one. ``agent_state_changed`` observations tell how the run
+ended. A ``recall`` observation (workspace context, microagent knowledge) is sent as
+the user message of the texts in its extras, not its ``content``. So is an ``edit``
+observation of OpenHands' own file editor (``impl_source`` ``oh_aci``): the model
+reads its ``formatted_output_and_error``, not the diff in its ``content``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from contextview.core.importers._log import (
     Event,
@@ -253,8 +254,17 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+class Call(NamedTuple):
+    """What a V1 conversation's state tells of one model call."""
+
+    usage: dict[str, int] | None
+    model: str | None
+
+
 class _Reader:
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, usages: dict[str, Call] | None = None) -> None:
+        # the usage and model of each V1 call, by its response id
+        self.usages = usages or {}
         self.log = SessionLog(session_id, session_body={"agent": "openhands", "metadata": {}})
         self.call_key: Any = None
         self.call: dict[str, Any] | None = None
@@ -464,15 +474,13 @@ class _Reader:
             ]
             if event.get("source") == "agent":
                 msg = {"id": mid, "role": "assistant", "content": [*_v1_reasoning(message), *said]}
-                yield from self.call_output(event, event.get("llm_response_id"), msg)
+                yield from self.v1_reply(event, msg)
             else:
                 role = message.get("role") if message.get("role") in ("user", "system") else "user"
                 yield from self.heard({"id": mid, "role": role, "content": said})
         elif kind == "ActionEvent":
-            yield from self.call_output(
-                event, event.get("llm_response_id"), {"id": mid, "role": "assistant",
-                                                      "content": _v1_action_parts(event)}
-            )  # fmt: skip
+            msg = {"id": mid, "role": "assistant", "content": _v1_action_parts(event)}
+            yield from self.v1_reply(event, msg)
         elif kind in ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent"):
             if kind == "ObservationEvent":
                 content: Any = _v1_observed(event.get("observation"))
@@ -498,6 +506,19 @@ class _Reader:
             if isinstance(status, str) and status in _V1_END_STATES:
                 self.status = _V1_END_STATES[status]
         # other events (pauses, condensation requests, hooks) never reach the model
+
+    def v1_reply(self, event: dict[str, Any], msg: dict[str, Any]) -> Iterator[Event]:
+        """`msg`, a part of the reply of the V1 call its ``llm_response_id`` names, with
+        the usage and model the conversation's state recorded for that call."""
+        key = event.get("llm_response_id")
+        call = self.usages.get(key) if isinstance(key, str) else None
+        yield from self.call_output(
+            event,
+            key,
+            msg,
+            usage=lambda: call.usage if call else None,
+            model=call.model if call else None,
+        )
 
     def prompt_updated(self, mid: str, event: dict[str, Any]) -> None:
         """A ``SystemPromptUpdateEvent``: the calls from here on are sent its tools,
@@ -656,11 +677,48 @@ def event_of(data: bytes, where: str) -> Any:
     return json_whole(data, where)
 
 
+def call_usages(state: Any, where: str) -> dict[str, Call]:
+    """The usage and model of each model call a V1 conversation's state records
+    (``base_state.json``: ``stats.usage_to_metrics``, each LLM's ``token_usages``),
+    by the id of the response its events name (``llm_response_id``). The events
+    themselves carry none."""
+    stats = state.get("stats") if isinstance(state, dict) else None
+    by_llm = stats.get("usage_to_metrics") if isinstance(stats, dict) else None
+    found: dict[str, Call] = {}
+    for name, metrics in by_llm.items() if isinstance(by_llm, dict) else ():
+        usages = metrics.get("token_usages") if isinstance(metrics, dict) else None
+        for n, usage in enumerate(usages if isinstance(usages, list) else []):
+            response = usage.get("response_id") if isinstance(usage, dict) else None
+            if not isinstance(response, str) or not response:
+                continue
+            path = f"{where}: stats.usage_to_metrics.{name}.token_usages[{n}]"
+
+            def count(key: str, usage: dict[str, Any] = usage, path: str = path) -> int | None:
+                return token_count(usage.get(key), f"{path}.{key}")
+
+            model = usage.get("model") or metrics.get("model_name")
+            found[response] = Call(
+                usage=usage_cached_inside(
+                    count("prompt_tokens"),
+                    count("cache_read_tokens") or 0,
+                    count("completion_tokens"),
+                    count("cache_write_tokens"),
+                ),
+                model=model if isinstance(model, str) and model != "default" else None,
+            )
+    return found
+
+
 def read_events(
-    events: Iterable[tuple[str, Any]], *, session_id: str, live: bool = False
+    events: Iterable[tuple[str, Any]],
+    *,
+    session_id: str,
+    live: bool = False,
+    usages: dict[str, Call] | None = None,
 ) -> Iterator[Event]:
-    """The ingest events of OpenHands events given as (where, event), in order."""
-    reader = _Reader(session_id)
+    """The ingest events of OpenHands events given as (where, event), in order;
+    `usages` the usage of each V1 call, by its response id (`call_usages`)."""
+    reader = _Reader(session_id, usages or {})
     for where, event in events:
         yield from reader.event(where, event)
     if not live:
