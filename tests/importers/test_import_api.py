@@ -680,3 +680,31 @@ def test_it_shows_an_openhands_replys_usage_and_the_arguments_the_model_wrote(
     assert call["arguments"] == {"command": "grep -rn TIMEOUT ."}
     reply = api.get("/sessions/oh-run/steps/1").json()
     assert reply["usage"] == {"input_tokens": 300, "cache_read_tokens": 5000, "output_tokens": 40}
+
+
+def test_it_links_atif_results_that_name_no_call_to_the_calls_of_their_step(api: Api) -> None:
+    # As a Harbor agent writes them: one call a step, its result without source_call_id.
+    def step(n: int, call: str, command: str, output: str) -> dict[str, Any]:
+        return {"step_id": n, "timestamp": f"2026-02-09T08:20:0{n}+00:00", "source": "agent",
+                "model_name": "gemini/gemini-3-flash-preview", "message": "",
+                "tool_calls": [{"tool_call_id": call, "function_name": "bash",
+                                "arguments": {"command": command}}],
+                "observation": {"results": [{"content": output}]},
+                "metrics": {"prompt_tokens": 2600 + 100 * n, "completion_tokens": 10}}  # fmt: skip
+
+    doc = {"schema_version": "ATIF-v1.6", "session_id": "nav-1",
+           "agent": {"name": "navigator", "version": "0.1.0"},
+           "steps": [{"step_id": 1, "source": "user", "message": "Why is checkout down?"},
+                     step(2, "call_a", "tail -n 50 app.log", "pool exhausted"),
+                     step(3, "call_b", "tail -n 50 app.log", "pool exhausted"),
+                     {"step_id": 4, "source": "agent", "message": "The DB pool.",
+                      "metrics": {"prompt_tokens": 3000, "completion_tokens": 5}}]}  # fmt: skip
+    response = upload(api, ("trajectory.json", json.dumps(doc).encode()))
+    assert response.status_code == 201, response.content
+    last = api.get("/sessions/nav-1/steps/2").json()
+    results = [m for m in last["before"] if m["role"] == "tool"]
+    assert [m["content"] for m in results] == ["pool exhausted", "pool exhausted"]
+    session_stats_compute(session_id=Session.objects.get(external_id="nav-1").pk)
+    # the same command again: its result now counts for the tool that made it
+    flags = api.get("/sessions/nav-1/steps/2").json()["stats"]["flags"]
+    assert "repeated_tool_call" in flags

@@ -4,7 +4,9 @@
 "steps": [...], "final_metrics"}``. A step's ``source`` is ``system``, ``user`` or
 ``agent``; an agent step is one model call (its ``message``, ``reasoning_content``
 and ``tool_calls``; ``metrics`` with ``prompt_tokens``, ``completion_tokens``,
-``cached_tokens``), its ``observation.results`` the tool results that follow it.
+``cached_tokens``), its ``observation.results`` the tool results that follow it
+(each naming its call by ``source_call_id``; results that name none, as many as the
+calls none names, answer those calls in order).
 
 Later versions add to that: ``agent.tool_definitions`` (v1.5: the calls' tools),
 content as a list of text and image parts (v1.6), observations on system steps
@@ -266,10 +268,13 @@ def _results(
     out: list[dict[str, Any]] = []
     observation = step.get("observation")
     results = observation.get("results") if isinstance(observation, dict) else None
-    for r, result in enumerate(results if isinstance(results, list) else []):
+    results = results if isinstance(results, list) else []
+    for r, result in enumerate(results):
         if not isinstance(result, dict):
             raise TranscriptError(f"{at}.observation.results[{r}]", "must be an object")
-        call_id = result.get("source_call_id")
+    unnamed = _unnamed_calls(step, results)
+    for r, result in enumerate(results):
+        call_id = result.get("source_call_id") or (unnamed.pop(0) if unnamed else None)
         role = "tool" if call_id or step.get("source") == "agent" else "user"
         msg = {"id": f"s{sid_n}.r{r}", "role": role, "content": _content(result.get("content"))}
         if call_id:
@@ -280,3 +285,23 @@ def _results(
                 started_by[ref["trajectory_id"]] = call_id
         out.append(msg)
     return out
+
+
+def _unnamed_calls(step: dict[str, Any], results: list[dict[str, Any]]) -> list[Any]:
+    """The ids of an agent step's tool calls that its results without a
+    ``source_call_id`` answer, in order: producers that make one result per call
+    often leave the id out (it is optional), and a result that names no call
+    counts for no tool. Empty unless those results are as many as the calls no
+    result names, when each is taken to answer the next such call."""
+    calls = step.get("tool_calls") if step.get("source") == "agent" else None
+    named = {r.get("source_call_id") for r in results if r.get("source_call_id")}
+    open_calls = [
+        c["tool_call_id"]
+        for c in (calls if isinstance(calls, list) else [])
+        if isinstance(c, dict)
+        and isinstance(c.get("tool_call_id"), str)
+        and c["tool_call_id"]
+        and c["tool_call_id"] not in named
+    ]
+    unanswered = [r for r in results if not r.get("source_call_id")]
+    return open_calls if len(open_calls) == len(unanswered) else []
