@@ -708,3 +708,23 @@ def test_it_links_atif_results_that_name_no_call_to_the_calls_of_their_step(api:
     # the same command again: its result now counts for the tool that made it
     flags = api.get("/sessions/nav-1/steps/2").json()["stats"]["flags"]
     assert "repeated_tool_call" in flags
+
+
+@pytest.mark.parametrize(
+    ("trajectory", "error"),
+    [
+        ({"steps": {"1": {"source": "user"}}}, "t.json: steps: field required, the trajectory's"),
+        ({"subagent_trajectories": [{"trajectory_id": "helper"}]},
+         "t.json: subagent_trajectories[0].steps: field required"),
+    ],
+)  # fmt: skip
+def test_it_refuses_an_atif_trajectory_without_a_list_of_steps_naming_it(
+    api: Api, trajectory: dict[str, Any], error: str
+) -> None:
+    doc = {"schema_version": "ATIF-v1.7", "session_id": "t", "agent": {"name": "a"},
+           "steps": [{"step_id": 1, "source": "user", "message": "Go."},
+                     {"step_id": 2, "source": "agent", "message": "Done."}]}  # fmt: skip
+    response = upload(api, ("t.json", json.dumps({**doc, **trajectory}).encode()))
+    assert response.status_code == 422
+    assert response.json()["error"].startswith(error)
+    assert not Session.objects.exists()

@@ -119,7 +119,10 @@ def _trajectory(
     # the tool call whose result refers to each embedded sub-agent's trajectory
     started_by: dict[str, Any] = {}
     steps = doc.get("steps")
-    for n, step in enumerate(steps if isinstance(steps, list) else []):
+    if not isinstance(steps, list):
+        # Required by every version: a trajectory without it has nothing to import.
+        raise TranscriptError(f"{where}steps", "field required, the trajectory's list of steps")
+    for n, step in enumerate(steps):
         at = f"{where}steps[{n}]"
         reading(at)
         if not isinstance(step, dict):
