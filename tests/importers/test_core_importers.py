@@ -262,9 +262,16 @@ def test_it_imports_embedded_atif_sub_agents_as_sessions_of_their_own() -> None:
     sessions = {e["body"]["session_id"]: e["body"] for e in events if e["type"] == "session"}
     assert set(sessions) == {"run-4f2a", "run-4f2a:summarizer-1", "run-4f2a:helper-1"}
     helper = sessions["run-4f2a:helper-1"]
-    assert helper["metadata"] == {"parent_session": "run-4f2a", "parent_tool_call_id": "toolu_b7"}
+    assert helper["metadata"] == {
+        "parent_session": "run-4f2a",
+        "parent_tool_call_id": "toolu_b7",
+        "task": "Find exports that select current_date",
+    }
     assert helper["model"] == "anthropic/claude-haiku-4-5"
-    assert sessions["run-4f2a:summarizer-1"]["metadata"] == {"parent_session": "run-4f2a"}
+    assert sessions["run-4f2a:summarizer-1"]["metadata"] == {
+        "parent_session": "run-4f2a",
+        "task": "Summarize the work so far.",
+    }
     steps = replay(events)
     assert [ids(r.before) for _, r in steps["run-4f2a:helper-1"]] == [
         ["s1"],

@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from contextview.core.layout import one_line
 from contextview.core.messages import canonical_json
 from contextview.core.times import as_rfc3339
 
@@ -283,6 +284,14 @@ class SessionLog:
             return  # the same entry logged twice (a resumed session repeats lines)
         self.context.append(mid)
         self.pending[mid] = message
+
+    def asked(self, task: str) -> None:
+        """What the user asked of the session, said before its first call: its
+        ``metadata.task``, the line the sessions list shows of it, where the log's
+        first message is something else (an agent's template, text it injected)."""
+        line = one_line(task)
+        if line and not self.started:
+            self.session_body.setdefault("metadata", {})["task"] = line
 
     def hash_of(self, mid: str) -> str | None:
         if mid in self.pending:

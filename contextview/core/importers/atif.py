@@ -38,10 +38,14 @@ from contextview.core.importers._log import (
     token_count,
     usage_cached_inside,
 )
+from contextview.core.importers._task import Around, inside, plain_text
 
 FORMAT = "atif"
 # What Terminus-2's system step says at each context reset (its summarization handoff).
 TERMINUS_RESET = "Performed context summarization and handoff to continue task."
+# Where Terminus-2's first prompt puts the task's instruction, between its own
+# instructions and the terminal's screen.
+_INSTRUCTION: tuple[Around, ...] = (("Task Description:", "Current terminal state:"),)
 
 
 def looks_like(doc: Any) -> bool:
@@ -134,6 +138,8 @@ def _trajectory(
         if source != "agent":
             said = {"id": f"s{sid_n}", "role": source, "content": _content(step.get("message"))}
             _observed(log, step, at, sid_n, started_by, said=said)
+            if source == "user" and step.get("is_copied_context") is not True:
+                log.asked(inside(plain_text(said["content"]), _INSTRUCTION))
             continue
         parts: list[Any] = []
         if step.get("reasoning_content"):

@@ -24,6 +24,8 @@ a first line with the session's ``id`` and ``timestamp``, then the items themsel
 and before those, the TypeScript Codex CLI (2025) saved a session as one JSON document
 (``rollout-<date>-<id>.json``: ``{"session": {"id", "timestamp", "instructions"},
 "items": [...]}``), read as those lines: the session, then each item.
+The session's task (``metadata.task``) is its first prompt of its own: a user message
+that is none of the texts Codex injects (`SESSION_PREFIXES`), and not a fork's copy.
 """
 
 from __future__ import annotations
@@ -159,9 +161,9 @@ def _is_output(item: dict[str, Any]) -> bool:
     )
 
 
-def _prompt_tokens(item: dict[str, Any]) -> int | None:
-    """The tokens of a user's own prompt, as Codex estimates them; None for any other
-    item (a reply, a tool call or result, or user-role text Codex wrote itself)."""
+def _prompt(item: dict[str, Any]) -> str | None:
+    """The text of a user's own prompt; None for any other item (a reply, a tool call
+    or result, or user-role text Codex wrote itself)."""
     if item.get("type") != "message" or item.get("role") != "user":
         return None
     content = item.get("content")
@@ -177,10 +179,12 @@ def _prompt_tokens(item: dict[str, Any]) -> int | None:
             return None
         if text:
             texts.append(text)
-    if not texts:
-        return None
-    size = len("\n".join(texts).encode("utf-8", "surrogatepass"))
-    return (size + 3) // 4
+    return "\n".join(texts) if texts else None
+
+
+def _prompt_tokens(prompt: str) -> int:
+    """The tokens of a prompt as Codex estimates them (about 4 bytes a token)."""
+    return (len(prompt.encode("utf-8", "surrogatepass")) + 3) // 4
 
 
 def message_of(mid: str, item: dict[str, Any]) -> dict[str, Any]:
@@ -265,6 +269,8 @@ class _Reader:
         # as logged before the first prompt
         self.initial: set[str] = set()
         self.prompted = False
+        # whether the session's task was heard (its first prompt of its own)
+        self.asked = False
         # the session's own id (as its first session_meta names it) and when it was made
         self.own_id: Any = None
         self.created: int | None = None
@@ -405,9 +411,9 @@ class _Reader:
             return
         log = self.session(lineno)
         message = message_of(f"l{lineno}", item)
-        tokens = _prompt_tokens(item)
-        if tokens is not None:
-            self.prompts[message["id"]] = tokens
+        prompt = _prompt(item)
+        if prompt is not None:
+            self.prompts[message["id"]] = _prompt_tokens(prompt)
             self.prompted = True
         elif not self.prompted and item.get("role") in ("user", "developer", "system"):
             self.initial.add(message["id"])
@@ -417,6 +423,11 @@ class _Reader:
             self.call.outputs.append(message)
         else:
             yield from self.finish()
+        if prompt is not None and not self.replaying and not self.asked:
+            # The task: the session's first prompt of its own (a fork's copy holds the
+            # other session's), not what Codex injects around it.
+            self.asked = True
+            log.asked(prompt)
         log.add(message)
 
     def rolled_back(self, lineno: int, turns: Any) -> None:

@@ -49,8 +49,15 @@ from contextview.core.importers._log import (
     token_count,
     usage_cached_inside,
 )
+from contextview.core.importers._task import Around, inside, plain_text
 
 FORMAT = "openhands"
+# Where the prompts OpenHands' benchmark runs send put the issue (SWE-bench and its
+# kin: the repository uploaded, then the issue in these tags, then instructions).
+_ISSUE: tuple[Around, ...] = (
+    ("<issue_description>", "</issue_description>"),
+    ("<pr_description>", "</pr_description>"),
+)
 # Observations that never reach the model (a loop detection only tells the CLI's user).
 _SILENT = frozenset(
     {"agent_state_changed", "null", "user_rejected", "agent_condensation", "loop_detection"}
@@ -250,6 +257,12 @@ def _observed(event: dict[str, Any]) -> str:
     return _text(event.get("content") or event.get("message") or "")
 
 
+def _task(content: Any) -> str:
+    """What a user's message asks (the session's task): the issue a benchmark's prompt
+    holds, or all the text of one a user wrote."""
+    return inside(plain_text(content), _ISSUE)
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
@@ -374,6 +387,8 @@ class _Reader:
             role = "system" if action == "system" else "user"
             content = _text(args.get("content") or event.get("message") or "")
             yield from self.heard({"id": mid, "role": role, "content": content})
+            if action == "message" and event.get("source") == "user":
+                self.log.asked(_task(content))
             return
         meta = (
             event.get("tool_call_metadata")
@@ -478,6 +493,9 @@ class _Reader:
             else:
                 role = message.get("role") if message.get("role") in ("user", "system") else "user"
                 yield from self.heard({"id": mid, "role": role, "content": said})
+                if role == "user" and event.get("source") == "user":
+                    # What the user wrote, without the knowledge OpenHands extended it with.
+                    self.log.asked(_task(_v1_parts(message.get("content"))))
         elif kind == "ActionEvent":
             msg = {"id": mid, "role": "assistant", "content": _v1_action_parts(event)}
             yield from self.v1_reply(event, msg)

@@ -21,19 +21,32 @@ from typing import IO, Any
 
 from contextview.core.importers._log import (
     Event,
+    NotFinite,
     SessionLog,
     TranscriptError,
     json_document,
+    json_loads,
     reading,
     short_hash,
     text_of,
     token_count,
     usage_cached_inside,
 )
+from contextview.core.importers._task import Around, around, inside, plain_text
 
 FORMAT = "swe-agent"
 # Keys of a message that the model reads besides role and content.
 _MESSAGE_KEYS = ("tool_calls", "tool_call_ids", "tool_call_id", "name")
+# What SWE-agent (``problem_statement``) and mini-swe-agent (``task``) call the issue
+# in their instance templates.
+_TASK_NAMES = ("problem_statement", "task")
+# Where the templates they ship with put it, for a trajectory that keeps no template.
+_STOCK: tuple[Around, ...] = (
+    ("ISSUE:", "INSTRUCTIONS:"),  # SWE-agent's default before 1.0, and its demonstrations'
+    ("Consider the following PR description:", "</pr_description>"),  # mini's SWE-bench
+    ("<pr_description>", "</pr_description>"),  # SWE-agent 1.x
+    ("Please solve this issue:", "You can execute bash commands"),  # mini-swe-agent
+)
 
 
 def looks_like(doc: Any) -> bool:
@@ -96,6 +109,7 @@ def read(
     if model is not None:
         body["model"] = model
     log = SessionLog(session_id or fallback, session_body=body)
+    log.asked(_task(doc, info))
     steps = doc.get("trajectory") if isinstance(doc.get("trajectory"), list) else []
     if steps and all(isinstance(_sent(s), list) for s in steps):
         yield from _per_call_messages(log, steps)
@@ -107,6 +121,52 @@ def read(
     status = _status(info)
     if status is not None and log.started:
         yield log.end(status=status, timestamp=None)
+
+
+def _task(doc: dict[str, Any], info: dict[str, Any]) -> str:
+    """What the run was asked to do: the problem statement SWE-agent keeps in its
+    ``replay_config``, else what its first instance message holds where its instance
+    template put the issue (the template the run was configured with, else the ones
+    SWE-agent and mini-swe-agent ship with), else that whole message."""
+    replay = doc.get("replay_config")
+    if isinstance(replay, str):  # SWE-agent 1.x writes it as JSON text
+        try:
+            replay = json_loads(replay)
+        except (ValueError, RecursionError, NotFinite):
+            replay = None
+    text = _dig(replay, "problem_statement", "text")
+    if isinstance(text, str) and text.strip():
+        return text
+    templates = (
+        _dig(replay, "agent", "templates", "instance_template"),
+        _dig(info, "config", "agent", "instance_template"),  # mini-swe-agent
+    )
+    return inside(
+        plain_text(_instance_message(doc)), [*(around(t, _TASK_NAMES) for t in templates), *_STOCK]
+    )
+
+
+def _dig(value: Any, *keys: str) -> Any:
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _instance_message(doc: dict[str, Any]) -> Any:
+    """The content of the first user message that is not a demonstration's (SWE-agent
+    can put a demonstration's messages ahead of the run's own, marked ``is_demo``)."""
+    steps = doc.get("trajectory")
+    first = _sent(steps[0]) if isinstance(steps, list) and steps else None
+    for messages in (doc.get("history"), doc.get("messages"), first):
+        for m in messages if isinstance(messages, list) else []:
+            if (
+                isinstance(m, dict)
+                and m.get("role") == "user"
+                and not m.get("is_demo")
+                and m.get("message_type") != "demonstration"
+            ):
+                return m.get("content")
+    return None
 
 
 def _agent(doc: dict[str, Any], info: dict[str, Any]) -> str:
