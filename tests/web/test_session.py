@@ -42,6 +42,36 @@ def test_it_shows_the_session_header_chart_data_and_steps(
     assert meta["step_url"] == f"/sessions/{order_session.pk}/steps/"
 
 
+def test_it_shows_what_the_session_was_asked_under_its_id(
+    api: Api, login: Callable[..., Client]
+) -> None:
+    asked = "Why does <b>checkout</b> fail? " + "The log says 504 again. " * 10
+    label = {"session_id": "long-ask", "metadata": {"task": asked}}
+    short = {"id": "u1", "role": "user", "content": "Is SO20260101042 shipped?"}
+    api.ingest({"batch": [{"id": "l-start", "type": "session", "body": label},
+                          step("long-ask", 0, [short]), step("short-ask", 0, [short]),
+                          step("silent", 0, [])]})  # fmt: skip
+    client = login("viewer")
+
+    def header(external_id: str) -> str:
+        session = Session.objects.get(external_id=external_id)
+        page = client.get(f"/sessions/{session.pk}/").content.decode()
+        return page.split('<dl class="facts">', 1)[0]
+
+    line = re.search(r'<p class="session-asked" title="([^"]*)">([^<]*)</p>', header("long-ask"))
+    assert line is not None
+    title, shown = html.unescape(line.group(1)), html.unescape(line.group(2))
+    # Cut at 120 characters; the line the list keeps (200) in its title.
+    assert shown == " ".join(asked.split())[:119] + "…"
+    assert title == " ".join(asked.split())[:199] + "…"
+    assert "<b>" not in line.group(0)  # what an agent sent is text, never markup
+    assert (
+        '<p class="session-asked" title="Is SO20260101042 shipped?">Is SO20260101042 shipped?</p>'
+        in header("short-ask")
+    )
+    assert "session-asked" not in header("silent")
+
+
 def test_it_renders_a_session_before_its_statistics(
     login: Callable[..., Client], seed: Callable[..., Session]
 ) -> None:
