@@ -195,6 +195,11 @@ class SessionOut(Open):
     context_window: int | None
     pinned: list[Any]
     metadata: dict[str, Any] | None
+    task: str | None = Field(
+        description="What the session was asked to do, on one line of at most 200 characters "
+        "(as the sessions list shows it): its metadata's task, else the first task or "
+        "user question of its contexts; null when none was said"
+    )
     status: SessionStatusName
     score: Number | None
     started_at: str

@@ -420,6 +420,7 @@ def session_as_dict(session: Session) -> dict[str, Any]:
         "context_window": session.context_window,
         "pinned": restore_json(session.pinned),
         "metadata": restore_json(session.metadata),
+        "task": session.task or None,
         "status": session.status,
         "score": session.score,
         "started_at": session.started_at.isoformat(),

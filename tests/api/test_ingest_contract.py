@@ -48,3 +48,22 @@ def test_it_takes_a_message_without_content_that_is_more_than_an_id(api: Api) ->
     unknown = api.ingest({"batch": [step("tools", 1, [question, {"id": "a2"}])]})
     assert unknown.json()["results"][0]["status"] == 422
     assert "id 'a2' was never recorded" in unknown.json()["results"][0]["error"]
+
+
+def test_a_session_read_adds_its_task_line_and_keeps_the_fields_as_sent(api: Api) -> None:
+    """`task` is a field the contract leaves the server to add: the session's fields as
+    sent stay as they were, its metadata's task among them."""
+    label = {"session_id": "labelled", "metadata": {"task": "refund stuck\n  since Monday"}}
+    question = {"id": "q", "role": "user", "content": "Is order SO20260101042 shipped?"}
+    api.ingest({"batch": [
+        {"id": "l-start", "type": "session", "body": label},
+        step("asked", 0, [question]),
+        {"id": "s-start", "type": "session", "body": {"session_id": "silent"}},
+    ]})  # fmt: skip
+    labelled = api.get("/sessions/labelled").json()
+    assert labelled["task"] == "refund stuck since Monday"
+    assert labelled["metadata"] == {"task": "refund stuck\n  since Monday"}
+    assert api.get("/sessions/asked").json()["task"] == "Is order SO20260101042 shipped?"
+    assert api.get("/sessions/silent").json()["task"] is None
+    listed = {s["session_id"]: s["task"] for s in api.get("/sessions").json()["sessions"]}
+    assert listed["labelled"] == "refund stuck since Monday"
