@@ -231,8 +231,12 @@ def test_an_open_replay_panel_and_the_live_bar_leave_the_current_row_in_view(
     page.reload()  # drawn for this window
     page.wait_for_selector("#occupancy-chart .main-svg")
     assert page.locator("#live-tail").count() == 1  # a running session: the live bar shows
-    page.click("#replay-section > summary")
-    page.click(".replay-form button[type=submit]")
+    # By keyboard: the page keeps the current row in view as it settles, and a click
+    # aimed while it scrolls the list can land beside its target.
+    page.focus("#replay-section > summary")
+    page.keyboard.press("Enter")
+    page.focus(".replay-form button[type=submit]")
+    page.keyboard.press("Enter")
     page.wait_for_selector("#replay .replay-summary")
     for index in (31, 32):
         page.keyboard.press("j")
