@@ -459,7 +459,8 @@ def live_tail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     Nothing new: only the live bar, saying how long the agent has been silent.
     New steps or statistics, a directive sent or answered, a new mode: the step list
     (grown at its end when the page showed the end), the chart and flags, the step
-    count, the mode, the directives panel, and the links of the step open in the
+    count, what the session was asked (its first steps may say it), the mode, the
+    directives panel, and the links of the step open in the
     panel (`open`, sent by the page), whose next step may just have arrived, and, to
     a page that has shown no step yet (`first`), the compare form; the header is
     redrawn by the page when the session ends.

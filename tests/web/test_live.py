@@ -138,3 +138,19 @@ def test_it_brings_a_directive_sent_elsewhere_its_answer_and_the_new_mode(
     assert '<dd id="current-mode" hx-swap-oob="true">hybrid</dd>' in body
     # Nothing new since: only the live bar again.
     assert client.get(live_url(body), **HTMX)["HX-Retarget"] == "#live-tail"
+
+
+def test_it_brings_the_task_line_the_first_step_gave(
+    api: Api, login: Callable[..., Client]
+) -> None:
+    """A session opened before its agent's first call learns what it was asked with it."""
+    api.ingest({"batch": [{"id": "w-start", "type": "session", "body": {"session_id": "w"}}]})
+    session = Session.objects.get(external_id="w")
+    client = login("viewer")
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    assert re.search(r'<p id="session-asked" class="session-asked"[^>]*hidden', page)
+    asked = {"id": "u1", "role": "user", "content": "Why is SO20260101007 stuck?"}
+    api.ingest({"batch": [step("w", 0, [asked])]})
+    body = client.get(live_url(page), **HTMX).content.decode()
+    line = re.search(r'<p id="session-asked"[^>]*hx-swap-oob="true"[^>]*>([^<]*)</p>', body)
+    assert line is not None and line.group(1) == "Why is SO20260101007 stuck?"
