@@ -56,6 +56,7 @@ def test_it_detects_each_format_from_its_content() -> None:
         "codex.jsonl": "codex",
         "codex_forked_subagent.jsonl": "codex",
         "openhands.json": "openhands",
+        "openhands_delegate.json": "openhands",
         "openhands_parallel.json": "openhands",
         "swe_agent.traj": "swe-agent",
     }
@@ -1597,3 +1598,131 @@ def test_it_keeps_the_reasoning_of_an_openhands_sdk_reply_in_words() -> None:
     parts = steps[1][0]["output"]["messages"][0]["content"]
     assert parts[0] == {"type": "thinking", "thinking": "The log says 3 s."}
     assert parts[1]["text"] == "inventory-svc times out."
+
+
+# OpenHands (V0) CodeActAgent handing a question to BrowsingAgent: the delegate's
+# events are logged in the parent's stream, from the `delegate` action (event 7) to
+# the `delegate` observation that brings back its answer (event 20).
+_DELEGATE = "openhands_delegate:delegate-7"
+_ANSWER = "The latest httpx release is 0.28.1 (released 2024-12-06)."
+
+
+def _oh_totals(event: dict[str, Any], prompt: int, completion: int) -> None:
+    event["llm_metrics"]["accumulated_token_usage"].update(
+        prompt_tokens=prompt, completion_tokens=completion
+    )
+
+
+def test_it_reads_an_openhands_delegates_calls_as_a_session_of_its_own() -> None:
+    events = events_of("openhands_delegate.json")
+    sessions = {e["body"]["session_id"]: e["body"] for e in events if e["type"] == "session"}
+    assert sessions[_DELEGATE]["metadata"] == {
+        "parent_session": "openhands_delegate",
+        "parent_tool_call_id": "toolu_d1",
+        "delegate_agent": "BrowsingAgent",
+        "task": "Find the latest httpx release on https://pypi.org/project/httpx/ and report "
+        "its version number.",
+    }
+    assert "parent_session" not in sessions["openhands_delegate"]["metadata"]
+    steps = replay(events)
+    # the parent's context goes on as OpenHands sent it: its delegate call and the
+    # answer that came back, none of the delegate's browsing
+    parent = steps["openhands_delegate"]
+    assert [body["output"]["messages"][0]["id"] for body, _ in parent] == ["e5", "e7", "e21"]
+    last = parent[2][1].before
+    assert ids(last) == ["e0", "e1", "e5", "e6", "e7", "e20"]
+    assert last[-1].partition == "tool" and last[-1].text == _ANSWER
+    # the delegate's calls saw its task and its own pages; its last message and its
+    # finish repeat what it had already answered, with no call of their own
+    delegate = steps[_DELEGATE]
+    assert [body["output"]["messages"][0]["id"] for body, _ in delegate] == ["e12", "e14"]
+    assert ids(delegate[0][1].before) == ["e8"]
+    assert ids(delegate[1][1].before) == ["e8", "e12", "e13"]
+    ends = {
+        e["body"]["session_id"]: e["body"]["status"] for e in events if e["type"] == "session_end"
+    }
+    # OpenHands stops a delegate once it finished: it succeeded
+    assert ends == {_DELEGATE: "succeeded"}
+
+
+@pytest.mark.parametrize("counted", ["with-the-parent", "on-its-own"])
+def test_it_counts_each_openhands_call_once_whichever_way_a_delegate_counted_tokens(
+    counted: str,
+) -> None:
+    """A delegate's actions carry the conversation's running total (which goes on
+    from its parent's), or, in older OpenHands, their own LLM's (from nothing)."""
+    history = json.loads((FIXTURES / "openhands_delegate.json").read_text())
+    if counted == "on-its-own":
+        for n, (prompt, completion) in {12: (2900, 40), 14: (6300, 85), 16: (6300, 85),
+                                        17: (6300, 85), 21: (19200, 210)}.items():  # fmt: skip
+            _oh_totals(history[n], prompt, completion)
+    data = json.dumps(history).encode()
+    steps = replay(list(read(io.BytesIO(data), format="openhands", session_id="oh-d")))
+    usage = {sid: [(b["usage"]["input_tokens"], b["usage"]["output_tokens"]) for b, _ in found]
+             for sid, found in steps.items()}  # fmt: skip
+    assert usage == {
+        "oh-d:delegate-7": [(2900, 40), (3400, 45)],
+        # the reply after the delegate's answer: its own call, not the delegate's too
+        "oh-d": [(6100, 70), (6200, 80), (6900, 60)],
+    }
+
+
+def test_it_reads_a_delegate_in_an_openhands_evaluations_row_under_the_run() -> None:
+    history = json.loads((FIXTURES / "openhands_delegate.json").read_text())
+    row = {"instance_id": "pin-check-1", "history": history, "metrics": {}}
+    events = list(read(io.BytesIO(json.dumps(row).encode() + b"\n"), format="openhands"))
+    steps = replay(events)
+    assert {sid: len(found) for sid, found in steps.items()} == {
+        "pin-check-1:delegate-7": 2,
+        "pin-check-1": 3,
+    }
+
+
+def test_it_reads_an_openhands_delegate_that_delegates_in_turn() -> None:
+    history = json.loads((FIXTURES / "openhands_delegate.json").read_text())
+
+    def totals(prompt: int, completion: int) -> dict[str, Any]:
+        metrics = json.loads(json.dumps(history[12]["llm_metrics"]))
+        metrics["accumulated_token_usage"].update(
+            prompt_tokens=prompt, completion_tokens=completion
+        )
+        return metrics
+
+    # the browsing agent hands the page it opened on to a third agent (ids 101-103)
+    inner = {
+        "id": 101,
+        "timestamp": "2026-11-30T09:00:17",
+        "source": "agent",
+        "message": "I'm asking ReaderAgent for help with this task.",
+        "action": "delegate",
+        "llm_metrics": totals(16000, 210),
+        "args": {"agent": "ReaderAgent", "inputs": {"task": "Read the page."}, "thought": ""},
+    }
+    said = {
+        "id": 102,
+        "timestamp": "2026-11-30T09:00:18",
+        "source": "agent",
+        "action": "message",
+        "message": "0.28.1",
+        "llm_metrics": totals(16500, 230),
+        "args": {"content": "0.28.1", "wait_for_response": False},
+    }
+    back = {**history[20], "id": 103, "tool_call_metadata": None,
+            "extras": {"outputs": {"content": "0.28.1"}}}  # fmt: skip
+    for n in (14, 16, 17, 21):
+        usage = history[n]["llm_metrics"]["accumulated_token_usage"]
+        _oh_totals(history[n], usage["prompt_tokens"] + 1300, usage["completion_tokens"] + 40)
+    data = json.dumps([*history[:14], inner, said, back, *history[14:]]).encode()
+    events = list(read(io.BytesIO(data), format="openhands", session_id="oh-n"))
+    sessions = {e["body"]["session_id"]: e["body"] for e in events if e["type"] == "session"}
+    inner_sid = "oh-n:delegate-7:delegate-101"
+    assert sessions[inner_sid]["metadata"]["parent_session"] == "oh-n:delegate-7"
+    steps = replay(events)
+    usage = {sid: [b["usage"]["input_tokens"] for b, _ in found] for sid, found in steps.items()}
+    assert usage == {
+        inner_sid: [500],
+        "oh-n:delegate-7": [2900, 800, 3400],
+        "oh-n": [6100, 6200, 6900],
+    }
+    # the browsing agent's next call saw the third agent's answer, not its work
+    assert ids(steps["oh-n:delegate-7"][2][1].before) == ["e8", "e12", "e13", "e101", "e103"]

@@ -682,6 +682,35 @@ def test_it_shows_an_openhands_replys_usage_and_the_arguments_the_model_wrote(
     assert reply["usage"] == {"input_tokens": 300, "cache_read_tokens": 5000, "output_tokens": 40}
 
 
+def test_it_imports_an_openhands_delegate_as_a_session_of_its_own(api: Api) -> None:
+    """CodeActAgent hands a question to BrowsingAgent, whose events OpenHands logs in
+    the same stream until its answer comes back."""
+    response = upload(api, fixture("openhands_delegate.json"))
+    assert response.status_code == 201, response.content
+    found = {s["session_id"]: s["steps"] for s in response.json()["sessions"]}
+    assert found == {"openhands_delegate": 3, "openhands_delegate:delegate-7": 2}
+    delegate = api.get("/sessions/openhands_delegate:delegate-7").json()
+    assert delegate["metadata"]["parent_session"] == "openhands_delegate"
+    assert delegate["metadata"]["parent_tool_call_id"] == "toolu_d1"
+    assert delegate["status"] == "succeeded"
+    first = api.get("/sessions/openhands_delegate:delegate-7/steps/0").json()
+    assert [m["content"] for m in first["before"]] == [
+        "TASK: Find the latest httpx release on https://pypi.org/project/httpx/ and report "
+        "its version number."
+    ]
+    last = api.get("/sessions/openhands_delegate/steps/2").json()
+    assert [m["role"] for m in last["before"]] == [
+        "system", "user", "assistant", "tool", "assistant", "tool"]  # fmt: skip
+    assert last["before"][-1]["content"] == (
+        "The latest httpx release is 0.28.1 (released 2024-12-06)."
+    )
+    assert last["usage"]["input_tokens"] == 6900
+    again = upload(api, fixture("openhands_delegate.json"))
+    assert again.status_code == 200, again.content
+    assert all(s["new_steps"] == 0 for s in again.json()["sessions"])
+    assert Step.objects.count() == 5
+
+
 def test_it_links_atif_results_that_name_no_call_to_the_calls_of_their_step(api: Api) -> None:
     # As a Harbor agent writes them: one call a step, its result without source_call_id.
     def step(n: int, call: str, command: str, output: str) -> dict[str, Any]:

@@ -26,6 +26,12 @@ ended. A ``recall`` observation (workspace context, microagent knowledge) is sen
 the user message of the texts in its extras, not its ``content``. So is an ``edit``
 observation of OpenHands' own file editor (``impl_source`` ``oh_aci``): the model
 reads its ``formatted_output_and_error``, not the diff in its ``content``.
+
+A V0 agent may hand a task to another (``delegate`` action, CodeActAgent's
+``delegate_to_browsing_agent``): the delegate's events follow in the same stream
+until the ``delegate`` observation brings its answer back, and its calls are a
+session of their own (`_Run`). An agent action with no model response whose running
+total did not grow came from no model call: it is context, not a step.
 """
 
 from __future__ import annotations
@@ -248,12 +254,19 @@ def _recall_type(event: dict[str, Any]) -> str | None:
 def _observed(event: dict[str, Any]) -> str:
     """What the model reads of an observation: its ``content``, but for the edit of
     OpenHands' own file editor, whose ``content`` is a diff of the whole file kept for
-    the user and whose result the model reads as the editor wrote it."""
+    the user and whose result the model reads as the editor wrote it, and for a
+    delegate's result, whose ``content`` says which agent finished and whose model
+    reads what the delegate answered (its ``outputs.content``)."""
     extras = event.get("extras")
     if event.get("observation") == "edit" and isinstance(extras, dict):
         written = extras.get("formatted_output_and_error")
         if extras.get("impl_source") == "oh_aci" and isinstance(written, str):
             return written
+    if event.get("observation") == "delegate" and isinstance(extras, dict):
+        outputs = extras.get("outputs")
+        answer = outputs.get("content") if isinstance(outputs, dict) else None
+        if answer is not None:
+            return _text(answer)
     return _text(event.get("content") or event.get("message") or "")
 
 
@@ -291,6 +304,16 @@ class _Reader:
         self.system_prompt: str | None = None
         # the running total of the tokens used, as the last agent action carried it
         self.totals: dict[str, int] | None = None
+        # a delegate's: the running total its parent's last action carried, and
+        # whether its own actions went on counting from it (see `spent`)
+        self.parent_totals: dict[str, int] | None = None
+        self.shares_totals = False
+        # a delegate's: its end is the first state it reached that ends a run
+        self.delegate = False
+        # a delegate's task as its parent gave it (the action's ``inputs.task``)
+        self.given_task = False
+        # whether the agent action read last came from no model call (see `spent`)
+        self.idle = False
 
     def spent(self, event: dict[str, Any], where: str) -> dict[str, int] | None:
         """The usage of the model call an agent action came from, told by how much its
@@ -298,10 +321,24 @@ class _Reader:
         total on each action, its condenser's calls counted in: a condensation action
         carries the total its own call reached). For a reply with no model response
         beside it (a message the agent wrote), the only usage OpenHands logs of it."""
+        self.idle = False
         totals = _totals(event, where)
         if totals is None:
             return None
-        before, self.totals = self.totals or dict.fromkeys(_TOTALS, 0), totals
+        before = self.totals
+        if before is None and self.parent_totals is not None:
+            # A delegate's first total. OpenHands has counted a delegate's calls in
+            # two ways: on with its parent's total (the conversation's metrics, shared),
+            # or from nothing (the delegate's own LLM). A total short of the parent's
+            # cannot have gone on from it.
+            parent = self.parent_totals
+            self.shares_totals = all(totals[key] >= parent[key] for key in _TOTALS)
+            before = parent if self.shares_totals else None
+        # An action whose total is the one before, when something was counted, came
+        # from no model call (an agent that answers from what it already has: the
+        # browsing agent's last message and finish repeat what it was sent).
+        self.idle = before == totals and any(totals.values())
+        before, self.totals = before or dict.fromkeys(_TOTALS, 0), totals
         grown = {key: totals[key] - before[key] for key in _TOTALS}
         if min(grown.values()) < 0 or not grown["prompt_tokens"] + grown["completion_tokens"]:
             return None  # a total that restarted, or no call since the action before
@@ -353,7 +390,10 @@ class _Reader:
             if kind == "agent_state_changed":
                 state = (event.get("extras") or {}).get("agent_state")
                 if isinstance(state, str) and state in _END_STATES:
-                    self.status = _END_STATES[state]
+                    # OpenHands stops a delegate that finished (or failed) when it
+                    # hands back to its parent: that stop is not how it ended.
+                    if not (self.delegate and state == "stopped" and self.status):
+                        self.status = _END_STATES[state]
             if kind in _SILENT:
                 return
             if kind == "recall" and _recall_type(event) is not None:
@@ -387,7 +427,7 @@ class _Reader:
             role = "system" if action == "system" else "user"
             content = _text(args.get("content") or event.get("message") or "")
             yield from self.heard({"id": mid, "role": role, "content": content})
-            if action == "message" and event.get("source") == "user":
+            if action == "message" and event.get("source") == "user" and not self.given_task:
                 self.log.asked(_task(content))
             return
         meta = (
@@ -417,6 +457,9 @@ class _Reader:
             parts = [
                 {"type": "text", "text": _text(args.get("content") or event.get("message") or "")}
             ]
+            if self.idle:
+                yield from self.heard({"id": mid, "role": "assistant", "content": parts})
+                return
         yield from self.call_output(
             event,
             response.get("id"),
@@ -627,6 +670,73 @@ class _Reader:
             yield self.log.end(status=self.status, timestamp=self.last_ts)
 
 
+def _delegation(event: Any) -> str | None:
+    """Whether a V0 event starts a delegate (``start``: an ``AgentDelegateAction``)
+    or hands back to the agent that started it (``end``: its
+    ``AgentDelegateObservation``); None for any other event."""
+    if not isinstance(event, dict) or _v1(event):
+        return None
+    if event.get("action") == "delegate" and event.get("source") == "agent":
+        return "start"
+    if event.get("observation") == "delegate":
+        return "end"
+    return None
+
+
+class _Run:
+    """The sessions of one event stream: its agent's, and those of the delegates it
+    started. OpenHands (V0) logs a delegate's events in the stream of the agent that
+    started it, between the ``delegate`` action and the ``delegate`` observation
+    that brings back its answer: the delegate's calls are a session of their own,
+    ``<session>:delegate-<id of the delegate action>``, whose ``metadata``
+    names its ``parent_session`` (and the tool call that started it); the parent's
+    context holds the action and the observation, as its model saw them. A delegate
+    may delegate in turn."""
+
+    def __init__(self, session_id: str, usages: dict[str, Call] | None = None) -> None:
+        self.usages = usages or {}
+        # the agent whose events are being read last, the ones that started it before
+        self.readers = [_Reader(session_id, self.usages)]
+
+    def event(self, where: str, event: Any) -> Iterator[Event]:
+        kind = _delegation(event)
+        if kind == "end" and len(self.readers) > 1:
+            delegate = self.readers.pop()
+            yield from delegate.close()
+            if delegate.shares_totals and delegate.totals is not None:
+                self.readers[-1].totals = delegate.totals  # counted on past the parent's
+        parent = self.readers[-1]
+        yield from parent.event(where, event)
+        if kind == "start":
+            self.readers.append(self.delegate_of(parent, event))
+
+    def delegate_of(self, parent: _Reader, action: dict[str, Any]) -> _Reader:
+        sid = f"{parent.log.session_id}:delegate-{action.get('id', len(self.readers))}"
+        reader = _Reader(sid, self.usages)
+        reader.delegate = True
+        reader.parent_totals = parent.totals
+        metadata = reader.log.session_body["metadata"]
+        metadata["parent_session"] = parent.log.session_id
+        meta = action.get("tool_call_metadata")
+        if isinstance(meta, dict) and isinstance(meta.get("tool_call_id"), str):
+            metadata["parent_tool_call_id"] = meta["tool_call_id"]
+        args = action.get("args")
+        args = args if isinstance(args, dict) else {}
+        if isinstance(args.get("agent"), str):
+            metadata["delegate_agent"] = args["agent"]
+        inputs = args.get("inputs")
+        task = inputs.get("task") if isinstance(inputs, dict) else None
+        if isinstance(task, str) and task.strip():
+            reader.log.asked(task)
+            reader.given_task = True
+        return reader
+
+    def close(self) -> Iterator[Event]:
+        # A stream that ends inside a delegate (a run stopped while it worked).
+        while self.readers:
+            yield from self.readers.pop().close()
+
+
 def looks_like_row(row: Any) -> bool:
     """A row of an evaluation's ``output.jsonl`` (``instance_id``, ``history`` the
     run's events, ``metrics``, ``test_result``)."""
@@ -682,12 +792,12 @@ def _row(where: str, row: Any, n: int, session_id: str | None, fallback: str) ->
         sid = session_id if n == 0 else f"{session_id}:{named or n}"
     else:
         sid = named or f"{fallback}:{n}"
-    reader = _Reader(sid)
+    run = _Run(sid)
     if named is not None:
-        reader.log.session_body["metadata"]["instance_id"] = named
+        run.readers[0].log.session_body["metadata"]["instance_id"] = named
     for i, event in enumerate(row["history"]):
-        yield from reader.event(f"{where}: history[{i}]", event)
-    yield from reader.close()
+        yield from run.event(f"{where}: history[{i}]", event)
+    yield from run.close()
 
 
 def event_of(data: bytes, where: str) -> Any:
@@ -736,11 +846,11 @@ def read_events(
 ) -> Iterator[Event]:
     """The ingest events of OpenHands events given as (where, event), in order;
     `usages` the usage of each V1 call, by its response id (`call_usages`)."""
-    reader = _Reader(session_id, usages or {})
+    run = _Run(session_id, usages or {})
     for where, event in events:
-        yield from reader.event(where, event)
+        yield from run.event(where, event)
     if not live:
-        yield from reader.close()
+        yield from run.close()
 
 
 def read(
