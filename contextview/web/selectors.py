@@ -1003,6 +1003,15 @@ class OpView:
 
 
 @dataclass
+class NeededHere:
+    """Entities a step needed that the operations of one earlier step had lost."""
+
+    lost_at: int
+    how: str
+    texts: list[str]
+
+
+@dataclass
 class StepView:
     session: Session
     step: Step
@@ -1077,6 +1086,25 @@ class StepView:
             if reported[side] is None:
                 reported.update({side: counted, f"{side}_error": None, "by_provider": side})
         return reported
+
+    @cached_property
+    def needs(self) -> list[NeededHere]:
+        """What this step needed that an earlier operation had lost (its amnesia flag),
+        grouped by the step that lost it and how this one needed it."""
+        groups: dict[tuple[int, str], list[str]] = {}
+        for need in (self.stats or {}).get("needs") or []:
+            if not isinstance(need, dict) or not isinstance(need.get("lost_at"), int):
+                continue
+            texts = groups.setdefault((need["lost_at"], str(need.get("how") or "")), [])
+            if need.get("text") and str(need["text"]) not in texts:
+                texts.append(str(need["text"]))
+        return [NeededHere(lost_at=at, how=how, texts=texts) for (at, how), texts in groups.items()]
+
+    @property
+    def refetches(self) -> list[dict[str, Any]]:
+        """The tool calls of this step repeating one whose result an earlier step folded."""
+        found = (self.stats or {}).get("refetches") or []
+        return [r for r in found if isinstance(r, dict) and isinstance(r.get("lost_at"), int)]
 
     @property
     def tools_tokens(self) -> int | None:

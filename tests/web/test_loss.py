@@ -59,6 +59,30 @@ def test_it_shows_what_was_lost_and_which_later_step_needed_it(
     assert fine_link not in client.get("/?flag=amnesia").content.decode()
 
 
+def test_a_flagged_step_says_what_it_needed_and_which_step_lost_it(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    session = seed(amnesia_session("forgetful"))
+    client = login("viewer")
+    lost_at = f'href="/sessions/{session.pk}/steps/2/"'
+
+    asking = client.get(f"/sessions/{session.pk}/steps/5/").content.decode()
+    needs = asking[asking.index('class="step-needs"') :]
+    needs = needs[: needs.index("</ul>")]
+    assert '<mark class="lost-entity needed">SO20260101007</mark>' in needs
+    assert "(asked here), lost at" in needs and lost_at in needs
+
+    refetching = client.get(f"/sessions/{session.pk}/steps/6/").content.decode()
+    refetch = refetching[refetching.index('class="step-refetches"') :]
+    refetch = refetch[: refetch.index("</ul>")]
+    assert "<code>search_orders</code>" in refetch and lost_at in refetch
+    assert "was folded at" in refetch
+
+    # A step without the flags says nothing of the kind.
+    quiet = client.get(f"/sessions/{session.pk}/steps/4/").content.decode()
+    assert 'class="step-needs"' not in quiet and 'class="step-refetches"' not in quiet
+
+
 def test_it_lists_amnesia_refetches_and_re_billed_results_on_the_session_page(
     login: Callable[..., Client], seed: Callable[..., Session]
 ) -> None:
