@@ -8,6 +8,7 @@ their query count and cost do not grow with what the session holds.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -935,6 +936,13 @@ class Needed:
 
 
 @dataclass
+class OpParam:
+    name: str
+    text: str
+    items: list[str] | None = None
+
+
+@dataclass
 class OpView:
     position: int
     op: str
@@ -952,6 +960,21 @@ class OpView:
         entities = (self.stats or {}).get("entities") or {}
         lost = entities.get("lost") if isinstance(entities, dict) else None
         return [str(x) for x in lost] if isinstance(lost, list) else []
+
+    @property
+    def params_shown(self) -> list[OpParam]:
+        """The operation's parameters as the step shows them: a list (a reorder's order,
+        every id of the context) by its length, its items behind it; a mapping as JSON."""
+        shown = []
+        for name, value in self.params.items():
+            if isinstance(value, list):
+                items = [v if isinstance(v, str) else json.dumps(v) for v in value]
+                shown.append(OpParam(name, f"{len(items)} item{'s' * (len(items) != 1)}", items))
+            elif isinstance(value, dict):
+                shown.append(OpParam(name, json.dumps(value, ensure_ascii=False)))
+            else:
+                shown.append(OpParam(name, str(value)))
+        return shown
 
     @property
     def lost_shown(self) -> list[tuple[str, str | None]]:

@@ -421,3 +421,35 @@ def test_it_names_the_limit_occupancy_is_measured_against(
     page = client.get(f"/sessions/{session.pk}/").content.decode()
     lines = json.loads(html.unescape(re.search(r'data-meta="([^"]*)"', page)[1]))["lines"]
     assert lines[0]["label"] == "context window"
+
+
+def test_a_reorder_shows_its_order_by_length_not_as_a_python_list(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    # A compaction's reorder names every id of the new context in params.order
+    # (the Codex sample's: 41 of them).
+    ids = [f"m{k}" for k in range(30)]
+    messages = [{"id": i, "role": "user", "content": f"note {i}"} for i in ids]
+    order = list(reversed(ids))
+    session = seed(
+        [
+            {"type": "session", "id": "ro-start", "body": {"session_id": "ro"}},
+            step(
+                "ro",
+                0,
+                messages,
+                action={
+                    "action": "reorder",
+                    "params": {"order": order, "why": {"by": "age"}},
+                    "reason": "newest first",
+                },
+            ),
+        ]  # fmt: skip
+    )
+    page = login("viewer").get(f"/sessions/{session.pk}/steps/0/").content.decode()
+    params = page[page.index('class="muted params"') :]
+    params = params[: params.index("</div>")]
+    assert "<summary>order: 30 items</summary>" in params
+    assert "<code>m29, m28, m27" in params
+    assert "[&#x27;" not in params and "&#x27;m29&#x27;" not in params
+    assert "why={&quot;by&quot;: &quot;age&quot;}" in params
