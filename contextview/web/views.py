@@ -715,15 +715,21 @@ def restore_page(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
 
 
 def _directives_response(
-    request: HtmxHttpRequest, session: Session, *, error: str = "", status: int = 200
+    request: HtmxHttpRequest,
+    session: Session,
+    *,
+    error: str = "",
+    status: int = 200,
+    sent: bool = False,
 ) -> HttpResponse:
     # The panel has no poll of its own: the live tail redraws it when a directive
-    # is sent or answered.
+    # is sent or answered. With `sent`, the answer to a form also says beside that
+    # form what became of it: the panel is far down the page, out of view.
     directives = web.session_directives(session=session)
     return render(
         request,
         "session/_directives.html",
-        {"session": session, "directives": directives, "error": error},
+        {"session": session, "directives": directives, "error": error, "sent": sent},
         status=status,
     )
 
@@ -736,10 +742,10 @@ def _direct(request: HtmxHttpRequest, pk: int, **fields: Any) -> HttpResponse:
         directive_create(session=session, user=request.user, **fields)
     except InputError as exc:
         if _fragment(request):
-            return _directives_response(request, session, error=str(exc), status=400)
+            return _directives_response(request, session, error=str(exc), status=400, sent=True)
         return HttpResponse(f"Not sent: {exc}", status=400, content_type="text/plain")
     if _fragment(request):
-        response = _directives_response(request, session)
+        response = _directives_response(request, session, sent=True)
         response["HX-Trigger"] = "directive-sent"
         return response
     return redirect(reverse("web-session", args=[session.pk]) + "#directives")

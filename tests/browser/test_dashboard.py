@@ -1,14 +1,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 from django.contrib.auth.models import User
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from contextview.postmortems.services import annotation_create, incident_mark
+from contextview.sessions.models import Session
 from tests.api_client import Api, step
 from tests.browser.conftest import Watched, open_session, seed_session
 from tests.web.conftest import order_session_events
@@ -143,6 +146,31 @@ def test_it_shows_a_mode_switch_pending_then_applied(
     assert "at step 3" in page.locator("#directives-panel").inner_text()
     page.wait_for_selector('#occupancy-chart .annotation-text:has-text("mode → hybrid")')
     assert page.locator("#current-mode").inner_text() == "hybrid"
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
+
+
+def test_it_says_beside_the_mode_switch_what_became_of_the_directive(
+    api: Api, open_page: Callable[..., Watched]
+) -> None:
+    # The directives panel is at the bottom of the left pane: out of view, it was the
+    # only answer to "Send to agent", which seemed to do nothing.
+    session = seed_session(api, order_session_events())
+    watched = open_page(api.project, "editor")
+    page = watched.page
+    open_session(page, "order-debug-42")
+    page.select_option("#mode-select", "hybrid")
+    page.click(".mode-form button[type=submit]")
+    note = page.locator(".mode-form #directive-sent")
+    expect(note).to_contain_text("Sent mode → hybrid: pending")
+    assert note.is_visible() and note.bounding_box()["y"] < 1000
+
+    # An agent silent for a day (an imported transcript) never takes it: said at once.
+    Session.objects.filter(pk=session.pk).update(last_event_at=timezone.now() - timedelta(days=1))
+    page.reload()
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    page.select_option("#mode-select", "sliding")
+    page.click(".mode-form button[type=submit]")
+    expect(note).to_contain_text("Sent mode → sliding: expired at once, no event from the agent")
     assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
 
 
