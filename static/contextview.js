@@ -724,11 +724,23 @@
     if (box) box.hidden = true;
   });
 
+  // A step's (or a comparison's) address loaded in a window too narrow for two columns
+  // puts the panel under the chart and the list: brought into view, or a shared link
+  // showed the session's chart with the step it named thousands of pixels below.
+  function revealPanel() {
+    if (window.location.hash || !PANEL_PATH.test(window.location.pathname)) return;
+    const panel = document.getElementById("step-panel");
+    if (panel && panel.getBoundingClientRect().top > window.innerHeight) {
+      panel.scrollIntoView({ block: "start" });
+    }
+  }
+
   function start() {
     document.querySelectorAll(".js-hide").forEach(function (el) { el.hidden = true; });
     drawCharts(document);
     fitList();
     markCurrentStep();
+    revealPanel();
     revealTarget();
     revealMarked();
   }

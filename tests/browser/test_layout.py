@@ -190,6 +190,26 @@ def test_it_stacks_the_session_pages_panes_on_a_phone(
     assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
 
 
+def test_a_steps_address_opened_in_a_narrow_window_shows_the_step(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    # A link to a step (Copy link, a teammate's message) opened in a window too narrow
+    # for two columns: the step, under the header, the chart and the list, is in view.
+    session = seed_session(api, amnesia_session("forgetful-link"))
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.set_viewport_size({"width": 800, "height": 700})
+    page.goto(f"{live_server.url}/sessions/{session.pk}/steps/5/")
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    heading = page.locator("#step-view h2").bounding_box()
+    assert heading and 0 <= heading["y"] < 700, heading
+    # The session page itself still opens at its top.
+    page.goto(f"{live_server.url}/sessions/{session.pk}/")
+    page.wait_for_selector("#occupancy-chart .main-svg")
+    assert page.evaluate("window.scrollY") == 0
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
+
+
 def test_it_fits_the_sessions_list_in_a_laptops_width_with_every_flag_readable(
     api: Api, open_page: Callable[..., Watched]
 ) -> None:
