@@ -1423,18 +1423,27 @@ class RestorePreview:
     max_tokens: int | None
     limit: int | None  # max_tokens - reserved_tokens: what must not be exceeded
     limit_name: str = "budget"  # what max_tokens is: the budget or the context window
+    # What the provider counted at this step beyond the log (system prompt, tool
+    # definitions): the step's occupancy holds it, so the preview's does too.
+    unseen: int | None = None
+
+    @property
+    def total(self) -> int | None:
+        if self.tokens is None:
+            return None
+        return self.tokens + (self.unseen or 0)
 
     @property
     def fits(self) -> bool | None:
-        if self.tokens is None or self.limit is None:
+        if self.total is None or self.limit is None:
             return None
-        return self.tokens <= self.limit
+        return self.total <= self.limit
 
     @property
     def occupancy(self) -> float | None:
-        if self.tokens is None or not self.max_tokens:
+        if self.total is None or not self.max_tokens:
             return None
-        return self.tokens / self.max_tokens
+        return self.total / self.max_tokens
 
 
 def session_budget(session: Session) -> tuple[int | None, int | None]:
@@ -1531,6 +1540,10 @@ def restore_preview(*, session: Session, step: Step, ids: Sequence[str]) -> Rest
         for k, (s, restored) in enumerate(sequence)
     ]
     max_tokens, limit = session_budget(session)
+    stats = getattr(step, "stats", None)
+    unseen = stats.get("unseen_tokens") if isinstance(stats, dict) else None
+    if not isinstance(unseen, int) or isinstance(unseen, bool) or unseen <= 0:
+        unseen = None
     return RestorePreview(
         step=step,
         cells=cells,
@@ -1540,6 +1553,7 @@ def restore_preview(*, session: Session, step: Step, ids: Sequence[str]) -> Rest
         max_tokens=max_tokens,
         limit=limit,
         limit_name=limit_name(session),
+        unseen=unseen,
     )
 
 

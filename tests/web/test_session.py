@@ -10,7 +10,7 @@ from django.test import Client
 
 from contextview.sessions.models import Directive, Session
 from tests.api_client import Api, step
-from tests.web.conftest import live_url
+from tests.web.conftest import NGINX_504, live_url
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -240,6 +240,32 @@ def test_it_warns_when_a_restore_would_not_fit(
     ])  # fmt: skip
     text = login("editor").get(f"/sessions/{session.pk}/steps/0/restore/?id=log").content.decode()
     assert "It would not fit" in text and "Send to agent" in text
+
+
+def test_a_restore_preview_counts_what_the_provider_counted_beyond_the_log(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    # A Claude Code transcript holds no system prompt or tool definitions: the provider's
+    # usage counts them, and the step list's Occ. with them. A preview without them said
+    # restoring gave 37% where the step alone was at 66%.
+    log = {"id": "log", "role": "tool", "content": NGINX_504}
+    ask = {"id": "u1", "role": "user", "content": "Why the 504?"}
+    usage = {"input_tokens": 120_000, "output_tokens": 30}
+    session = seed([
+        {"id": "cc", "type": "session", "body": {"session_id": "cc", "model": "claude-sonnet-4-5"}},
+        step("cc", 0, [ask, log], action={"action": "drop", "target": "log"}, usage=usage),
+        step("cc", 1, [{"id": "u1"}], usage=usage),
+    ])  # fmt: skip
+    client = login("viewer")
+    row = client.get(f"/sessions/{session.pk}/").content.decode()
+    row = row[row.index('id="step-row-1"') :]
+    occupancy = int(re.search(r'<td class="num">(\d+)%</td>', row).group(1))
+    assert occupancy >= 50
+    text = client.get(f"/sessions/{session.pk}/steps/1/restore/?id=log", **HTMX).content.decode()
+    shown = int(re.search(r"-token context window \((?:&lt;)?(\d+)%\)", text).group(1))
+    # Putting a message back cannot leave the context smaller than the step's own.
+    assert shown >= occupancy
+    assert "the provider counted at this step beyond the log" in text
 
 
 def test_it_sends_a_restore_directive_for_editors(
