@@ -674,6 +674,14 @@
     fitList();
     markCurrentStep();
   });
+  // A form whose answer has no place on this page (a restore previewed on a page of its
+  // own has no Directives panel) is sent as a plain form, kept from htmx: the server
+  // answers with the page that shows what became of it. htmx only logged the missing
+  // target, and the button did nothing.
+  document.addEventListener("submit", function (ev) {
+    const target = ev.target.getAttribute && ev.target.getAttribute("hx-target");
+    if (target && target.charAt(0) === "#" && !document.querySelector(target)) ev.stopPropagation();
+  }, true);
   document.addEventListener("directive-sent", function () {
     document.querySelectorAll(".sent-note").forEach(function (el) { el.hidden = false; });
   });

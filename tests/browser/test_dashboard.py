@@ -174,6 +174,23 @@ def test_it_says_beside_the_mode_switch_what_became_of_the_directive(
     assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
 
 
+def test_a_restore_previewed_on_its_own_page_is_sent_and_shown_under_directives(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    # The archive's "Preview restoring the checked originals" opens the preview as a page
+    # of its own, where no Directives panel is: its Send to agent did nothing.
+    session = seed_session(api, order_session_events())
+    watched = open_page(api.project, "editor")
+    page = watched.page
+    page.goto(f"{live_server.url}/sessions/{session.pk}/steps/2/restore/?id=a1")
+    page.click(".restore-send button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/sessions/{session.pk}/#directives")
+    expect(page.locator("#directives-panel")).to_contain_text("restore")
+    directives = api.get("/sessions/order-debug-42/control").json()["directives"]
+    assert [d["type"] for d in directives] == ["restore"]
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
+
+
 def test_it_lets_a_viewer_look_but_not_switch_or_restore(
     api: Api, open_page: Callable[..., Watched]
 ) -> None:
