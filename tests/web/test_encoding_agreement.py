@@ -75,3 +75,8 @@ def test_the_worker_the_api_and_the_page_count_with_one_encoding(
     [shown_encoding] = re.findall(r"<dt>Encoding</dt><dd[^>]*>([\w-]+)", page)
     assert shown_encoding == chosen
     assert ("(derived)" in page) == ("encoding" not in declared)
+    # So does the HTML report: it said "Encoding —" for a session that sent none.
+    report = client.get(f"/sessions/{session.pk}/report.html").content.decode()
+    [reported] = re.findall(r"<dt>Encoding</dt><dd[^>]*>([\w—-]+)", report)
+    assert reported == chosen
+    assert ("(derived)" in report) == ("encoding" not in declared)
