@@ -268,6 +268,25 @@ def test_a_restore_preview_counts_what_the_provider_counted_beyond_the_log(
     assert "the provider counted at this step beyond the log" in text
 
 
+def test_the_step_list_says_why_occupancy_is_above_the_tokens_beside_it(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    # 36 tokens in the log and 13% of a 200,000-token window: the provider counted the
+    # system prompt and tools the transcript does not hold. The header says so.
+    usage = {"input_tokens": 26_000, "output_tokens": 30}
+    ask = {"id": "u1", "role": "user", "content": "Why the 504?"}
+    session = seed([
+        {"id": "cc", "type": "session", "body": {"session_id": "cc", "model": "claude-sonnet-4-5"}},
+        step("cc", 0, [ask], usage=usage),
+    ])  # fmt: skip
+    client = login("viewer")
+    for url in (f"/sessions/{session.pk}/", f"/sessions/{session.pk}/report.html"):
+        page = client.get(url).content.decode()
+        head = page[page.index("Tokens before → after") :]
+        head = head[: head.index("</tr>")]
+        assert re.search(r'<abbr title="occupancy after the step: [^"]*system prompt', head), url
+
+
 def test_it_sends_a_restore_directive_for_editors(
     api: Api, login: Callable[..., Client], order_session: Session
 ) -> None:
