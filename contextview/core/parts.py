@@ -345,6 +345,45 @@ class Block:
     name: str = ""  # a tool call's tool
     ref: str = ""  # a tool call's id, or the call a tool result answers
     media_type: str = ""  # an image's or file's
+    # A tool call's arguments, one (name, text) each, when they are a JSON object: a
+    # string as it is, its newlines real (a file written, a command); anything else as JSON.
+    args: tuple[tuple[str, str], ...] = ()
+
+
+# Past this length a nested value's JSON is shown indented, a line each.
+_ARG_INLINE = 80
+
+
+def argument_fields(arguments: str) -> tuple[tuple[str, str], ...]:
+    """A tool call's arguments (JSON text) as its named fields; () when they are not a
+    JSON object, to be shown as they are."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return ()
+    if not isinstance(value, dict) or not value:
+        return ()
+    fields = []
+    for name, item in value.items():
+        if isinstance(item, str):
+            fields.append((str(name), item))
+            continue
+        text = json.dumps(item, ensure_ascii=False)
+        if isinstance(item, dict | list) and len(text) > _ARG_INLINE:
+            text = json.dumps(item, ensure_ascii=False, indent=2)
+        fields.append((str(name), text))
+    return tuple(fields)
+
+
+def _call_block(call: Mapping[str, Any]) -> Block:
+    arguments = call["arguments"]
+    return Block(
+        "tool_call",
+        arguments,
+        name=call["name"],
+        ref=call["id"] or "",
+        args=argument_fields(arguments),
+    )
 
 
 def _media_type(part: Mapping[str, Any]) -> str:
@@ -370,8 +409,7 @@ def _block(part: Any) -> Block:
         return Block("other", json_text(part))
     kind = part_kind(part)
     if kind in _CALL_TYPES:
-        call = tool_calls([part])[0]
-        return Block("tool_call", call["arguments"], name=call["name"], ref=call["id"] or "")
+        return _call_block(tool_calls([part])[0])
     if kind in _RESULT_TYPES:
         ref = part.get("tool_use_id", part.get("tool_call_id", part.get("call_id", part.get("id"))))
         return Block("tool_result", reading([part]).text, ref=ref if isinstance(ref, str) else "")
@@ -399,6 +437,5 @@ def blocks(content: Any, extra: Mapping[str, Any] | None = None) -> list[Block]:
     out = [_block(part) for part in content] if isinstance(content, list) else []
     if isinstance(content, str) and content:
         out.append(Block("text", content))
-    for call in tool_calls(None, extra):
-        out.append(Block("tool_call", call["arguments"], name=call["name"], ref=call["id"] or ""))
+    out.extend(_call_block(call) for call in tool_calls(None, extra))
     return out

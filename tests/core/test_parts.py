@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -15,6 +16,7 @@ from contextview.core.parts import (
     FILE_TOKENS,
     IMAGE_TOKENS,
     IMAGE_TOKENS_MAX,
+    argument_fields,
     blocks,
     has_compaction,
     payload,
@@ -296,3 +298,15 @@ def test_a_message_works_out_what_the_model_reads_of_it_once() -> None:
     # What it kept is no part of what the message is.
     fresh = Message(id="a1", role="assistant", content=call.content, partition="messages")
     assert fresh == call and repr(fresh) == repr(call)
+
+
+def test_argument_fields_names_each_argument_and_keeps_strings_as_written() -> None:
+    nested = {"paths": [f"src/module_{k}.py" for k in range(8)]}
+    text = json.dumps({"command": "cd /repo &&\npytest -q", "timeout": 60, "opts": nested})
+    fields = dict(argument_fields(text))
+    assert fields["command"] == "cd /repo &&\npytest -q"
+    assert fields["timeout"] == "60"
+    # A long nested value is indented, a line each.
+    assert fields["opts"].startswith('{\n  "paths": [\n    "src/module_0.py",')
+    for shown_as_is in ["[REDACTED_ARGUMENTS len=182]", '["a", "b"]', "{}", ""]:
+        assert argument_fields(shown_as_is) == ()

@@ -61,7 +61,7 @@ def test_it_shows_tool_calls_thinking_tool_results_and_image_placeholders(
 
     openai_call = html.unescape(_cell(page, "a1"))
     assert "tool call" in openai_call and "read_file" in openai_call
-    assert '{"path": "/var/log/inventory.log"}' in openai_call
+    assert "<dt>path</dt>" in openai_call and "/var/log/inventory.log" in openai_call
     tokens = int(re.search(r"([\d,]+) tok", openai_call).group(1).replace(",", ""))
     assert tokens > 10  # no longer an empty box with 0 tokens
 
@@ -69,12 +69,34 @@ def test_it_shows_tool_calls_thinking_tool_results_and_image_placeholders(
 
     anthropic = html.unescape(_cell(page, "a2"))
     assert "thinking" in anthropic and "Inventory locks for 3002 ms." in anthropic
-    assert "grep" in anthropic and '{"q": "lock wait"}' in anthropic
+    assert "grep" in anthropic and "<dt>q</dt>" in anthropic and "lock wait" in anthropic
 
     result = html.unescape(_cell(page, "t2"))
     assert "tool result" in result and "for toolu_2" in result and "lock wait 3002 ms" in result
     assert 'role="img"' in result and "image/png" in result
     assert "data:" not in result  # the image itself is never put in the page
+
+
+def test_a_tool_calls_arguments_show_by_name_with_their_text_as_written(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    # A Write call carries the whole file in one JSON string: shown as JSON, its lines
+    # were one run of \n and \" escapes.
+    source = 'import { test } from "vitest"\n\ntest("adds", () => {\n  expect(1 + 1).toBe(2)\n})\n'
+    write = {"type": "tool_use", "id": "toolu_9", "name": "Write",
+             "input": {"file_path": "/repo/test/add.test.js", "content": source,
+                       "options": {"mode": "create", "backup": False}}}  # fmt: skip
+    odd = {"type": "tool_use", "id": "toolu_10", "name": "Bash", "input": "ls -la"}
+    context = [{"id": "a9", "role": "assistant", "content": [write, odd]}]
+    session = seed([step("write", 0, context)])
+    page = login("viewer").get(f"/sessions/{session.pk}/steps/0/").content.decode()
+    cell = html.unescape(_cell(page, "a9"))
+    assert "<dt>file_path</dt>" in cell and "/repo/test/add.test.js" in cell
+    assert "<dt>content</dt>" in cell and 'test("adds", () => {\n  expect(1 + 1)' in cell
+    assert "\\n" not in cell and '\\"' not in cell
+    assert "<dt>options</dt>" in cell and '{"mode": "create", "backup": false}' in cell
+    # Arguments that are no JSON object are shown as they are.
+    assert "ls -la" in cell
 
 
 def test_it_shows_the_calls_model_tools_usage_and_estimated_tokens(
