@@ -32,6 +32,7 @@ from django.utils.safestring import SafeString, mark_safe
 from contextview.core.cost import Cost, Total, call_cost, summed_cost, total_cost
 from contextview.core.diff import diff_contexts
 from contextview.core.entities import entity_sources
+from contextview.core.layout import cut
 from contextview.core.liveness import Liveness, directive_expiry, liveness
 from contextview.core.model import Message
 from contextview.core.numbers import digits_value
@@ -933,6 +934,8 @@ class Needed:
     how: str
     source: str | None
     texts: list[str]
+    # The original named as a person knows it: its role and first line (else its id).
+    label: str = ""
 
 
 @dataclass
@@ -954,6 +957,8 @@ class OpView:
     stats: dict[str, Any] | None
     # lost entity -> the id of the original message it came from, for those shown
     sources: dict[str, str] = field(default_factory=dict)
+    # an original's id -> its role and first line, for the lines of "What was lost"
+    source_labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def lost(self) -> list[str]:
@@ -1002,7 +1007,8 @@ class OpView:
         for n in self.needed_later:
             key = (n["step"], str(n.get("how")), n["source"])
             if key not in lines:
-                lines[key] = Needed(*key, texts=[])
+                label = self.source_labels.get(key[2] or "", "")
+                lines[key] = Needed(*key, texts=[], label=label)
             lines[key].texts.append(str(n.get("text")))
         return list(lines.values())
 
@@ -1021,8 +1027,20 @@ class OpView:
         wanted = [str(n.get("text")) for n in self._needed()] + self.lost[:LOST_SHOWN]
         if wanted:
             targets = set(self.targets)
-            originals = [(m.id, m.text) for m in context if m.id in targets]
-            self.sources = entity_sources(wanted, originals)
+            held = [m for m in context if m.id in targets]
+            self.sources = entity_sources(wanted, [(m.id, m.text) for m in held])
+            found = set(self.sources.values())
+            self.source_labels = {m.id: _source_label(m) for m in held if m.id in found}
+
+
+def _source_label(message: Message) -> str:
+    """A message as "what was lost" names it: 'tool result: “Exit code 2”', not its id
+    (a Claude Code tool result is a user message: it is named by what it holds)."""
+    line = (message.text or "").strip().split("\n", 1)[0].strip()
+    if not line:
+        return ""
+    kind = "tool result" if message.partition == "tool" else message.role or message.partition
+    return f"{kind}: “{cut(line, 60)}”"
 
 
 @dataclass

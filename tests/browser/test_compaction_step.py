@@ -80,13 +80,14 @@ def test_it_lists_what_later_steps_needed_one_line_per_original_the_rest_behind_
     assert shown.count() == 10
     first = shown.first.inner_text()
     assert "SO20260100000" in first and "TRK-400000" in first
-    assert "step 2 (asked), from result-0" in first
+    assert "step 2 (asked), from tool result: “line 0: order SO20260100000" in first
+    assert shown.first.locator("a.lost-source").get_attribute("title").endswith(": result-0")
     assert lost.bounding_box()["height"] < 800
     more = lost.locator("details.more-needed")
     assert more.locator("summary").inner_text() == "20 more needed later"
     more.locator("summary").focus()
     page.keyboard.press("Enter")
-    assert more.locator("li", has_text="from result-29").is_visible()
+    assert more.locator("li", has_text="“line 29: order SO20260100029").is_visible()
     assert compaction_step.errors == []
 
 

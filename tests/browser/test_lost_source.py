@@ -41,7 +41,10 @@ def test_it_opens_the_original_a_lost_entity_came_from_with_the_entity_in_view(
     page.goto(f"{live_server.url}/sessions/{session.pk}/steps/1/")
     # Needed again at step 2: listed first, and linked to where it was.
     needed = page.locator(".needed-later li", has_text="SO20260101042")
-    assert "step 2" in needed.inner_text() and "from log" in needed.inner_text()
+    assert "step 2" in needed.inner_text()
+    # The original (log) named by what it is and its first line, its id in the title.
+    assert "from tool result: “10:00:00 GET /healthz" in needed.inner_text()
+    assert needed.locator("a.lost-source").get_attribute("title").endswith(": log")
     needed.locator("a.lost-source").click()
     page.wait_for_selector(".archive-one")
     assert page.url.endswith("&id=log&mark=SO20260101042")

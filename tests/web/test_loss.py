@@ -40,6 +40,11 @@ def test_it_shows_what_was_lost_and_which_later_step_needed_it(
     # opened in the archive with the entity marked.
     source = f"/sessions/{session.pk}/archive/?step=2&amp;id=t1&amp;mark=SO20260101007"
     assert f'from <a class="lost-source" href="{source}"' in page
+    # Named as a person knows it, by its role and first line; its id is in the title.
+    line = page[page.index(f'from <a class="lost-source" href="{source}"') :]
+    line = line[: line.index("</a>")]
+    assert 'title="the original message it was in: t1"' in line
+    assert "tool result: “SO20260101007 stuck for 48h" in line.replace("&#x27;", "'")
     assert page.count(f'href="{source}"') == 2  # the needed-later line and the lost list
     original = client.get(source.replace("&amp;", "&")).content.decode()
     assert "Where <mark" in original and "<code>t1</code>" in original
