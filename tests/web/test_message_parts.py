@@ -122,3 +122,16 @@ def test_it_shows_the_calls_model_tools_usage_and_estimated_tokens(
     assert "estimated by rule for images" in page
     shown = page[page.index("Model output: 1 message") :]
     assert "call_8" in shown and "list_dir" in shown
+
+
+def test_a_calls_usage_marks_thousands_as_the_other_counts_do(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    usage = {"input_tokens": 3, "cache_read_tokens": 21445, "cache_write_tokens": 21155,
+             "service_tier": "standard"}  # fmt: skip
+    session = seed([step("usage", 0, CONTEXT, model="claude-sonnet-4-5", usage=usage)])
+    page = login("viewer").get(f"/sessions/{session.pk}/steps/0/").content.decode()
+    facts = page[page.index('class="call-facts') :]
+    facts = facts[: facts.index("</p>")]
+    assert "cache_read_tokens 21,445, cache_write_tokens 21,155" in facts
+    assert "input_tokens 3," in facts and "service_tier standard" in facts

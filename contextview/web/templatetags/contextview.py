@@ -94,6 +94,15 @@ def tokens(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int | float) else "—"
 
 
+@register.filter
+def count(value: Any) -> Any:
+    """A number with its thousands marked (21,445), as `tokens` shows one; anything an
+    agent sent that is no number, as it is."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:,}"
+    return value
+
+
 @register.simple_tag
 def permalink(
     session: Any, index: int | None = None, message: str | None = None, fold: str | None = None
