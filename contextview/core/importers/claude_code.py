@@ -367,6 +367,7 @@ class _Copy:
     source: str | None = None
 
 
+# The entries that are the conversation (what a call is sent, and its replies).
 _SENT_KINDS = ("user", "assistant", "system", "attachment")
 
 
@@ -575,7 +576,7 @@ class _Reader:
             if not self.first_time(inner):
                 return
             entry, kind = inner, inner["type"]
-        if kind not in ("user", "assistant", "system", "attachment"):
+        if kind not in _SENT_KINDS:
             return
         s = self.session_for(lineno, entry)
         source = _forked_from(entry)
