@@ -1328,6 +1328,8 @@ class CompareView:
     rows: list[Row]
     partitions: list[tuple[str, int | None, int | None, int | None]]  # name, from, to, delta
     total: tuple[int | None, int | None, int | None]
+    # whether a message's tokens, or a partition's, show as a dash: not counted yet
+    uncounted: bool = False
 
     @property
     def groups(self) -> list[RowGroup]:
@@ -1372,7 +1374,10 @@ def steps_compare(*, session: Session, start: Step, end: Step) -> CompareView:
     total_b = None if any(p[1] is None for p in partitions) else sum(p[1] or 0 for p in partitions)
     total_a = None if any(p[2] is None for p in partitions) else sum(p[2] or 0 for p in partitions)
     delta = total_a - total_b if total_a is not None and total_b is not None else None
-    return CompareView(rows=rows, partitions=partitions, total=(total_b, total_a, delta))
+    uncounted = None in tb or None in ta or total_b is None or total_a is None
+    return CompareView(
+        rows=rows, partitions=partitions, total=(total_b, total_a, delta), uncounted=uncounted
+    )
 
 
 # --- folded originals and restore ------------------------------------------------------

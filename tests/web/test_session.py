@@ -160,6 +160,18 @@ def test_it_compares_two_steps_with_token_deltas(
     assert 'class="num delta">+' in tool_row  # summary and reloaded log add to the tool partition
     missing = client.get(f"/sessions/{order_session.pk}/compare/?from=0&to=7").content.decode()
     assert "no step 7" in missing
+    assert "A dash means" not in page  # every message counted: no dash to explain
+
+
+def test_a_comparison_explains_its_dashes_only_when_it_shows_some(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    events = [step("uncounted", n, [{"id": f"m{n}", "role": "user", "content": f"turn {n}"}])
+              for n in range(2)]  # fmt: skip
+    session = seed(events, stats=False)
+    page = login("viewer").get(f"/sessions/{session.pk}/compare/?from=0&to=1").content.decode()
+    assert "A dash means some message's tokens are not counted yet" in page
+    assert "—" in page.split("Tokens per partition", 1)[1].split("A dash means", 1)[0]
 
 
 def test_it_pages_the_step_list(api: Api, login: Callable[..., Client], seed) -> None:
