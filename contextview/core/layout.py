@@ -103,7 +103,7 @@ def placements(
             out.append(Placement("pinned", wanted.pop(key), m.id, at, third_of(at, total)))
         if m.pinned or m.partition == "task":
             what = "pinned" if m.pinned else "task"
-            out.append(Placement(what, _start(m.text), m.id, at, third_of(at, total)))
+            out.append(Placement(what, first_line(m.text), m.id, at, third_of(at, total)))
         at += n or 0
     return out
 
@@ -134,5 +134,7 @@ def task_line(context: Sequence[Message]) -> str:
     return question
 
 
-def _start(text: str, limit: int = 80) -> str:
-    return cut(text.strip().split("\n", 1)[0], limit)
+def first_line(text: str, limit: int = 80) -> str:
+    """The first line of `text`, cut at `limit` characters (how a message is named by
+    its start: a pinned text's place, what was lost, the pages' first_line)."""
+    return cut(text.strip().split("\n", 1)[0].strip(), limit)

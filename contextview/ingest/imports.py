@@ -190,7 +190,6 @@ def _import_folders(
             raise ImportFailed(422, f"{name}: cannot read {path}: {exc.strerror}") from None
         if fmt is None:
             continue  # not a transcript (a workflow's journal, an index)
-        elsewhere = elsewhere_of(path)
         try:
             with open_file(path) as stream:
                 events = read(
@@ -199,12 +198,13 @@ def _import_folders(
                     session_id=session_id,
                     fallback=session_name(path.rpartition("/")[2]),
                     live=live,
+                    leave=elsewhere_of(path),
                 )
                 _import_events(
                     project=project,
                     name=path,
                     fmt=fmt,
-                    events=(e for e in events if e["body"]["session_id"] not in elsewhere),
+                    events=events,
                     outcome=outcome,
                 )
         except OSError as exc:

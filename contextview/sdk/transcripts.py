@@ -196,10 +196,7 @@ def send_new_events(
             return 0, [f"{path}: {exc}"]
         if fmt is None:
             return 0, [f"{path}: not a transcript this SDK reads"]
-        events = read(f, format=fmt, fallback=_session_name(path.name), live=live)
-        left = set(leave)
-        if left:
-            events = (e for e in events if e["body"]["session_id"] not in left)
+        events = read(f, format=fmt, fallback=_session_name(path.name), live=live, leave=set(leave))
         return _post_new(http, url, key, path, events, sent)
 
 

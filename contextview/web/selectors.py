@@ -32,7 +32,7 @@ from django.utils.safestring import SafeString, mark_safe
 from contextview.core.cost import Cost, Total, call_cost, summed_cost, total_cost
 from contextview.core.diff import diff_contexts
 from contextview.core.entities import entity_sources
-from contextview.core.layout import cut
+from contextview.core.layout import first_line
 from contextview.core.liveness import Liveness, directive_expiry, liveness
 from contextview.core.model import Message
 from contextview.core.numbers import digits_value
@@ -1036,11 +1036,11 @@ class OpView:
 def _source_label(message: Message) -> str:
     """A message as "what was lost" names it: 'tool result: “Exit code 2”', not its id
     (a Claude Code tool result is a user message: it is named by what it holds)."""
-    line = (message.text or "").strip().split("\n", 1)[0].strip()
+    line = first_line(message.text or "", 60)
     if not line:
         return ""
     kind = "tool result" if message.partition == "tool" else message.role or message.partition
-    return f"{kind}: “{cut(line, 60)}”"
+    return f"{kind}: “{line}”"
 
 
 @dataclass

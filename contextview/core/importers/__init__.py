@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import IO, Any
 
 from contextview.core.importers import atif, claude_code, codex, openhands, swe_agent
@@ -113,12 +113,14 @@ def read(
     session_id: str | None = None,
     fallback: str = "transcript",
     live: bool = False,
+    leave: Collection[str] = (),
 ) -> Iterator[Event]:
     """The events of one transcript, in order; raises TranscriptError on bad input.
 
     `session_id` replaces the one the log names; `fallback` names a session the log
     does not (the file's name); `live` leaves out a last model call that may still
-    be streaming in.
+    be streaming in; `leave` names sessions whose events are left out (those another
+    transcript holds whole: `claude_code.kept_apart`).
     """
     try:
         reader = READERS[format]
@@ -126,7 +128,10 @@ def read(
         raise TranscriptError(
             "format", f"must be one of {', '.join(FORMATS)}, not {format!r}"
         ) from None
-    return guarded(reader(stream, session_id=session_id, fallback=fallback, live=live), format)
+    events = guarded(reader(stream, session_id=session_id, fallback=fallback, live=live), format)
+    if leave:
+        return (e for e in events if e["body"]["session_id"] not in leave)
+    return events
 
 
 # A batch is sent when it holds this many events or this much weight: new content

@@ -846,7 +846,7 @@ def read_events(
 ) -> Iterator[Event]:
     """The ingest events of OpenHands events given as (where, event), in order;
     `usages` the usage of each V1 call, by its response id (`call_usages`)."""
-    run = _Run(session_id, usages or {})
+    run = _Run(session_id, usages)
     for where, event in events:
         yield from run.event(where, event)
     if not live:

@@ -14,7 +14,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from contextview.core.layout import cut
+from contextview.core.layout import first_line as line_start
 from contextview.core.liveness import Liveness, duration_text
 from contextview.core.model import content_text
 from contextview.core.monitors import metric_text
@@ -86,7 +86,7 @@ def get(mapping: Any, key: Any) -> Any:
 
 @register.filter
 def first_line(text: str, limit: int = 140) -> str:
-    return cut((text or "").strip().split("\n", 1)[0], limit)
+    return line_start(text or "", limit)
 
 
 @register.filter
