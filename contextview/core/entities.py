@@ -350,6 +350,9 @@ def _noise_id(value: str) -> bool:
     return bool(_CALL_ID.fullmatch(value)) or value.casefold() in _CODE_WORDS
 
 
+_BLOCK_AFTER = re.compile(r"do(?![\w-])")
+
+
 def _code_literal(text: str, start: int, end: int) -> bool:
     """Whether the quote at text[start:end] is a string literal in code.
 
@@ -368,8 +371,9 @@ def _code_literal(text: str, start: int, end: int) -> bool:
         or before.endswith(("return", "in", "f", "r", "b"))
     ):
         return not before.endswith(("said", "says"))
-    after = text[end : end + 2].lstrip(" ")
-    return bool(after) and after[0] in ")]};%"
+    after = text[end : end + 5].lstrip(" ")
+    # A block's argument (Elixir's and Ruby's tests: 'test "removes color codes" do').
+    return bool(after) and (after[0] in ")]};%" or _BLOCK_AFTER.match(after) is not None)
 
 
 def _jsonish(text: str, start: int, end: int) -> bool:

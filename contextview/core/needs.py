@@ -198,7 +198,9 @@ class LossTracker:
                     continue
             if not self.open:
                 continue
-            if m.role == "user" or m.partition in _ASKING:
+            if (m.role == "user" or m.partition in _ASKING) and not is_tool_result(m):
+                # Not a tool's result that comes back in a user message (Anthropic's
+                # form): the output of another command that holds it asks for nothing.
                 how = "asked"
                 text = m.text
             elif m.role == "assistant":

@@ -323,6 +323,11 @@ NOT_ENTITIES = [
         'raise ValueError("order not found")\nname = "draft copy"\nprint(\'all done now\')',
         ["order not found", "draft copy", "all done now"],
     ),
+    (
+        'describe "strip_ansi/1" do\n  test "removes color codes" do\n'
+        '  it "skips empty lines" do |x|',
+        ["removes color codes", "skips empty lines"],
+    ),
     ("encode as utf-8 or base64, hash with sha256", ["utf-8", "base64", "sha256"]),
     ("in 2026 we saw 1500 visitors", ["2026", "1500"]),
 ]

@@ -102,6 +102,31 @@ def test_it_links_a_lost_id_to_the_user_who_asks_for_it_later() -> None:
     assert entities["lost"][0] == "SO20260101007"
 
 
+def test_a_tool_result_in_a_user_message_does_not_ask_for_what_it_holds() -> None:
+    # Anthropic's form (Claude Code): tool results come back in user messages. A
+    # different command whose output happens to hold a lost entity is no need of it.
+    s = Session()
+    context = [SYS, ASK, call(1), result(1)]
+    s.step(context)
+    context = summary_step(s, context)
+    other = msg(
+        "a2",
+        [{"type": "tool_use", "id": "toolu_2", "name": "Bash", "input": {"command": "ls"}}],
+        "assistant",
+    )
+    back = msg(
+        "u2",
+        [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "SO20260101007 stuck"}],
+        "user",
+    )
+    out = s.step([*context, other, back])
+    assert "amnesia" not in out["flags"], out.get("needs")
+    # The same words typed by the user ask for it.
+    typed = msg("u3", [{"type": "text", "text": "SO20260101007 stuck"}], "user")
+    asked = s.step([*context, other, typed])
+    assert asked["needs"] == [{"text": "SO20260101007", "lost_at": 1, "op": 0, "how": "asked"}]
+
+
 def test_it_finds_what_the_agent_mentions_or_passes_to_a_tool() -> None:
     s = Session()
     context = [SYS, ASK, call(1), result(1)]
