@@ -386,7 +386,30 @@ def _jsonish(text: str, start: int, end: int) -> bool:
     return bool(_JSON_COMMA.search(text, before, start) and _JSON_ITEM_AFTER.match(text, end))
 
 
-def _scan(text: str) -> list[tuple[int, str]]:
+# A line break or tab written as an escape (a backslash and n: JSON a tool printed,
+# "file1.txt" and "file2.txt" joined by one in a string literal) separates as the
+# real one does, but for a backslash that is itself escaped and in a Windows path
+# (C:, then backslashes that separate folders, one of which may start with n or t).
+_ESCAPED_BREAK = re.compile(r"(?<!\\)\\[ntr]")
+_DRIVE_PATH = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]:\\[^\s\"'<>|]*")
+
+
+def _breaks_unescaped(text: str) -> str:
+    """`text` with its escaped line breaks and tabs as two spaces each: every other
+    character stays where it was, so what is found in it is where it is in `text`."""
+    if "\\" not in text:
+        return text
+    paths = [m.span() for m in _DRIVE_PATH.finditer(text)]
+
+    def blank(m: re.Match[str]) -> str:
+        at = m.start()
+        return m.group() if any(a <= at < b for a, b in paths) else "  "
+
+    return _ESCAPED_BREAK.sub(blank, text)
+
+
+def _scan(written: str) -> list[tuple[int, str]]:
+    text = _breaks_unescaped(written)
     found: list[tuple[int, str]] = []
     ends: list[int] = []
     for m in _ENTITY.finditer(text):
@@ -405,7 +428,8 @@ def _scan(text: str) -> list[tuple[int, str]]:
     quoted: list[tuple[int, str]] = []
     for m in _QUOTED.finditer(text):
         kind = m.lastgroup or ""
-        inner = m.group(kind).strip()
+        # A quoted phrase as written, escapes and all: that is what a text keeps of it.
+        inner = written[m.start(kind) : m.end(kind)].strip()
         if not inner or _BARE_WORD.fullmatch(inner):
             continue
         if kind in ("dq", "sq") and (

@@ -342,6 +342,18 @@ def test_it_ignores_line_numbers_decimals_versions_call_ids_and_literals(
         assert entity not in found
 
 
+def test_an_escaped_line_break_separates_entities_as_a_real_one_does() -> None:
+    printed = r'{"log": "started\nSO20260101007 failed\tERR_TIMEOUT", "files": "a.txt\nb.txt"}'
+    assert extract_entities(printed) == ["SO20260101007", "ERR_TIMEOUT", "a.txt", "b.txt"]
+    # Not in a Windows path, whose folders may start with n or t.
+    assert extract_entities(r"saved to C:\Users\bob\new\report.txt") == [
+        r"C:\Users\bob\new\report.txt"
+    ]
+    # A quoted phrase stays as written: the text keeps it.
+    quoted = r'the reply was "not in stock\nretry tomorrow" again'
+    assert [is_kept(e, quoted) for e in extract_entities(quoted)] == [True]
+
+
 def test_it_still_counts_ids_codes_and_addresses_beside_that_noise() -> None:
     text = (
         "   12→ORDER = 'SO20260101007'  # ticket #931, errno 110 at 10.0.3.7:8080\n"
