@@ -301,10 +301,27 @@ def _bare_number(text: str, start: int, end: int) -> str | None:
     return None
 
 
+# A colour in a style ("border: 1px solid #e0e0e0", "fill="#888"", "--accent: #1a2b3c"):
+# its hex digits are no ticket number or hash.
+_HEX_COLOUR = re.compile(r"[0-9A-Fa-f]{3}(?:[0-9A-Fa-f]|[0-9A-Fa-f]{3}|[0-9A-Fa-f]{5})?")
+_STYLE_BEFORE = re.compile(
+    r"(?i:colou?r|background|border|fill|stroke|shadow|outline|--[\w-]+)[\w-]*\s*[:=]"
+    r"[^;{}\n]*$"
+)
+
+
 def _value(m: re.Match[str]) -> str | None:
     """The entity a match stands for, or None for a shape that is only noise."""
     kind = m.lastgroup
     value = m.group()
+    start = m.start()
+    if (
+        start
+        and m.string[start - 1] == "#"
+        and _HEX_COLOUR.fullmatch(value)
+        and _STYLE_BEFORE.search(m.string, max(0, start - 60), start - 1)
+    ):
+        return None
     if kind == "url":
         return value.rstrip(_URL_TRAILING)
     if kind == "dotted":

@@ -328,6 +328,10 @@ NOT_ENTITIES = [
         '  it "skips empty lines" do |x|',
         ["removes color codes", "skips empty lines"],
     ),
+    (
+        'border: 1px solid #e0e0e0; color: #888;\n<path fill="#1a2b3c"/> --accent: #ff9f1c',
+        ["e0e0e0", "888", "1a2b3c", "ff9f1c"],
+    ),
     ("encode as utf-8 or base64, hash with sha256", ["utf-8", "base64", "sha256"]),
     ("in 2026 we saw 1500 visitors", ["2026", "1500"]),
 ]
