@@ -712,24 +712,45 @@ def _flat_calls(flat: Mapping[str, Any], prefix: str, fields: str, id_key: str) 
     ]
 
 
+def _oi_content(item: Mapping[str, Any]) -> Any:
+    """One of OpenInference's ``message.contents.{j}`` items as a part: ``reasoning`` (a
+    Responses API reasoning summary, an Anthropic thinking block; a redacted one has no
+    text) is thinking, and a ``tool_use`` item (an Anthropic block, its call's fields
+    beside the type) a tool call."""
+    kind = item.get("message_content.type")
+    if kind == "reasoning":
+        return _thinking(item.get("message_content.text"))
+    if kind == "tool_use":
+        fn = "tool_call.function."
+        return _call(item.get("tool_call.id"), item.get(f"{fn}name"), item.get(f"{fn}arguments"))
+    if kind == "text" or "message_content.text" in item:
+        return {"type": "text", "text": item.get("message_content.text", "")}
+    if kind == "image":
+        url = item.get("message_content.image.image.url")
+        return {"type": "image", "url": url} if url else {"type": "image"}
+    return {k.removeprefix("message_content."): v for k, v in item.items()}
+
+
 def oi_message(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """An OpenInference message from its ``message.*`` attributes."""
+    """An OpenInference message from its ``message.*`` attributes. As LiteLLM's
+    instrumentation writes Anthropic's messages, a call written both as a ``tool_use``
+    content item and under ``message.tool_calls`` is one call, and a user message's
+    ``message.content`` beside a ``message.tool_call_id`` is that call's result (a
+    tool_result block)."""
     role = flat.get("message.role")
+    call_id = flat.get("message.tool_call_id")
     parts: list[Any] = []
     content = flat.get("message.content")
     if isinstance(content, str) and content:
-        parts.append({"type": "text", "text": content})
-    for item in _indexed(flat, "message.contents."):
-        kind = item.get("message_content.type")
-        if kind == "text" or "message_content.text" in item:
-            parts.append({"type": "text", "text": item.get("message_content.text", "")})
-        elif kind == "image":
-            url = item.get("message_content.image.image.url")
-            parts.append({"type": "image", "url": url} if url else {"type": "image"})
+        if role != "tool" and call_id:
+            parts.append(_result(call_id, content))
         else:
-            parts.append({k.removeprefix("message_content."): v for k, v in item.items()})
-    parts = _answered(role, parts, flat.get("message.tool_call_id"))
-    parts += _flat_calls(flat, "message.tool_calls.", "tool_call.function.", "tool_call.id")
+            parts.append({"type": "text", "text": content})
+    parts += [_oi_content(item) for item in _indexed(flat, "message.contents.")]
+    parts = _answered(role, parts, call_id)
+    parts = _with_calls(
+        parts, _flat_calls(flat, "message.tool_calls.", "tool_call.function.", "tool_call.id")
+    )
     if "message.function_call_name" in flat:
         parts.append(
             {

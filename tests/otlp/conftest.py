@@ -110,11 +110,15 @@ def memory() -> Iterator[tuple[Agent, InMemorySpanExporter]]:
 
 
 class _StandIn(BaseHTTPRequestHandler):
-    """Answers every chat completion: first with a tool call, then with text; and every
+    """Answers every chat completion: first with a tool call, then with text; every
+    Responses API call the same way (its tool call after a reasoning item); and every
     (legacy) completion with one text a prompt."""
 
     def do_POST(self) -> None:  # noqa: N802 - the http.server API
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if "input" in request:
+            self._answer(_response(request))
+            return
         if "messages" not in request:
             self._answer(_completion(request["prompt"]))
             return
@@ -173,6 +177,60 @@ def _completion(prompt: str | list[str]) -> str:
             "model": "gpt-3.5-turbo-instruct",
             "choices": choices,
             "usage": {"prompt_tokens": 20, "completion_tokens": 6, "total_tokens": 26},
+        }
+    )
+
+
+def _response(request: dict[str, Any]) -> str:
+    """A Responses API answer: a reasoning summary and a function call, or, after the
+    function's output, a text."""
+    items = request["input"] if isinstance(request["input"], list) else []
+    if items and items[-1].get("type") == "function_call_output":
+        output: list[dict[str, Any]] = [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "status": "completed",
+                "role": "assistant",
+                "content": [
+                    {"type": "output_text", "text": "Inventory answered 504.", "annotations": []}
+                ],
+            }
+        ]
+    else:
+        output = [
+            {
+                "type": "reasoning",
+                "id": "rs_1",
+                "summary": [{"type": "summary_text", "text": "The log will say which call hung."}],
+            },
+            {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": f"call_{len(items)}",
+                "name": "read_file",
+                "arguments": '{"path": "app.log"}',
+                "status": "completed",
+            },
+        ]
+    return json.dumps(
+        {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 0,
+            "status": "completed",
+            "model": "o4-mini-2025-04-16",
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": request.get("tools", []),
+            "usage": {
+                "input_tokens": 90,
+                "output_tokens": 12,
+                "total_tokens": 102,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 5},
+            },
         }
     )
 

@@ -524,6 +524,71 @@ def test_it_reads_the_openai_agents_sdk_through_openinference(key: str) -> None:
     assert got["usage"] == {"input_tokens": 176, "output_tokens": 9, "cache_read_tokens": 1024}
 
 
+def test_it_reads_anthropic_blocks_as_openinferences_litellm_instrumentation_writes_them(
+    key: str,
+) -> None:
+    """Arize-ai/openinference, python/instrumentation/
+    openinference-instrumentation-litellm/src/openinference/instrumentation/litellm/
+    _anthropic_messages_attributes.py: each block of a message is a
+    ``message.contents.{j}`` item, a thinking block typed ``reasoning`` (its signature
+    beside it), a tool_use block typed ``tool_use`` with its call's fields and written
+    again under ``message.tool_calls``; a tool_result block is the user message's
+    ``message.content`` with its call's id as ``message.tool_call_id``."""
+    m = "llm.input_messages"
+    c = f"{m}.2.message.contents"
+    send(
+        key,
+        span(
+            {
+                "openinference.span.kind": "LLM",
+                "llm.model_name": "claude-sonnet-4-5",
+                "session.id": "litellm-anthropic",
+                f"{m}.0.message.role": "system",
+                f"{m}.0.message.content": "You debug orders.",
+                f"{m}.1.message.role": "user",
+                f"{m}.1.message.content": "Why does SO20260101007 time out?",
+                f"{m}.2.message.role": "assistant",
+                f"{c}.0.message_content.type": "reasoning",
+                f"{c}.0.message_content.text": "The log says which call hung.",
+                f"{c}.0.message_content.signature": "sig-1",
+                f"{c}.1.tool_call.id": "toolu_1",
+                f"{c}.1.tool_call.function.name": "read_log",
+                f"{c}.1.tool_call.function.arguments": '{"n": 5}',
+                f"{c}.1.message_content.type": "tool_use",
+                f"{m}.2.message.tool_calls.0.tool_call.id": "toolu_1",
+                f"{m}.2.message.tool_calls.0.tool_call.function.name": "read_log",
+                f"{m}.2.message.tool_calls.0.tool_call.function.arguments": '{"n": 5}',
+                f"{m}.3.message.role": "user",
+                f"{m}.3.message.tool_call_id": "toolu_1",
+                f"{m}.3.message.content": "504 from inventory",
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.contents.0.message_content.type": "reasoning",
+                "llm.output_messages.0.message.contents.0.message_content.data": "redacted",
+                "llm.output_messages.0.message.contents.1.message_content.type": "text",
+                "llm.output_messages.0.message.contents.1.message_content.text": "A 504.",
+            }
+        ),
+    )
+    got = step(key, "litellm-anthropic")
+    assert contents(got) == [
+        ("system", "You debug orders."),
+        ("user", "Why does SO20260101007 time out?"),
+        (
+            "assistant",
+            [
+                {"type": "thinking", "text": "The log says which call hung."},
+                {"type": "tool_call", "id": "toolu_1", "name": "read_log", "arguments": '{"n": 5}'},
+            ],
+        ),
+        ("user", [{"type": "tool_result", "tool_call_id": "toolu_1",
+                   "content": "504 from inventory"}]),
+    ]  # fmt: skip
+    assert got["output"]["messages"][0]["content"] == [
+        {"type": "thinking", "text": ""},
+        {"type": "text", "text": "A 504."},
+    ]
+
+
 ADK_REQUEST = {
     "model": "gemini-2.5-flash",
     "config": {

@@ -132,3 +132,45 @@ def test_it_shows_a_completions_api_call_of_an_openinference_instrumented_agent(
         " Retry order 0 later.",
         " Retry order 1 later.",
     ]
+
+
+def test_it_shows_a_responses_api_calls_reasoning_as_thinking(
+    gunicorn_api: str, model_api: str, transactional_db: None
+) -> None:
+    # OpenInference writes a reasoning item (its summary) as a message whose content
+    # is typed "reasoning", with the summary as message_content.text: the model's
+    # thinking, not its answer.
+    with _instrumented(gunicorn_api, "oi-responses") as key:
+        from openinference.instrumentation import using_session
+
+        client = openai.OpenAI(base_url=model_api, api_key="stand-in")
+        tools = [{"type": "function", "name": "read_file", "parameters": {"type": "object"}}]
+        items: list[Any] = [{"role": "user", "content": "Why does order SO20260101007 time out?"}]
+        with using_session("order-44"):
+            first = client.responses.create(
+                model="o4-mini", instructions="You debug orders.", input=items, tools=tools
+            )
+            items += [item.model_dump(exclude_none=True) for item in first.output]
+            call_id = first.output[1].call_id  # type: ignore[union-attr]
+            items.append({"type": "function_call_output", "call_id": call_id, "output": "504"})
+            client.responses.create(
+                model="o4-mini", instructions="You debug orders.", input=items, tools=tools
+            )
+
+    with _api(gunicorn_api, key) as api:
+        assert api.get("/sessions/order-44").json()["steps"] == 2
+        first_step = api.get("/sessions/order-44/steps/0").json()
+        second = api.get("/sessions/order-44/steps/1").json()
+    thinking = {"type": "thinking", "text": "The log will say which call hung."}
+    assert [m["content"] for m in first_step["output"]["messages"]] == [
+        [thinking],
+        [{"type": "tool_call", "id": call_id, "name": "read_file",
+          "arguments": '{"path": "app.log"}'}],
+    ]  # fmt: skip
+    assert [(m["role"], m["content"]) for m in second["before"]] == [
+        ("system", "You debug orders."),
+        ("user", "Why does order SO20260101007 time out?"),
+        ("assistant", [thinking]),
+        ("assistant", first_step["output"]["messages"][1]["content"]),
+        ("tool", [{"type": "tool_result", "tool_call_id": call_id, "content": "504"}]),
+    ]
