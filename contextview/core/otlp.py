@@ -35,8 +35,9 @@ convention it follows:
   (``ai.operationId`` ``ai.generateText.doGenerate``, ``ai.streamText.doStream``,
   ``ai.generateObject.doGenerate``, ``ai.streamObject.doStream``) with
   ``ai.prompt.messages`` (``text``, ``tool-call``, ``tool-result``, ``reasoning``,
-  ``image`` and ``file`` parts), ``ai.prompt.tools``, ``ai.response.text`` and
-  ``ai.response.toolCalls``, ``ai.usage.*``, ``ai.model.id``; its session, when it names
+  ``image`` and ``file`` parts), ``ai.prompt.tools``, ``ai.response.reasoning``,
+  ``ai.response.text`` and ``ai.response.toolCalls``, ``ai.usage.*`` (version 6's
+  ``inputTokenDetails``), ``ai.model.id``; its session, when it names
   none of the contract's, from ``ai.telemetry.metadata.sessionId``;
 - Google's Agent Development Kit, beyond the contract's list: its ``call_llm`` span
   (no operation named) with ``gcp.vertex.agent.llm_request`` and ``llm_response``
@@ -88,7 +89,7 @@ decoded values with that call's.
 
 Usage: the conventions report prompt tokens including those read from or written
 to the provider's cache; the contract's ``input_tokens`` excludes them, so they are
-subtracted (`_uncached_input` names the one instrumentation that counts them apart).
+subtracted (`_uncached_input` names the instrumentations that count them apart).
 """
 
 from __future__ import annotations
@@ -174,6 +175,11 @@ _AI_CALLS = frozenset(
     }
 )
 _AI_SESSION = "ai.telemetry.metadata.sessionId"
+# The attributes holding an AI SDK call's reply.
+_AI_REPLY = ("ai.response.text", "ai.response.reasoning", "ai.response.toolCalls")
+# The AI SDK's uncached input count (version 6; version 5 gives only the input count).
+_AI_DETAILS = "ai.usage.inputTokenDetails."
+_AI_UNCACHED = f"{_AI_DETAILS}noCacheTokens"
 # Google's Agent Development Kit: its call_llm span's request (JSON text), its session.
 ADK_REQUEST = "gcp.vertex.agent.llm_request"
 ADK_RESPONSE = "gcp.vertex.agent.llm_response"
@@ -918,8 +924,12 @@ def ai_message(raw: Any) -> dict[str, Any]:
 
 
 def _ai_output(attrs: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The reply of an AI SDK call: its text, then its tool calls."""
+    """The reply of an AI SDK call: its reasoning (its texts joined), its text, then its
+    tool calls."""
     parts: list[Any] = []
+    reasoning = attrs.get("ai.response.reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        parts.append(_thinking(reasoning))
     text = attrs.get("ai.response.text")
     if isinstance(text, str) and text:
         parts.append({"type": "text", "text": text})
@@ -1673,7 +1683,7 @@ def _output(p: _Pending) -> list[dict[str, Any]] | None:
     flat = _indexed(attrs, _TL_COMPLETION)
     if flat:
         return [tl_message(m, "assistant") for m in flat]
-    if "ai.response.text" in attrs or "ai.response.toolCalls" in attrs:
+    if any(name in attrs for name in _AI_REPLY):
         return _ai_output(attrs)
     if ADK_REQUEST in attrs:
         return _adk_output(attrs)
@@ -1720,8 +1730,33 @@ def _uncached_input(attrs: Mapping[str, Any]) -> bool:
     read here count them in (OpenLLMetry adds Anthropic's cache counts to its input
     count, OpenInference's cache read is a detail of its prompt count, Pydantic AI
     counts every input token) except Strands Agents, which passes on Bedrock's
-    ``inputTokens``, the uncached part."""
-    return STRANDS in (attrs.get("gen_ai.system"), attrs.get("gen_ai.provider.name"))
+    ``inputTokens``, the uncached part, and the AI SDK 5 calling Anthropic, whose
+    ``inputTokens`` is Anthropic's ``input_tokens`` (version 6 counts them in, and
+    gives the uncached part, `_AI_UNCACHED`)."""
+    if STRANDS in (attrs.get("gen_ai.system"), attrs.get("gen_ai.provider.name")):
+        return True
+    provider = attrs.get("ai.model.provider")
+    return (
+        attrs.get("ai.operationId") in _AI_CALLS
+        and isinstance(provider, str)
+        and "anthropic" in provider
+        and not any(name.startswith(_AI_DETAILS) for name in attrs)  # version 5
+    )
+
+
+# The AI SDK's provider metadata of a call (JSON text), where version 5 keeps
+# Anthropic's cache writes.
+_AI_METADATA = "ai.response.providerMetadata"
+
+
+def _ai_cache_writes(attrs: Mapping[str, Any]) -> int | None:
+    """The tokens an AI SDK 5 call to Anthropic wrote to the cache, which it gives only
+    in its provider metadata (``anthropic.cacheCreationInputTokens``)."""
+    metadata = _json_parameters(attrs, _AI_METADATA, ('"cacheCreationInputTokens"',))
+    anthropic = metadata.get("anthropic") if metadata is not None else None
+    if not isinstance(anthropic, Mapping):
+        return None
+    return _int(anthropic.get("cacheCreationInputTokens"))
 
 
 def _filled(
@@ -1761,6 +1796,7 @@ def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
         "gen_ai.usage.cache_read.input_tokens",
         "gen_ai.usage.cache_read_input_tokens",
         "llm.token_count.prompt_details.cache_read",
+        "ai.usage.inputTokenDetails.cacheReadTokens",
         "ai.usage.cachedInputTokens",
         "gen_ai.usage.details.cache_read_tokens",
         "gen_ai.usage.details.cache_read_input_tokens",
@@ -1769,6 +1805,7 @@ def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
         "gen_ai.usage.cache_creation.input_tokens",
         "gen_ai.usage.cache_creation_input_tokens",
         "llm.token_count.prompt_details.cache_write",
+        "ai.usage.inputTokenDetails.cacheWriteTokens",
         "gen_ai.usage.cache_write_input_tokens",
         "gen_ai.usage.details.cache_write_tokens",
         "gen_ai.usage.details.cache_creation_input_tokens",
@@ -1785,9 +1822,14 @@ def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
         details = langchain.get("input_token_details")
         if isinstance(details, Mapping):
             _filled(counts, details, (None, None, "cache_read", "cache_creation"))
+    if write is None and _AI_METADATA in attrs:
+        counts[3] = _ai_cache_writes(attrs)
     prompt, output, read, write = counts
     usage: dict[str, int] = {}
-    if prompt is not None:
+    uncached = _int(attrs.get(_AI_UNCACHED))
+    if uncached is not None:
+        usage["input_tokens"] = uncached
+    elif prompt is not None:
         if not _uncached_input(attrs):
             prompt = max(0, prompt - (read or 0) - (write or 0))
         usage["input_tokens"] = prompt

@@ -1731,3 +1731,98 @@ def test_it_reads_langchains_usage_the_js_sdk_writes_whole(key: str) -> None:
         "output_tokens": 9,
         "cache_read_tokens": 1024,
     }
+
+
+def ai_sdk_call(session_id: str, **more: Any) -> dict[str, Any]:
+    """An AI SDK provider call span (``ai.generateText.doGenerate``) of a Claude model."""
+    return span(
+        {
+            "ai.operationId": "ai.generateText.doGenerate",
+            "ai.model.provider": "anthropic.messages",
+            "ai.model.id": "claude-sonnet-4-5",
+            "gen_ai.system": "anthropic.messages",
+            "ai.telemetry.metadata.sessionId": session_id,
+            "ai.prompt.messages": json.dumps(
+                [{"role": "user", "content": [{"type": "text", "text": "Why the 504?"}]}]
+            ),
+            "ai.response.text": "Inventory timed out.",
+            "ai.response.finishReason": "stop",
+            **more,
+        }
+    )
+
+
+def test_it_reads_the_reasoning_of_an_ai_sdk_call(key: str) -> None:
+    """vercel/ai, packages/ai/src/generate-text/generate-text.ts (and stream-text.ts):
+    the provider call's span holds the reply's reasoning, its texts joined, in
+    ``ai.response.reasoning`` beside ``ai.response.text`` and ``ai.response.toolCalls``."""
+    send(key, ai_sdk_call("ai-reasoning", **{"ai.response.reasoning": "Check inventory."}))
+    assert step(key, "ai-reasoning")["output"]["messages"] == [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "text": "Check inventory."},
+                {"type": "text", "text": "Inventory timed out."},
+            ],
+            "finish_reason": "stop",
+        }
+    ]
+
+
+def test_it_reads_the_ai_sdk_6_cache_counts(key: str) -> None:
+    """vercel/ai (AI SDK 6), packages/ai/src/generate-text/generate-text.ts: the input
+    count is the total (``inputTokens.total``, also ``gen_ai.usage.input_tokens``),
+    its parts under ``ai.usage.inputTokenDetails.*``: ``noCacheTokens``,
+    ``cacheReadTokens`` (also ``ai.usage.cachedInputTokens``) and
+    ``cacheWriteTokens``."""
+    send(
+        key,
+        ai_sdk_call(
+            "ai-6-cache",
+            **{
+                "ai.usage.inputTokens": 1300,
+                "ai.usage.inputTokenDetails.noCacheTokens": 200,
+                "ai.usage.inputTokenDetails.cacheReadTokens": 1000,
+                "ai.usage.inputTokenDetails.cacheWriteTokens": 100,
+                "ai.usage.cachedInputTokens": 1000,
+                "ai.usage.outputTokens": 20,
+                "gen_ai.usage.input_tokens": 1300,
+                "gen_ai.usage.output_tokens": 20,
+            },
+        ),
+    )
+    assert step(key, "ai-6-cache")["usage"] == {
+        "input_tokens": 200,
+        "output_tokens": 20,
+        "cache_read_tokens": 1000,
+        "cache_write_tokens": 100,
+    }
+
+
+def test_it_reads_the_ai_sdk_5_cache_counts_of_an_anthropic_call(key: str) -> None:
+    """vercel/ai (AI SDK 5), packages/anthropic/src/anthropic-messages-language-model.ts:
+    its ``inputTokens`` is Anthropic's ``input_tokens``, which leaves the cached
+    tokens out (``cachedInputTokens`` is ``cache_read_input_tokens``); the cache
+    writes are only in the provider metadata (``cacheCreationInputTokens``)."""
+    send(
+        key,
+        ai_sdk_call(
+            "ai-5-cache",
+            **{
+                "ai.usage.inputTokens": 200,
+                "ai.usage.cachedInputTokens": 1000,
+                "ai.usage.outputTokens": 20,
+                "gen_ai.usage.input_tokens": 200,
+                "gen_ai.usage.output_tokens": 20,
+                "ai.response.providerMetadata": json.dumps(
+                    {"anthropic": {"usage": {}, "cacheCreationInputTokens": 100}}
+                ),
+            },
+        ),
+    )
+    assert step(key, "ai-5-cache")["usage"] == {
+        "input_tokens": 200,
+        "output_tokens": 20,
+        "cache_read_tokens": 1000,
+        "cache_write_tokens": 100,
+    }
