@@ -472,6 +472,8 @@ _LISTED_KINDS = frozenset(
         "input_file",
         "tool_call",
         "tool_call_response",
+        "server_tool_call",
+        "server_tool_call_response",
         "reasoning",
         "thinking",
         "redacted_thinking",
@@ -502,7 +504,8 @@ def _is_parts(value: Any) -> bool:
 
 def genai_part(part: Any) -> Any:
     """A message part in the contract's spelling, whichever spelling it came in: the
-    OTel GenAI conventions', Pydantic AI's (``thinking``, a result under ``result``,
+    OTel GenAI conventions' (a server tool call, one the provider ran, as a tool call
+    and its result), Pydantic AI's (``thinking``, a result under ``result``,
     its media parts, and ``kind`` for ``type`` in its version 1 events), Anthropic's
     blocks (``tool_use``, ``tool_result``, ``thinking``) and Bedrock's (Strands'),
     also when Strands names a Bedrock block as a part's type, and the text parts of
@@ -524,6 +527,10 @@ def genai_part(part: Any) -> Any:
     if kind == "tool_call_response":
         found = part.get("response", part.get("result"))
         return _result(part.get("id"), found)
+    if kind == "server_tool_call":  # a tool the provider ran, its details as arguments
+        return _call(part.get("id"), part.get("name"), part.get(kind))
+    if kind == "server_tool_call_response":
+        return _result(part.get("id"), part.get(kind))
     if kind in ("reasoning", "thinking"):
         return _thinking(part.get("content", part.get("thinking", part.get("text"))))
     if kind in _MEDIA_TYPES:

@@ -1826,3 +1826,46 @@ def test_it_reads_the_ai_sdk_5_cache_counts_of_an_anthropic_call(key: str) -> No
         "cache_read_tokens": 1000,
         "cache_write_tokens": 100,
     }
+
+
+def test_it_reads_the_genai_conventions_server_tool_calls(key: str) -> None:
+    """open-telemetry/semantic-conventions, docs/gen-ai/gen-ai-input-messages.json and
+    gen-ai-output-messages.json: a tool the provider ran (web search, code execution)
+    is a ``server_tool_call`` part (``id``, ``name``, its details under
+    ``server_tool_call``) and its result a ``server_tool_call_response`` part (``id``,
+    the details under ``server_tool_call_response``)."""
+    search = {"type": "web_search", "query": "SO20260101007 504"}
+    found = {"type": "web_search", "results": ["status page: inventory degraded"]}
+    messages = [
+        {"role": "user", "parts": [{"type": "text", "content": "Is inventory down?"}]},
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "server_tool_call", "id": "srv_1", "name": "web_search",
+                 "server_tool_call": search},
+                {"type": "server_tool_call_response", "id": "srv_1",
+                 "server_tool_call_response": found},
+                {"type": "text", "content": "Inventory is degraded."},
+            ],
+        },
+        {"role": "user", "parts": [{"type": "text", "content": "Since when?"}]},
+    ]  # fmt: skip
+    send(
+        key,
+        span(
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "claude-sonnet-4-5",
+                "gen_ai.conversation.id": "server-tools",
+                "gen_ai.input.messages": json.dumps(messages),
+            }
+        ),
+    )
+    assert contents(step(key, "server-tools"))[1] == (
+        "assistant",
+        [
+            {"type": "tool_call", "id": "srv_1", "name": "web_search", "arguments": search},
+            {"type": "tool_result", "tool_call_id": "srv_1", "content": found},
+            {"type": "text", "text": "Inventory is degraded."},
+        ],
+    )
