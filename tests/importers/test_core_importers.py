@@ -1726,3 +1726,91 @@ def test_it_reads_an_openhands_delegate_that_delegates_in_turn() -> None:
     }
     # the browsing agent's next call saw the third agent's answer, not its work
     assert ids(steps["oh-n:delegate-7"][2][1].before) == ["e8", "e12", "e13", "e101", "e103"]
+
+
+def test_it_keeps_a_codex_tool_search_and_image_generation_in_the_call_that_made_them() -> None:
+    # Codex 0.14x logs the tools a model looked up (tool_search_call, answered by
+    # tool_search_output) and the images it made (image_generation_call) as items of
+    # the reply, like a function_call; the call's token_count follows them.
+    search = {
+        "type": "tool_search_call",
+        "call_id": "ts_1",
+        "status": "completed",
+        "execution": "client",
+        "arguments": {"query": "jira ticket", "limit": 5},
+    }
+    found = {
+        "type": "tool_search_output",
+        "call_id": "ts_1",
+        "status": "completed",
+        "execution": "client",
+        "tools": [
+            {
+                "type": "function",
+                "name": "jira_get_issue",
+                "description": "Read a Jira issue",
+                "parameters": {"type": "object"},
+            }
+        ],
+    }
+    image = {
+        "type": "image_generation_call",
+        "id": "ig_1",
+        "status": "completed",
+        "revised_prompt": "A bar chart of build times",
+        "result": "iVBORw0KGgo=",
+    }
+    usage = {"input_tokens": 1200, "cached_input_tokens": 0, "output_tokens": 30}
+    data = _rollout(
+        [
+            ("turn_context", {"model": "gpt-5.5"}),
+            _item("user", "What does OPS-4411 say? Then chart the build times."),
+            ("response_item", search),
+            _tokens(last_token_usage=usage),
+            ("response_item", found),
+            ("response_item", {"type": "function_call", "name": "jira_get_issue",
+                               "namespace": "mcp__jira", "call_id": "c2",
+                               "arguments": "{\"key\": \"OPS-4411\"}"}),
+            _tokens(last_token_usage={**usage, "input_tokens": 1500}),
+            ("response_item", {"type": "function_call_output", "call_id": "c2",
+                               "output": "OPS-4411: builds take 14 minutes"}),
+            ("response_item", {"type": "reasoning", "summary": [], "encrypted_content": "gA"}),
+            ("response_item", image),
+            _item("assistant", "Here is the chart."),
+            _tokens(last_token_usage={**usage, "input_tokens": 1700}),
+        ]
+    )  # fmt: skip
+    steps = replay(list(read(io.BytesIO(data), format="codex")))["019e-rollout"]
+    assert [body["usage"]["input_tokens"] for body, _ in steps] == [1200, 1500, 1700]
+    outputs = [[p["type"] for m in b["output"]["messages"] for p in m["content"]]
+               for b, _ in steps]  # fmt: skip
+    assert outputs == [
+        ["tool_search_call"],
+        ["function_call"],
+        ["reasoning", "image_generation_call", "output_text"],
+    ]
+    [result] = [m for m in steps[1][1].before if m.role == "tool"]
+    assert result.extra["tool_call_id"] == "ts_1"
+    assert "jira_get_issue" in result.text
+
+
+def test_it_names_a_codex_session_by_the_session_id_its_meta_gives() -> None:
+    # Codex 0.14x writes the thread's id as session_meta.session_id (beside or
+    # instead of id).
+    meta = {"session_id": "019f2123-9c04-73a1-919a-eaecdff9067f", "cwd": "/srv/app",
+            "cli_version": "0.142.0", "source": "cli"}  # fmt: skip
+    lines = [
+        {"timestamp": "2026-06-24T09:06:39Z", "type": "session_meta", "payload": meta},
+        {"timestamp": "2026-06-24T09:06:40Z", "type": "turn_context",
+         "payload": {"model": "gpt-5.5"}},
+        {"timestamp": "2026-06-24T09:06:41Z", "type": "response_item",
+         "payload": {"type": "message", "role": "user",
+                     "content": [{"type": "input_text", "text": "hi"}]}},
+        {"timestamp": "2026-06-24T09:06:42Z", "type": "response_item",
+         "payload": {"type": "message", "role": "assistant",
+                     "content": [{"type": "output_text", "text": "hello"}]}},
+    ]  # fmt: skip
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    assert detect(data) == "codex"
+    events = list(read(io.BytesIO(data), format="codex", fallback="rollout-file"))
+    assert {e["body"]["session_id"] for e in events} == {meta["session_id"]}

@@ -1,9 +1,10 @@
 """Codex CLI rollouts (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``).
 
 Each line is ``{"timestamp", "type", "payload"}``. ``session_meta`` names the
-session; ``turn_context`` the model in force; ``response_item`` payloads are the
-conversation items as sent to and returned by the Responses API (messages,
-``function_call`` / ``custom_tool_call`` and their outputs, ``reasoning``);
+session (its ``id``, or ``session_id``); ``turn_context`` the model in force;
+``response_item`` payloads are the conversation items as sent to and returned by the
+Responses API (messages, ``function_call`` / ``custom_tool_call`` /
+``tool_search_call`` and their outputs, ``reasoning``, web searches and images made);
 ``event_msg`` of type ``token_count`` closes a model call with its usage and the
 model's context window. A sub-agent's rollout (as Codex 0.145 writes it: a
 ``session_meta`` whose ``source`` is ``{"subagent": {"thread_spawn":
@@ -56,11 +57,29 @@ FORMAT = "codex"
 INSTRUCTIONS = "instructions"
 LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 # Items the model produces; anything else in the history is input to the next call.
+# Codex 0.14x adds the tools a model looks up (``tool_search_call``), the images it
+# makes (``image_generation_call``) and the compaction the Responses API returns
+# within a reply (``context_compaction``).
 OUTPUT_ITEMS = frozenset(
-    {"reasoning", "function_call", "custom_tool_call", "web_search_call", "local_shell_call"}
+    {
+        "reasoning",
+        "function_call",
+        "custom_tool_call",
+        "web_search_call",
+        "local_shell_call",
+        "tool_search_call",
+        "image_generation_call",
+        "context_compaction",
+    }
 )
+# What answers a call: its ``output``, or the ``tools`` a tool search found.
 TOOL_OUTPUTS = frozenset(
-    {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
+    {
+        "function_call_output",
+        "custom_tool_call_output",
+        "local_shell_call_output",
+        "tool_search_output",
+    }
 )
 
 
@@ -98,6 +117,13 @@ def _legacy_meta(line: dict[str, Any]) -> bool:
     )
 
 
+def _meta_id(meta: dict[str, Any]) -> Any:
+    """A rollout's session id: its meta's ``id``, or ``session_id`` (Codex 0.14x
+    writes both, a meta may carry the second alone)."""
+    sid = meta.get("id")
+    return sid if isinstance(sid, str) and sid else meta.get("session_id")
+
+
 def _parent_thread(meta: dict[str, Any]) -> str | None:
     """The session that started a sub-agent's rollout: its ``parent_thread_id``, or
     that of the ``thread_spawn`` its ``source`` names (``{"subagent": {"thread_spawn":
@@ -130,7 +156,7 @@ def _minted_at(value: Any) -> int | None:
 def _created_at(meta: dict[str, Any], stamp: Any) -> int | None:
     """When a rollout's session was made (milliseconds since the epoch): from its id,
     else its meta's ``timestamp``, else the line's; None when none tells."""
-    made = _minted_at(meta.get("id"))
+    made = _minted_at(_meta_id(meta))
     if made is not None:
         return made
     when = as_datetime(meta.get("timestamp")) or as_datetime(stamp)
@@ -199,7 +225,10 @@ def message_of(mid: str, item: dict[str, Any]) -> dict[str, Any]:
         output = item.get("output")
         if isinstance(output, dict) and isinstance(output.get("content"), str | list):
             output = output["content"]
-        if not isinstance(output, str | list):
+        if kind == "tool_search_output":
+            # The definitions of the tools found, as the model reads them: JSON.
+            output = item.get("tools")
+        if not isinstance(output, str | list) or kind == "tool_search_output":
             output = text_of(output)
         msg = {"id": mid, "role": "tool", "content": output}
         if isinstance(item.get("call_id"), str):
@@ -350,13 +379,13 @@ class _Reader:
         if self.log is not None:
             # A resumed rollout repeats its own meta; another session's opens the copy
             # of that session's history a fork starts with.
-            if payload.get("id") not in (None, self.own_id) and self.created is not None:
+            if _meta_id(payload) not in (None, self.own_id) and self.created is not None:
                 self.replaying = True
             return
-        sid = self.override or payload.get("id")
+        sid = self.override or _meta_id(payload)
         if not isinstance(sid, str) or not sid:
             raise line_error(lineno, "payload.id: field required, the session id")
-        self.own_id, self.created = payload.get("id"), _created_at(payload, stamp)
+        self.own_id, self.created = _meta_id(payload), _created_at(payload, stamp)
         metadata: dict[str, Any] = {
             k: payload[k]
             for k in ("cwd", "cli_version", "originator", "model_provider", "source")
