@@ -1814,3 +1814,88 @@ def test_it_names_a_codex_session_by_the_session_id_its_meta_gives() -> None:
     assert detect(data) == "codex"
     events = list(read(io.BytesIO(data), format="codex", fallback="rollout-file"))
     assert {e["body"]["session_id"] for e in events} == {meta["session_id"]}
+
+
+def test_it_reads_a_mini_swe_agent_trajectory_of_responses_api_calls() -> None:
+    # mini-swe-agent 2 with a Responses API model (its litellm_response model) keeps
+    # each reply as the whole response object, output items and usage, and each
+    # command's result as the function_call_output item it sent back.
+    def response(n: int, output: list[dict[str, Any]], prompt: int, cached: int) -> dict[str, Any]:
+        return {"id": f"resp_{n}", "object": "response", "created_at": 1767225600 + n,
+                "model": "gpt-5.4-2026-03-05", "status": "completed", "output": output,
+                "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
+                          "output_tokens": 40, "output_tokens_details": {"reasoning_tokens": 12},
+                          "total_tokens": prompt + 40},
+                "extra": {"actions": [{"command": "pytest -x", "tool_call_id": f"call_{n}"}],
+                          "cost": 0.01, "timestamp": 1767225600.5 + n}}  # fmt: skip
+
+    def bash(n: int, command: str) -> dict[str, Any]:
+        return {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}", "name": "bash",
+                "arguments": json.dumps({"command": command}), "status": "completed"}  # fmt: skip
+
+    said = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": "Running the tests first.",
+                         "annotations": []}]}  # fmt: skip
+    doc = {
+        "info": {"exit_status": "Submitted", "mini_version": "2.1.0",
+                 "config": {"model": {"model_name": "openai/gpt-5.4"}}},
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant.", "extra": {}},
+            {"role": "user", "content": "Please solve this issue: the parser drops BOMs",
+             "extra": {}},
+            response(1, [{"type": "reasoning", "id": "rs_1", "summary": []}, said,
+                         bash(1, "pytest -x")], 3000, 0),
+            {"type": "function_call_output", "call_id": "call_1",
+             "output": "<returncode>1</returncode>\n<output>1 failed</output>",
+             "extra": {"raw_output": "1 failed", "returncode": 1, "timestamp": 1767225602.0}},
+            response(2, [bash(2, "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")], 3400, 2900),
+            {"type": "function_call_output", "call_id": "call_2",
+             "output": "<returncode>0</returncode>", "extra": {"returncode": 0}},
+            {"role": "exit", "content": "",
+             "extra": {"exit_status": "Submitted", "submission": ""}},
+        ],
+        "trajectory_format": "mini-swe-agent-1.1",
+    }  # fmt: skip
+    data = json.dumps(doc).encode()
+    assert detect(data, whole=True) == "swe-agent"
+    events = list(read(io.BytesIO(data), format="swe-agent", fallback="run-9"))
+    steps = replay(events)["run-9"]
+    assert len(steps) == 2
+    first, second = (body for body, _ in steps)
+    assert first["model"] == "gpt-5.4-2026-03-05"
+    assert [first["usage"], second["usage"]] == [
+        {"input_tokens": 3000, "cache_read_tokens": 0, "output_tokens": 40},
+        {"input_tokens": 500, "cache_read_tokens": 2900, "output_tokens": 40},
+    ]
+    [reply] = first["output"]["messages"]
+    assert [p["type"] for p in reply["content"]] == ["reasoning", "output_text", "function_call"]
+    assert "extra" not in json.dumps(reply)  # the model never saw it
+    before = steps[1][1].before
+    assert [m.role for m in before] == ["system", "user", "assistant", "tool"]
+    assert before[3].extra["tool_call_id"] == "call_1"
+    assert "1 failed" in before[3].text and "pytest -x" in before[2].text
+    assert events[-1]["body"]["status"] == "succeeded"
+
+
+def test_it_takes_a_swe_agent_sessions_model_from_its_replay_config() -> None:
+    # SWE-agent 1.x keeps the run's configuration as JSON text in replay_config.
+    config = {
+        "agent": {"model": {"name": "claude-3-7-sonnet-20250219", "temperature": 0.0}},
+        "problem_statement": {"text": "TimeDelta serialization precision", "id": "m-1"},
+    }
+    doc = {
+        "environment": "swe_main",
+        "trajectory": [],
+        "history": [
+            {"role": "system", "content": "SETTING: a shell", "agent": "main"},
+            {"role": "user", "content": "<pr_description>TimeDelta</pr_description>",
+             "agent": "main", "message_type": "observation"},
+            {"role": "assistant", "content": "Let me look.", "agent": "main",
+             "message_type": "action"},
+        ],
+        "info": {"exit_status": "submitted", "model_stats": {"api_calls": 1}},
+        "replay_config": json.dumps(config),
+    }  # fmt: skip
+    events = list(read(io.BytesIO(json.dumps(doc).encode()), format="swe-agent", fallback="r"))
+    assert (events[0]["type"], events[0]["body"]["agent"]) == ("session", "swe-agent")
+    assert events[0]["body"]["model"] == "claude-3-7-sonnet-20250219"

@@ -6,10 +6,13 @@ SWE-agent writes ``trajectory`` (one entry per model call, newer versions with t
 cut down (``last_n_observations`` leaves "Old environment output: (N lines
 omitted)") becomes a ``truncate`` of that observation at that call.
 SWE-agent 1.x names each call's messages ``query`` (some versions ``messages``);
-older versions log none. mini-swe-agent writes ``messages`` alone, each reply with
-the model's whole response in ``extra.response`` (its ``model`` and ``usage``); its
-sessions are the agent ``mini-swe-agent``, their model the one its ``info.config``
-names.
+older versions log none. Its session's model is the one its ``replay_config`` names.
+mini-swe-agent writes ``messages`` alone, each reply with the model's whole response
+in ``extra.response`` (its ``model`` and ``usage``); with a Responses API model (its
+``litellm_response`` models) the reply is that response object itself (``object``
+``response``, its ``output`` items) and each result the ``function_call_output`` item
+sent back. Its sessions are the agent ``mini-swe-agent``, their model the one its
+``info.config`` names.
 Without per-call messages the context of each call is the history before its
 assistant message.
 """
@@ -60,9 +63,22 @@ def looks_like(doc: Any) -> bool:
     )
 
 
+# The Responses API items mini-swe-agent sends a command's result back as (its
+# litellm_response model), which carry no role.
+_RESULT_ITEMS = ("function_call_output", "custom_tool_call_output")
+
+
 def _message(where: str, mid: str, raw: Any) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise TranscriptError(where, "must be a message object")
+    if "role" not in raw and raw.get("type") in _RESULT_ITEMS:
+        output = raw.get("output")
+        if not isinstance(output, str | list):
+            output = "" if output is None else text_of(output)
+        result: dict[str, Any] = {"id": mid, "role": "tool", "content": output}
+        if isinstance(raw.get("call_id"), str):
+            result["tool_call_id"] = raw["call_id"]
+        return result
     content = raw.get("content")
     if content is None:
         content = ""
@@ -105,7 +121,7 @@ def read(
     if isinstance(info.get("model_stats"), dict):
         metadata["model_stats"] = info["model_stats"]
     body: dict[str, Any] = {"agent": _agent(doc, info), "metadata": metadata}
-    model = _configured_model(info)
+    model = _configured_model(info) or _replayed_model(doc)
     if model is not None:
         body["model"] = model
     log = SessionLog(session_id or fallback, session_body=body)
@@ -128,12 +144,7 @@ def _task(doc: dict[str, Any], info: dict[str, Any]) -> str:
     ``replay_config``, else what its first instance message holds where its instance
     template put the issue (the template the run was configured with, else the ones
     SWE-agent and mini-swe-agent ship with), else that whole message."""
-    replay = doc.get("replay_config")
-    if isinstance(replay, str):  # SWE-agent 1.x writes it as JSON text
-        try:
-            replay = json_loads(replay)
-        except (ValueError, RecursionError, NotFinite):
-            replay = None
+    replay = _replay_config(doc)
     text = _dig(replay, "problem_statement", "text")
     if isinstance(text, str) and text.strip():
         return text
@@ -144,6 +155,23 @@ def _task(doc: dict[str, Any], info: dict[str, Any]) -> str:
     return inside(
         plain_text(_instance_message(doc)), [*(around(t, _TASK_NAMES) for t in templates), *_STOCK]
     )
+
+
+def _replay_config(doc: dict[str, Any]) -> Any:
+    """The configuration SWE-agent 1.x ran with (``replay_config``, JSON text)."""
+    replay = doc.get("replay_config")
+    if isinstance(replay, str):
+        try:
+            replay = json_loads(replay)
+        except (ValueError, RecursionError, NotFinite):
+            replay = None
+    return replay
+
+
+def _replayed_model(doc: dict[str, Any]) -> str | None:
+    """The model SWE-agent 1.x was configured with (``replay_config.agent.model.name``)."""
+    name = _dig(_replay_config(doc), "agent", "model", "name")
+    return name if isinstance(name, str) and name else None
 
 
 def _dig(value: Any, *keys: str) -> Any:
@@ -261,9 +289,50 @@ def _response(raw: dict[str, Any], where: str) -> tuple[Any, dict[str, int] | No
     )
 
 
+def _responses_reply(
+    raw: dict[str, Any], where: str, mid: str
+) -> tuple[dict[str, Any], str | None, dict[str, int] | None]:
+    """A reply mini-swe-agent kept as the Responses API's whole response object
+    (``object`` ``response``): one model call, whose reply is its ``output`` items (a
+    message's parts in place of the message), its model and usage the response's."""
+    output = raw.get("output")
+    if not isinstance(output, list):
+        raise TranscriptError(f"{where}.output", "field required, the response's list of items")
+    parts: list[Any] = []
+    for item in output:
+        content = item.get("content") if isinstance(item, dict) else None
+        if isinstance(item, dict) and item.get("type") == "message" and isinstance(content, list):
+            parts.extend(content)
+        else:
+            parts.append(item)
+    usage = raw.get("usage")
+    counted = None
+    if isinstance(usage, dict):
+        at = f"{where}.usage"
+        details = usage.get("input_tokens_details")
+        cached = (
+            token_count(details.get("cached_tokens"), f"{at}.input_tokens_details.cached_tokens")
+            if isinstance(details, dict)
+            else None
+        )
+        counted = usage_cached_inside(
+            token_count(usage.get("input_tokens"), f"{at}.input_tokens"),
+            cached or 0,
+            token_count(usage.get("output_tokens"), f"{at}.output_tokens"),
+        )
+    model = raw.get("model") if isinstance(raw.get("model"), str) else None
+    return {"id": mid, "role": "assistant", "content": parts}, model, counted
+
+
 def _from_history(log: SessionLog, history: list[Any], where: str) -> Iterator[Event]:
     for j, raw in enumerate(history):
         reading(f"{where}[{j}]")
+        if isinstance(raw, dict) and raw.get("object") == "response":
+            msg, model, usage = _responses_reply(raw, f"{where}[{j}]", f"m{j}")
+            fields = {"output": {"messages": [msg]}, "model": model, "usage": usage}
+            yield from log.step(timestamp=None, fields=fields)
+            log.add(msg)
+            continue
         msg = _message(f"{where}[{j}]", f"m{j}", raw)
         if msg["role"] == "assistant":
             model, usage = _response(raw, f"{where}[{j}]")
