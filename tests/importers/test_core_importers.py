@@ -1899,3 +1899,45 @@ def test_it_takes_a_swe_agent_sessions_model_from_its_replay_config() -> None:
     events = list(read(io.BytesIO(json.dumps(doc).encode()), format="swe-agent", fallback="r"))
     assert (events[0]["type"], events[0]["body"]["agent"]) == ("session", "swe-agent")
     assert events[0]["body"]["model"] == "claude-3-7-sonnet-20250219"
+
+
+def test_it_sends_a_codex_message_from_another_agent_as_the_model_read_it() -> None:
+    # Codex's V2 agents write to each other: the task a parent gives a sub-agent, and
+    # the sub-agent's report, reach the recipient as an inter_agent_communication line
+    # (sent on as an assistant message of its JSON) or an agent_message item.
+    task = {
+        "author": "/root",
+        "recipient": "/root/researcher",
+        "other_recipients": [],
+        "content": "Find where RETRY_LIMIT is set in services/queue",
+        "trigger_turn": True,
+    }
+    report = {
+        "type": "agent_message",
+        "author": "/root/researcher/helper",
+        "recipient": "/root/researcher",
+        "content": [{"type": "input_text", "text": "It is set in queue/config.py:14"}],
+    }
+    spawn = {"parent_thread_id": "019e-parent", "depth": 1, "agent_path": "/root/researcher"}
+    data = _rollout(
+        [
+            ("turn_context", {"model": "gpt-5.5"}),
+            ("inter_agent_communication", task),
+            ("response_item", {"type": "function_call", "name": "spawn_agent", "call_id": "c1",
+                               "arguments": "{\"task_name\": \"helper\"}"}),
+            _tokens(last_token_usage={"input_tokens": 700, "cached_input_tokens": 0,
+                                      "output_tokens": 9}),
+            ("response_item", {"type": "function_call_output", "call_id": "c1",
+                               "output": "spawned /root/researcher/helper"}),
+            ("response_item", report),
+            _item("assistant", "RETRY_LIMIT is set in queue/config.py:14."),
+            _tokens(last_token_usage={"input_tokens": 800, "cached_input_tokens": 700,
+                                      "output_tokens": 12}),
+        ],
+        source={"subagent": {"thread_spawn": spawn}},
+    )  # fmt: skip
+    steps = replay(list(read(io.BytesIO(data), format="codex")))["019e-rollout"]
+    assert len(steps) == 2
+    first, second = (step.before for _, step in steps)
+    assert "RETRY_LIMIT" in first[-1].text
+    assert "queue/config.py:14" in second[-1].text

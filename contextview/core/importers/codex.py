@@ -6,7 +6,9 @@ session (its ``id``, or ``session_id``); ``turn_context`` the model in force;
 Responses API (messages, ``function_call`` / ``custom_tool_call`` /
 ``tool_search_call`` and their outputs, ``reasoning``, web searches and images made);
 ``event_msg`` of type ``token_count`` closes a model call with its usage and the
-model's context window. A sub-agent's rollout (as Codex 0.145 writes it: a
+model's context window. What another agent wrote to this one (an
+``inter_agent_communication`` line, or an ``agent_message`` item) is input, sent on
+as Codex sends it: an assistant message. A sub-agent's rollout (as Codex 0.145 writes it: a
 ``session_meta`` whose ``source`` is ``{"subagent": {"thread_spawn":
 {"parent_thread_id"}}}``, or that names its ``parent_thread_id``) is a session whose
 ``metadata.parent_session`` is that parent. A rollout forked from another session (a
@@ -31,6 +33,7 @@ that is none of the texts Codex injects (`SESSION_PREFIXES`), and not a fork's c
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -55,7 +58,19 @@ from contextview.core.times import as_datetime
 
 FORMAT = "codex"
 INSTRUCTIONS = "instructions"
-LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+LINE_TYPES = frozenset(
+    {
+        "session_meta",
+        "response_item",
+        "event_msg",
+        "turn_context",
+        "compacted",
+        "inter_agent_communication",
+    }
+)
+# What another agent wrote to this one (Codex's V2 agents: a sub-agent's task, a
+# report to its parent): a line of its own, or an ``agent_message`` item.
+FROM_AGENT = "inter_agent_communication"
 # Items the model produces; anything else in the history is input to the next call.
 # Codex 0.14x adds the tools a model looks up (``tool_search_call``), the images it
 # makes (``image_generation_call``) and the compaction the Responses API returns
@@ -236,6 +251,13 @@ def message_of(mid: str, item: dict[str, Any]) -> dict[str, Any]:
         return msg
     if kind in COMPACTIONS:
         return {"id": mid, "role": "user", "content": [item], "partition": "memory"}
+    if kind == FROM_AGENT:
+        # Sent on as Codex sends it: an assistant message of the communication's JSON.
+        sent = {k: v for k, v in item.items() if k != "type"}
+        text = json.dumps(sent, ensure_ascii=False, separators=(",", ":"))
+        return {"id": mid, "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+    if kind == "agent_message" and isinstance(item.get("content"), str | list):
+        return {"id": mid, "role": "assistant", "content": item["content"]}
     # calls and reasoning: the item itself is the part (a tool call, a thinking block)
     return {"id": mid, "role": "assistant", "content": [item]}
 
@@ -370,6 +392,8 @@ class _Reader:
                     yield from self.finish()
         elif kind == "response_item":
             yield from self.item(lineno, line.get("timestamp"), payload)
+        elif kind == FROM_AGENT:
+            yield from self.item(lineno, line.get("timestamp"), {**payload, "type": FROM_AGENT})
         else:
             yield from self.finish()
             self.compacted(lineno, payload)
