@@ -3,24 +3,30 @@
 Agents log a call in several shapes: OpenAI's ``tool_calls`` on the assistant
 message (``function.name``, ``function.arguments`` as JSON text), Anthropic's
 ``tool_use`` blocks (``name``, ``input``), the contract's ``tool_call`` parts
-(``name``, ``arguments``), or the arguments on the tool message itself. A tool
-result names its call by ``tool_call_id`` (or ``tool_use_id``). This module is
-the one place that reads them, so "the same call again" means one thing for
-``repeated_tool_call`` and ``refetch_after_fold`` alike.
+(``name``, ``arguments``), the Responses API's items (``function_call``, Codex's
+``local_shell_call``), or the arguments on the tool message itself. A tool result
+names its call by ``tool_call_id`` (or ``tool_use_id``, ``call_id``). What a call is
+``parts.calls_in`` says, for reading and counting a message too; this module
+compares them, so "the same call again" means one thing for ``repeated_tool_call``
+and ``refetch_after_fold`` alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
 
 from contextview.core.model import Message
-from contextview.core.parts import all_results, json_text, listed_calls, part_kind
+from contextview.core.parts import (
+    all_results,
+    answered_call,
+    arguments_in,
+    calls_in,
+    is_result_part,
+)
 
-_CALL_PARTS = frozenset({"tool_call", "tool_use", "function_call"})
-_ARG_KEYS = ("arguments", "args", "input", "tool_input")
 # How far back from a tool result its call is looked for.
 CALL_LOOKBACK = 16
 RESULT_ROLES = frozenset({"tool", "tool_result"})
@@ -47,23 +53,12 @@ def args_key(arguments: Any) -> str:
 
 def calls_of(message: Message) -> Iterator[tuple[str | None, str | None, Any]]:
     """(call id, tool name, arguments) of each call an assistant message makes."""
-    for call in listed_calls(message.extra):
-        function = call.get("function")
-        if isinstance(function, dict):
-            yield call.get("id"), function.get("name"), function.get("arguments")
-        else:
-            yield call.get("id"), call.get("name"), _args_in(call)
-    if isinstance(message.content, list):
-        for part in message.content:
-            if isinstance(part, dict) and part_kind(part) in _CALL_PARTS:
-                yield part.get("id") or part.get("call_id"), part.get("name"), _args_in(part)
-
-
-def _args_in(raw: Mapping[str, Any]) -> Any:
-    for key in _ARG_KEYS:
-        if key in raw:
-            return raw[key]
-    return None
+    for call_id, name, arguments in calls_in(message.content, message.extra):
+        yield (
+            call_id if isinstance(call_id, str) else None,
+            name if isinstance(name, str) else None,
+            arguments,
+        )
 
 
 def call_id_of_result(message: Message) -> str | None:
@@ -75,9 +70,9 @@ def call_id_of_result(message: Message) -> str | None:
             return value
     if isinstance(message.content, list):
         for part in message.content:
-            if isinstance(part, dict) and part.get("type") in ("tool_result", "function_result"):
-                value = part.get("tool_call_id") or part.get("tool_use_id")
-                if isinstance(value, str):
+            if is_result_part(part):
+                value = answered_call(part)
+                if value is not None:
                     return value
     return None
 
@@ -93,7 +88,7 @@ def result_call(context: Sequence[Message], position: int) -> tuple[str, str | N
         return None
     tool = message.tool
     extra = message.extra or {}
-    own = _args_in(extra)
+    own = arguments_in(extra)
     if own is not None:
         return (tool or str(extra.get("name") or ""), args_key(own))
     call_id = call_id_of_result(message)
@@ -111,19 +106,8 @@ def result_call(context: Sequence[Message], position: int) -> tuple[str, str | N
 
 
 def said_text(message: Message) -> str:
-    """A message's text with what it passes to its tools: where its entities are said.
-
-    The text holds the arguments of the calls the model reads as it reads them
-    (``parts.reading``); arguments it does not read (under ``args`` or ``tool_input``)
-    follow it. So for nearly every message this is its text, whose entities' keys are
-    stored with its content and need not be found again.
-    """
-    if not message.extra and not isinstance(message.content, list):
-        return message.text  # tool calls sit in extra fields or in parts
-    text = message.text
-    unread = [
-        arguments if isinstance(arguments, str) else args_key(arguments)
-        for _, _, arguments in calls_of(message)
-        if arguments is not None and json_text(arguments) not in text
-    ]
-    return "\n".join((text, *unread)) if unread else text
+    """Where a message's entities are said: its text, which holds what it passes to its
+    tools as the model reads it (``parts.reading`` reads every call ``parts.calls_in``
+    finds, under whichever key it keeps its arguments). So its entities' keys are the
+    ones stored with its content and need not be found again."""
+    return message.text

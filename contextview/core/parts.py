@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -46,9 +46,19 @@ READ_FIELDS = ("tool_calls", "function_call")
 CALL_FIELDS = (*READ_FIELDS, "tool_call_id")
 
 _TEXT_TYPES = frozenset({"text", "input_text", "output_text", "summary_text"})
+# Parts that call a tool. The Responses API's own tools (Codex's shell, a web search,
+# a tool search) name no tool: their kind does, and the shell's and the search's
+# ``action`` is what they were asked.
+_KIND_TOOLS = {
+    "local_shell_call": "local_shell",
+    "web_search_call": "web_search",
+    "tool_search_call": "tool_search",
+}
 _CALL_TYPES = frozenset(
-    {"tool_call", "tool_use", "server_tool_use", "function_call", "custom_tool_call"}
+    {"tool_call", "tool_use", "server_tool_use", "function_call", "custom_tool_call", *_KIND_TOOLS}
 )
+# Where a call that is no OpenAI ``function`` keeps its arguments, by spelling.
+_ARG_KEYS = ("arguments", "args", "input", "tool_input")
 _RESULT_TYPES = frozenset(
     {"tool_result", "tool_call_response", "function_call_output", "custom_tool_call_output"}
 )
@@ -93,6 +103,65 @@ def listed_calls(extra: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     objects of that list; nothing when it is no list."""
     calls = extra.get("tool_calls") if extra else None
     return [c for c in calls if isinstance(c, Mapping)] if isinstance(calls, list) else []
+
+
+def arguments_in(raw: Mapping[str, Any]) -> Any:
+    """The arguments a call (or a tool result that repeats them) holds, under whichever
+    key its spelling uses; None when it holds none."""
+    for key in _ARG_KEYS:
+        if key in raw:
+            return raw[key]
+    return None
+
+
+def _part_call(part: Mapping[str, Any], kind: str | None) -> tuple[Any, Any, Any]:
+    """(call id, tool name, arguments as sent) of a part that calls a tool. The
+    Responses API's results name the call by ``call_id`` (its ``id`` is the item's)."""
+    call_id = part.get("call_id") or part.get("id")
+    function = part.get("function")
+    if isinstance(function, Mapping):
+        return call_id, function.get("name"), function.get("arguments")
+    tool = _KIND_TOOLS.get(kind or "")
+    if tool is not None:
+        return call_id, part.get("name", tool), part.get("action", arguments_in(part))
+    return call_id, part.get("name"), arguments_in(part)
+
+
+def calls_in(content: Any, extra: Mapping[str, Any] | None) -> Iterator[tuple[Any, Any, Any]]:
+    """(call id, tool name, arguments as sent) of each tool call a message makes, in
+    any spelling: call parts of its content, then the calls its ``tool_calls`` lists
+    and OpenAI's older single ``function_call``. The one rule for what a call is."""
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, Mapping):
+                kind = part_kind(part)
+                if kind in _CALL_TYPES:
+                    yield _part_call(part, kind)
+    if not extra:
+        return
+    for call in listed_calls(extra):
+        function = call.get("function")
+        if isinstance(function, Mapping):
+            yield call.get("id"), function.get("name"), function.get("arguments")
+        else:
+            yield call.get("id"), call.get("name"), arguments_in(call)
+    legacy = extra.get("function_call")
+    if isinstance(legacy, Mapping):
+        yield None, legacy.get("name"), legacy.get("arguments")
+
+
+def answered_call(part: Mapping[str, Any]) -> str | None:
+    """The id of the call a tool-result part answers, whichever key its spelling uses."""
+    for key in ("tool_use_id", "tool_call_id", "call_id", "id"):
+        value = part.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def is_result_part(part: Any) -> bool:
+    """Whether a content part is a tool's result."""
+    return isinstance(part, Mapping) and part_kind(part) in _RESULT_TYPES
 
 
 def json_text(value: Any) -> str:
@@ -153,12 +222,8 @@ class _Reader:
                 # OpenAI Responses: reasoning items carry a list of summary parts.
                 self.content(part.get("summary"))
         elif kind in _CALL_TYPES:
-            function = part.get("function")
-            if isinstance(function, Mapping):
-                self.call(function.get("name"), function.get("arguments"))
-            else:
-                args = part.get("arguments", part.get("input"))
-                self.call(part.get("name"), args)
+            _, name, arguments = _part_call(part, kind)
+            self.call(name, arguments)
         elif kind in _RESULT_TYPES:
             for key in ("content", "response", "output", "result"):
                 if key in part:
@@ -317,22 +382,8 @@ def tool_calls(content: Any, extra: Mapping[str, Any] | None = None) -> list[dic
             }
         )
 
-    if isinstance(content, list):
-        for part in content:
-            if isinstance(part, Mapping) and part_kind(part) in _CALL_TYPES:
-                add(
-                    part.get("id", part.get("call_id")),
-                    part.get("name"),
-                    part.get("arguments", part.get("input")),
-                )
-    if extra:
-        for call in listed_calls(extra):
-            function = call.get("function")
-            function = function if isinstance(function, Mapping) else call
-            add(call.get("id"), function.get("name"), function.get("arguments"))
-        legacy = extra.get("function_call")
-        if isinstance(legacy, Mapping):
-            add(None, legacy.get("name"), legacy.get("arguments"))
+    for call_id, name, arguments in calls_in(content, extra):
+        add(call_id, name, arguments)
     return found
 
 
@@ -411,8 +462,7 @@ def _block(part: Any) -> Block:
     if kind in _CALL_TYPES:
         return _call_block(tool_calls([part])[0])
     if kind in _RESULT_TYPES:
-        ref = part.get("tool_use_id", part.get("tool_call_id", part.get("call_id", part.get("id"))))
-        return Block("tool_result", reading([part]).text, ref=ref if isinstance(ref, str) else "")
+        return Block("tool_result", reading([part]).text, ref=answered_call(part) or "")
     if kind in _IMAGE_TYPES or (kind in _FILE_TYPES and _is_image(part)):
         return Block("image", media_type=_media_type(part) or "image")
     if kind in _FILE_TYPES:

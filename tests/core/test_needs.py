@@ -209,6 +209,35 @@ def test_it_reads_the_arguments_of_openai_anthropic_and_contract_calls() -> None
     assert result_call([msg("r3", "x", "tool", tool="read")], 0) == ("read", None)
 
 
+def test_it_finds_the_call_of_a_codex_patch_and_of_a_responses_api_result() -> None:
+    # Codex's apply_patch is a custom_tool_call; a Responses API function_call has an
+    # id of its own beside the call_id its output names.
+    patch = msg(
+        "a1",
+        [{"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "*** x"}],
+        "assistant",
+    )
+    applied = msg("r1", "Done", "tool", extra={"tool_call_id": "c1"})
+    assert result_call([patch, applied], 1) == ("apply_patch", "*** x")
+    grep = msg(
+        "a2",
+        [
+            {
+                "type": "function_call",
+                "id": "fc_7",
+                "call_id": "call_7",
+                "name": "grep",
+                "arguments": '{"q": "504"}',
+            }
+        ],
+        "assistant",
+    )
+    output = msg(
+        "r2", [{"type": "function_call_output", "call_id": "call_7", "output": "3 hits"}], "user"
+    )
+    assert result_call([grep, output], 1) == ("grep", '{"q":"504"}')
+
+
 def test_it_rebuilds_the_tracker_from_earlier_stats() -> None:
     s = Session()
     context = [SYS, ASK, call(1), result(1)]

@@ -168,6 +168,26 @@ def test_it_reads_openai_responses_items() -> None:
     assert reading(items).text == 'Plan: grep.\ngrep\n{"q":"x"}\n3 hits\nthanks'
 
 
+def test_it_reads_the_responses_apis_own_tools_as_calls() -> None:
+    # Codex's shell and the web search name no tool: the kind does, the action is
+    # what was asked. Their items name the call by call_id, beside an id of their own.
+    shell = {
+        "type": "local_shell_call",
+        "id": "lsh_1",
+        "call_id": "call_9",
+        "status": "completed",
+        "action": {"type": "exec", "command": ["bash", "-lc", "cat /var/log/SO20260101007.log"]},
+    }
+    search = {"type": "web_search_call", "id": "ws_1", "action": {"query": "nginx 504"}}
+    text = reading([shell, search]).text
+    assert text.startswith("local_shell\n") and "SO20260101007.log" in text
+    assert "web_search\n" in text and "nginx 504" in text
+    assert [(c["id"], c["name"]) for c in tool_calls([shell, search])] == [
+        ("call_9", "local_shell"),
+        ("ws_1", "web_search"),
+    ]
+
+
 def test_it_counts_an_image_from_its_dimensions_when_given() -> None:
     small = {"type": "image", "width": 300, "height": 200, "source": {"media_type": "image/png"}}
     assert reading([small]).estimated_tokens == 80  # ceil(300 * 200 / 750)
