@@ -690,6 +690,9 @@ class Row:
     left: Cell | None = None
     right: Cell | None = None
     label: str = ""
+    # What the label stands for in full, shown on hover (the id of what an original
+    # was folded into).
+    label_title: str = ""
     fold_result: str | None = None  # a summary/merge result: its originals can be opened
     originals: list[str] = field(default_factory=list)
     # What each side is, when a row pairs a message that left with one that came.
@@ -849,13 +852,32 @@ def diff_rows(
         row.left_kind = row.right_kind = row.kind
         return row
 
-    def gone(i: int) -> tuple[str, str]:
+    # A compaction folds hundreds of originals into one message: the first of them
+    # names it (by role and first line), the others say they went the same way.
+    folded_into = Counter(
+        (info.result_id, info.op)
+        for m in before
+        if m.id not in in_a and (info := folds.get(m.id)) is not None and info.kind != "drop"
+    )
+    named = {m.id: m for m in (*before, *after)}
+    seen: Counter[tuple[str | None, str]] = Counter()
+
+    def gone(i: int) -> tuple[str, str, str]:
         info = folds.get(before[i].id)
         if info is None:
-            return "removed", "removed"
+            return "removed", "removed", ""
         if info.kind == "drop":
-            return "dropped", f"dropped ({info.op})"
-        return "folded", f"folded into {info.result_id} ({info.op})"
+            return "dropped", f"dropped ({info.op})", ""
+        key = (info.result_id, info.op)
+        seen[key] += 1
+        k, n = seen[key], folded_into[key]
+        result = named.get(info.result_id or "")
+        title = f"folded into {info.result_id}"
+        of = f"; {k} of {n} originals" if n > 1 else ""
+        if k > 1:
+            return "folded", f"folded into the same message ({info.op}{of})", title
+        name = (message_label(result) if result is not None else "") or info.result_id
+        return "folded", f"folded into {name} ({info.op}{of})", title
 
     def came(j: int) -> tuple[str, str, str | None, list[str]]:
         mid = after[j].id
@@ -886,15 +908,15 @@ def diff_rows(
             row.right_kind = kind
             if lefts:
                 i = lefts.pop(0)
-                gone_kind, gone_label = gone(i)
+                gone_kind, gone_label, row.label_title = gone(i)
                 row.left, row.left_kind = left(i), gone_kind
                 row.label = f"{gone_label} · {label}"
                 if kind == "added":
                     row.kind = gone_kind
             rows.append(row)
         for i in lefts:
-            kind, label = gone(i)
-            rows.append(Row(kind, left=left(i), label=label, left_kind=kind))
+            kind, label, title = gone(i)
+            rows.append(Row(kind, left=left(i), label=label, label_title=title, left_kind=kind))
     return rows
 
 
@@ -1030,12 +1052,13 @@ class OpView:
             held = [m for m in context if m.id in targets]
             self.sources = entity_sources(wanted, [(m.id, m.text) for m in held])
             found = set(self.sources.values())
-            self.source_labels = {m.id: _source_label(m) for m in held if m.id in found}
+            self.source_labels = {m.id: message_label(m) for m in held if m.id in found}
 
 
-def _source_label(message: Message) -> str:
-    """A message as "what was lost" names it: 'tool result: “Exit code 2”', not its id
-    (a Claude Code tool result is a user message: it is named by what it holds)."""
+def message_label(message: Message) -> str:
+    """A message as a reader knows it: 'tool result: “Exit code 2”', not its id (a Claude
+    Code tool result is a user message: it is named by what it holds). How "what was
+    lost", the step's rows and the archive name an original or what replaced it."""
     line = first_line(message.text or "", 60)
     if not line:
         return ""

@@ -71,3 +71,33 @@ def test_it_tells_dropped_from_removed_and_reloaded_from_added() -> None:
         ("dropped", "reloaded"),
         ("removed", "added"),
     ]
+
+
+def test_it_names_what_a_compaction_folded_into_once_by_its_first_line() -> None:
+    summary_id = "01ea0ad0-925d-4fd3-8171-cb8027dab4f5"
+    before = [msg("sys", "You help.", role="system")] + [
+        msg(f"t{k}", f"Exit code {k}\nstack trace", role="tool") for k in range(12)
+    ]
+    summary = msg(summary_id, "This session continues an earlier one.")
+    after = [before[0], summary]
+    folds = {f"t{k}": FoldInfo("fold", "summarize", summary_id) for k in range(12)}
+    rows = diff_rows(
+        before,
+        after,
+        tokens_before=[1] * len(before),
+        tokens_after=[1, 1],
+        folds=folds,
+        results={summary_id: ("summarize", [f"t{k}" for k in range(12)])},
+    )
+    folded = [r for r in rows if r.left_kind == "folded"]
+    assert len(folded) == 12
+    labels = [r.label for r in folded]
+    # The summary is named once, by its role and first line; the uuid is only a title.
+    named = "user: “This session continues an earlier one.”"
+    assert sum(named in label for label in labels) == 1
+    assert labels[0].startswith(f"folded into {named} (summarize; 1 of 12 originals)")
+    assert labels[1:] == [
+        f"folded into the same message (summarize; {k} of 12 originals)" for k in range(2, 13)
+    ]
+    assert not any(summary_id in label for label in labels)
+    assert all(r.label_title == f"folded into {summary_id}" for r in folded)

@@ -122,7 +122,8 @@ def test_it_diffs_a_step_message_by_message(
     first = client.get(f"/sessions/{order_session.pk}/steps/0/", **HTMX).content.decode()
     # The log was folded into the summary: both sides of one row, with a fold marker.
     assert 'data-kind="summary"' in first
-    assert "folded into sum_1 (summarize)" in first and "Open fold" in first
+    assert "folded into tool result: “504 from inventory-svc after 3 s” (summarize)" in first
+    assert "Open fold" in first
     assert "log body is normal; keep error code and timeout" in first
     assert 'class="lost-entity">SO20260101007<' in first  # lost in the summary
     assert "entity_loss" in first and "did not survive" in first
