@@ -36,6 +36,7 @@ from contextview.core.layout import first_line
 from contextview.core.liveness import Liveness, directive_expiry, liveness
 from contextview.core.model import Message
 from contextview.core.numbers import digits_value
+from contextview.core.parts import blocks
 from contextview.core.refs import decode_refs
 from contextview.core.stats import (
     FLAG_HELP,
@@ -58,6 +59,7 @@ from contextview.sessions.models import (
     Directive,
     Operation,
     Session,
+    SessionMessage,
     Step,
 )
 from contextview.sessions.selectors import (
@@ -1058,12 +1060,15 @@ class OpView:
 def message_label(message: Message) -> str:
     """A message as a reader knows it: 'tool result: “Exit code 2”', not its id (a Claude
     Code tool result is a user message: it is named by what it holds). How "what was
-    lost", the step's rows and the archive name an original or what replaced it."""
-    line = first_line(message.text or "", 60)
-    if not line:
-        return ""
+    lost", the step's rows and the archive name an original or what replaced it. One
+    with no text is named by its first part ('user: (compaction)': Codex's compaction
+    is encrypted); "" for an empty message."""
     kind = "tool result" if message.partition == "tool" else message.role or message.partition
-    return f"{kind}: “{line}”"
+    line = first_line(message.text or "", 60)
+    if line:
+        return f"{kind}: “{line}”"
+    parts = blocks(message.content, message.extra)
+    return f"{kind}: ({parts[0].kind.replace('_', ' ')})" if parts else ""
 
 
 @dataclass
@@ -1412,21 +1417,57 @@ class Original:
     step_index: int
     message: Message
     tokens: int | None
+    # What replaced it, by its role and first line ("" when dropped, or not found).
+    replaced_by: str = ""
 
 
 def _originals(session: Session, folds: list[Archived]) -> list[Original]:
-    stored = messages_by_pk(f.original_id for f in folds)
+    replacements = _replacements(session, folds)
+    stored = messages_by_pk(
+        [f.original_id for f in folds] + [pk for pk in replacements.values() if pk is not None]
+    )
     blobs = (s.blob_pk for s in stored.values())
     tokens = token_counts(blob_pks=blobs, encoding=_encoding(session))
-    return [
-        Original(
-            fold=f,
-            step_index=f.step_index,
-            message=stored[f.original_id].message,
-            tokens=tokens.get(stored[f.original_id].blob_pk),
+    originals = []
+    for f in folds:
+        result = stored.get(replacements.get((f.step_id, f.inferred, f.op_position)) or 0)
+        originals.append(
+            Original(
+                fold=f,
+                step_index=f.step_index,
+                message=stored[f.original_id].message,
+                tokens=tokens.get(stored[f.original_id].blob_pk),
+                replaced_by=message_label(result.message) if result is not None else "",
+            )
         )
-        for f in folds
-    ]
+    return originals
+
+
+def _replacements(
+    session: Session, folds: Sequence[Archived]
+) -> dict[tuple[int, bool, int], int | None]:
+    """The stored message that replaced each operation's originals, by (step pk,
+    inferred, operation position): a step's own operation names its result; an
+    inferred one's is the session's latest recording of the result's id."""
+    own = {(f.step_id, f.op_position) for f in folds if f.result_msg_id and not f.inferred}
+    found: dict[tuple[int, bool, int], int | None] = {}
+    if own:
+        rows = Operation.objects.filter(
+            step_id__in={step_id for step_id, _ in own}, result__isnull=False
+        ).values_list("step_id", "position", "result_id")
+        found.update(((s, False, p), r) for s, p, r in rows if (s, p) in own)
+    inferred = {f.result_msg_id for f in folds if f.result_msg_id and f.inferred}
+    if inferred:
+        latest = dict(
+            SessionMessage.objects.filter(session_id=session.pk, msg_id__in=inferred)
+            .order_by("msg_id", "-seq")
+            .distinct("msg_id")
+            .values_list("msg_id", "message_id")
+        )
+        for f in folds:
+            if f.inferred and f.result_msg_id:
+                found[(f.step_id, True, f.op_position)] = latest.get(f.result_msg_id)
+    return found
 
 
 def fold_originals(*, session: Session, step: Step, result_id: str) -> list[Original]:

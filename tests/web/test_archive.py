@@ -1,0 +1,71 @@
+"""The archive page: every original a session's operations folded or dropped."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from django.test import Client
+
+from contextview.core.model import Message
+from contextview.sessions.models import Session
+from contextview.web.selectors import message_label
+from tests.api_client import step
+
+SUMMARY_ID = "9f2c41d7-5b1e-4c0a-8d3e-2a7b6c9e1f04"
+
+
+def _replaced_by(page: str) -> dict[str, str]:
+    """Each archived original's id and its 'Replaced by' cell."""
+    rows = re.findall(r'<code>([^<]+)</code>.*?<td class="replaced-by">(.*?)</td>', page, re.S)
+    return dict(rows)
+
+
+def test_it_names_what_replaced_an_original_by_role_and_first_line(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    system = {"id": "sys", "role": "system", "content": "You fix flaky tests."}
+    asked = {"id": "u1", "role": "user", "content": "Why does test_checkout fail on CI?"}
+    logs = [
+        {"id": f"t{k}", "role": "tool", "tool": "bash", "content": f"FAILED test_checkout {k}"}
+        for k in range(2)
+    ]
+    summary = {
+        "id": SUMMARY_ID,
+        "role": "user",
+        "content": "Summary of the CI logs\ntest_checkout times out on the payment mock",
+    }
+    condensed = {"id": "c2", "role": "user", "content": "Earlier turns, condensed: mock is slow"}
+    session = seed([
+        step("flaky-ci", 0, [system, asked, *logs],
+             action={"action": "summarize", "targets": ["t0", "t1"], "result": summary}),
+        step("flaky-ci", 1, [{"id": "sys"}, {"id": "u1"}, {"id": SUMMARY_ID}]),
+        # Nothing said: the question and the summary gave way to one new message.
+        step("flaky-ci", 2, [{"id": "sys"}, condensed]),
+    ])  # fmt: skip
+    page = login("viewer").get(f"/sessions/{session.pk}/archive/").content.decode()
+    cells = _replaced_by(page)
+    assert set(cells) == {"t0", "t1", "u1", SUMMARY_ID}
+    # A step's own operation: its result, named as a reader knows it, linked where the
+    # step shows it; its id only as the link's title.
+    own = f'href="/sessions/{session.pk}/steps/0/#m-{SUMMARY_ID}" title="{SUMMARY_ID}"'
+    for original in ("t0", "t1"):
+        assert own in cells[original]
+        assert ">user: “Summary of the CI logs”</a>" in cells[original]
+    # An operation the server inferred: the message that took their place.
+    inferred = f'href="/sessions/{session.pk}/steps/2/#m-c2" title="c2"'
+    for original in ("u1", SUMMARY_ID):
+        assert inferred in cells[original]
+        assert ">user: “Earlier turns, condensed: mock is slow”</a>" in cells[original]
+
+
+def test_it_names_a_message_without_text_by_its_first_part() -> None:
+    # Codex's compaction: an encrypted part, no text a reader could quote.
+    compaction = Message(
+        id="l88.3",
+        role="user",
+        content=[{"type": "compaction", "encrypted_content": "gAAAAB..."}],
+        partition="question",
+    )
+    assert message_label(compaction) == "user: (compaction)"
+    assert message_label(Message(id="e", role="user", content="", partition="question")) == ""
