@@ -234,6 +234,36 @@ def test_it_fits_the_sessions_list_in_a_laptops_width_with_every_flag_readable(
     assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
 
 
+@pytest.mark.parametrize("width", [800, 1280])
+def test_it_fits_the_sessions_list_in_its_box_with_the_ids_readable(
+    api: Api, open_page: Callable[..., Watched], width: int
+) -> None:
+    _every_flag(seed_session(api, layout_session(LONG_ID)))
+    seed_session(api, [{"type": "session", "id": "moded-start",
+                        "body": {"session_id": "0f9d7c52-3b1e-4a8e-9d2c-5e6f7a8b9c0d",
+                                 "agent": "support-bot", "model": "claude-opus-4-6",
+                                 "mode": "sliding"}},
+                       step("0f9d7c52-3b1e-4a8e-9d2c-5e6f7a8b9c0d", 0,
+                            [{"id": "u1", "role": "user", "content": "Hello"}])])  # fmt: skip
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.set_viewport_size({"width": width, "height": 900})
+    page.reload()
+    # Nothing to scroll sideways: not the page, not the list in its box.
+    assert page.evaluate(OVERFLOW) <= 1
+    box = page.locator(".scroll-x:has(table.sessions)")
+    assert box.evaluate("(el) => el.scrollWidth - el.clientWidth") <= 1
+    # The session ids stand in a column wide enough to read, not a sliver.
+    for cell in page.locator("td.session-id").all():
+        cell_box = cell.bounding_box()
+        assert cell_box and cell_box["width"] >= 140, (width, cell_box)
+    # What a narrow window leaves out of its own columns is still said in the row.
+    shown = page.locator("table.sessions tr", has_text="0f9d7c52").inner_text()
+    assert "claude-opus-4-6" in shown and "sliding" in shown, (width, shown)
+    _shot(page, f"sessions-{width}.png")
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
+
+
 def test_it_fits_the_step_list_and_its_flags_in_a_laptops_width(
     api: Api, open_page: Callable[..., Watched]
 ) -> None:
