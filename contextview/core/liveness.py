@@ -20,7 +20,7 @@ RUNNING = "running"
 
 @dataclass(frozen=True)
 class Liveness:
-    state: str  # "live", "quiet", "stale" or "ended"
+    state: str  # "live", "quiet", "stale", "imported" or "ended"
     silent_for: timedelta  # since the last event (zero when ended)
 
     @property
@@ -34,11 +34,20 @@ class Liveness:
 
 
 def liveness(
-    *, status: str, last_event_at: datetime, now: datetime, stale_after: timedelta
+    *,
+    status: str,
+    last_event_at: datetime,
+    now: datetime,
+    stale_after: timedelta,
+    imported: bool = False,
 ) -> Liveness:
+    """`imported`: the session was read from a transcript, so no agent talks to it
+    (its log may simply never have said how it ended): it is neither live nor stale."""
     if status != RUNNING:
         return Liveness("ended", timedelta(0))
     silent = max(now - last_event_at, timedelta(0))
+    if imported:
+        return Liveness("imported", silent)
     if silent >= stale_after:
         return Liveness("stale", silent)
     if silent >= QUIET_AFTER:
@@ -71,6 +80,8 @@ def directive_expiry(
         return ""
     if session.state == "ended":
         return f"the session ended ({session_status}) before the agent answered"
+    if session.state == "imported":
+        return "the session was imported from a transcript: no agent reads directives"
     if session.stale:
         return (
             f"no event from the agent for {duration_text(session.silent_for)} "

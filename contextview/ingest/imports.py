@@ -43,6 +43,7 @@ from contextview.core.importers.folders import (
 )
 from contextview.ingest.services import batch_ingest, step_reply_complete
 from contextview.projects.models import Project
+from contextview.sessions.models import IMPORTED, Session
 
 
 class ImportFailed(Exception):
@@ -269,8 +270,19 @@ def _import_events(
     except (DatabaseError, ValueError) as exc:
         # Storage refusing content (e.g. a NUL byte PostgreSQL text cannot hold).
         raise ImportFailed(422, f"{name}: could not be stored: {exc}") from None
+    _mark_imported(project=project, session_ids=seen, fmt=fmt)
     # A file with no model call yet (a live transcript that has only its first
     # prompt) stores nothing, and is no error: the next import of it will.
+
+
+def _mark_imported(*, project: Project, session_ids: Iterable[str], fmt: str) -> None:
+    """Mark the sessions a transcript holds as read from one (``Session.imported_from``):
+    the pages then show them as imported, not as agents gone quiet, and offer no mode
+    switch. Again after each import: a session event sent anew replaces the metadata."""
+    for session in Session.objects.filter(project=project, external_id__in=list(session_ids)):
+        if session.imported_from != fmt:
+            session.metadata = {**(session.metadata or {}), IMPORTED: fmt}
+            session.save(update_fields=["metadata"])
 
 
 def _where(event: dict[str, Any]) -> str:

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.db import models
-from django.db.models.fields.json import KeyTransform
+from django.db.models.fields.json import KT, KeyTransform
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -37,6 +37,10 @@ class StatsStatus(models.TextChoices):
     PENDING = "pending"
     READY = "ready"
     FAILED = "failed"
+
+
+# The metadata key that marks a session read from a transcript (``Session.imported_from``).
+IMPORTED = "imported"
 
 
 class Session(models.Model):
@@ -94,6 +98,25 @@ class Session(models.Model):
             models.Index(fields=["project", "agent"], name="session_agent"),
             models.Index(fields=["project", "status"], name="session_status"),
         ]
+
+    @property
+    def imported_from(self) -> str:
+        """The transcript format an import read this session from ("" for a session an
+        agent sends as it runs): its metadata's ``imported``, which the import service
+        (``ingest.imports``) sets. No agent listens to such a session: it is not live,
+        and directives cannot reach it."""
+        if "metadata" in self.get_deferred_fields():
+            # A list that leaves the metadata out reads the mark alone (`imported_mark`).
+            found = getattr(self, "imported_mark", None)
+        else:
+            found = self.metadata.get(IMPORTED) if isinstance(self.metadata, dict) else None
+        return found if isinstance(found, str) else ""
+
+    @staticmethod
+    def imported_mark() -> KT:
+        """The mark of `imported_from` as a query reads it: annotated as
+        ``imported_mark`` on a query that defers the metadata."""
+        return KT(f"metadata__{IMPORTED}")
 
     def encoding_choice(self) -> EncodingChoice:
         """The encoding this session's tokens are counted with: the one rule

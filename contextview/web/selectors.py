@@ -283,6 +283,7 @@ def session_page(
         session_queryset(project=project, filters=filters)
         .select_related("incident")
         .defer("metadata", "pinned", "budget")
+        .annotate(imported_mark=Session.imported_mark())
     )
     if not filters.sort:
         return sessions_page(qs, after=decode_cursor(cursor) if cursor else None, limit=limit)
@@ -564,12 +565,14 @@ def stale_after() -> timedelta:
 
 
 def session_liveness(session: Session, *, now: datetime | None = None) -> Liveness:
-    """Whether the session's agent is live, quiet, stale or done (SESSION_STALE_AFTER_SECONDS)."""
+    """Whether the session's agent is live, quiet, stale or done (SESSION_STALE_AFTER_SECONDS),
+    or whether it was imported from a transcript, with no agent behind it."""
     return liveness(
         status=session.status,
         last_event_at=session.last_event_at,
         now=now or timezone.now(),
         stale_after=stale_after(),
+        imported=bool(session.imported_from),
     )
 
 

@@ -40,3 +40,16 @@ def test_it_expires_only_pending_directives_of_stale_or_ended_sessions() -> None
 def test_it_reads_durations_shortly() -> None:
     assert [duration_text(timedelta(seconds=s)) for s in (0, 59, 60, 3725, 7200, 3 * 86400)] == [
         "0 s", "59 s", "1 min", "1 h 2 min", "2 h", "3 d"]  # fmt: skip
+
+
+def test_an_imported_session_is_neither_live_nor_stale() -> None:
+    imported = liveness(status="running", last_event_at=NOW - timedelta(days=3), now=NOW,
+                        stale_after=STALE, imported=True)  # fmt: skip
+    assert imported.state == "imported" and not imported.stale
+    ended = liveness(status="succeeded", last_event_at=NOW, now=NOW, stale_after=STALE,
+                     imported=True)  # fmt: skip
+    assert ended.state == "ended"
+    assert directive_expiry(pending=True, session=imported, session_status="running",
+                            stale_after=STALE) == (
+        "the session was imported from a transcript: no agent reads directives"
+    )  # fmt: skip
