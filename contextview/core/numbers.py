@@ -7,6 +7,8 @@ client writes in a cursor, a parameter or an attribute is read here, or not at a
 
 from __future__ import annotations
 
+import re
+
 # As many digits as a PostgreSQL bigint always holds.
 BIGINT_DIGITS = 18
 
@@ -25,3 +27,18 @@ def signed_value(text: str, most: int = BIGINT_DIGITS) -> int | None:
     if number is None:
         return None
     return -number if text.startswith("-") else number
+
+
+# A count in words an agent or an importer wrote: digits standing alone (not part of an
+# id, a version, a date or a number already marked), right before what they count.
+_COUNT = re.compile(
+    r"(?<![\w.,:/#-])(\d{4,})(?![\w.,:/-])"
+    r"(?=\s+(?:tokens?|tok|messages?|items?|lines?|characters?|chars|bytes|words|steps?|calls?)\b)"
+)
+
+
+def counts_marked(text: str) -> str:
+    """`text` with the counts it writes in thousands ("compaction (trigger: auto, 167731
+    tokens reported before)" reads "167,731 tokens"): for showing a reason, which is
+    stored as it was written. Ids, years and other numbers are left as they are."""
+    return _COUNT.sub(lambda m: f"{int(m.group(1)):,}", text)

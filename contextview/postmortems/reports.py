@@ -16,6 +16,7 @@ from typing import Any
 
 from contextview.core.diff import diff_contexts
 from contextview.core.distinct import Distinct
+from contextview.core.numbers import counts_marked
 from contextview.core.stats import FLAG_HELP
 from contextview.core.textsafe import utf8_writable
 from contextview.postmortems.markdown import render_markdown
@@ -351,7 +352,7 @@ def report_markdown(report: dict[str, Any]) -> str:
     for f in report["flagged_steps"]:
         lines += [f"### Step {f['index']}", ""]
         if f["reason"]:
-            lines += [f"Reason: {_md(f['reason'])}", ""]
+            lines += [f"Reason: {_md(counts_marked(f['reason']))}", ""]
         lines += [f"- **{x['flag']}**: {x['why']}" for x in f["flags"]]
         for op in f["ops"]:
             lost = op["entities"]["lost"]

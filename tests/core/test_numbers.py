@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextview.core.numbers import digits_value, signed_value
+from contextview.core.numbers import counts_marked, digits_value, signed_value
 
 
 @pytest.mark.parametrize(
@@ -35,3 +35,22 @@ def test_it_reads_as_many_digits_as_asked() -> None:
 )  # fmt: skip
 def test_it_reads_a_sign_before_the_digits(text: str, value: int | None) -> None:
     assert signed_value(text) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("compaction (trigger: auto, 167731 tokens reported before)",
+         "compaction (trigger: auto, 167,731 tokens reported before)"),
+        ("kept 1500 tokens of 2400000 tokens", "kept 1,500 tokens of 2,400,000 tokens"),
+        ("folded 1200 messages", "folded 1,200 messages"),
+        # Ids, years, versions, hashes and small or marked counts stay as written.
+        ("order SO20260101007 lost since 2026", "order SO20260101007 lost since 2026"),
+        ("tool_result_32000 tokens", "tool_result_32000 tokens"),
+        ("v2.10000 tokens", "v2.10000 tokens"),
+        ("sha=dc9e82a0, 12 tokens, 21,445 tokens", "sha=dc9e82a0, 12 tokens, 21,445 tokens"),
+        ("ticket 48213 is open", "ticket 48213 is open"),
+    ],
+)  # fmt: skip
+def test_it_marks_the_thousands_of_the_counts_a_text_writes(text: str, shown: str) -> None:
+    assert counts_marked(text) == shown

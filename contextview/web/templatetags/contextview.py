@@ -18,6 +18,7 @@ from contextview.core.layout import first_line as line_start
 from contextview.core.liveness import Liveness, duration_text
 from contextview.core.model import content_text
 from contextview.core.monitors import metric_text
+from contextview.core.numbers import counts_marked
 from contextview.core.parts import Block
 from contextview.core.parts import blocks as parts_blocks
 from contextview.projects import selectors as projects
@@ -96,10 +97,13 @@ def tokens(value: Any) -> str:
 
 @register.filter
 def count(value: Any) -> Any:
-    """A number with its thousands marked (21,445), as `tokens` shows one; anything an
-    agent sent that is no number, as it is."""
+    """A number with its thousands marked (21,445), as `tokens` shows one; a text (an
+    operation's reason) with the counts it writes so marked ("167,731 tokens",
+    `core.numbers.counts_marked`); anything else an agent sent, as it is."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return f"{value:,}"
+    if isinstance(value, str):
+        return counts_marked(value)
     return value
 
 
