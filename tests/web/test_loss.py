@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 
 import pytest
@@ -145,3 +147,46 @@ def test_it_reports_amnesia_refetches_and_re_billed_results_in_markdown_and_html
     assert "- log (read_log): never referred to again, carried 9 steps from step 0" in rebilled
     html = client.get(f"/sessions/{wasteful.pk}/report.html").content.decode()
     assert "never referred to again, carried 9 steps" in html
+
+
+def _rows(table: str) -> list[str]:
+    return re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1], re.S)
+
+
+def test_it_lists_the_amnesia_of_one_refetch_as_one_row_with_its_entities_folded(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    forgetful = seed(amnesia_session("forgetful"))
+    # As a file fetched again yields its paths and names: thirty entities, one I → J.
+    refetched = [
+        {"text": f"lib/shop/checkout_{k}.ex", "lost_at": 2, "needed_at": 6, "how": "refetched"}
+        for k in range(30)
+    ]
+    amnesia = [*forgetful.aggregates["amnesia"], *refetched]
+    groups = {(a["lost_at"], a["needed_at"], a["how"]) for a in amnesia}
+    Session.objects.filter(pk=forgetful.pk).update(
+        aggregates={**forgetful.aggregates, "amnesia": amnesia}
+    )
+    client = login("viewer")
+    page = client.get(f"/sessions/{forgetful.pk}/").content.decode()
+    table = page[page.index('class="amnesia-list"') : page.index('class="refetch-list"')]
+    report = client.get(f"/sessions/{forgetful.pk}/report.html").content.decode()
+    section = report[report.index('<section id="amnesia">') : report.index('id="refetches"')]
+    for listing in (table, section):
+        rows = _rows(listing)
+        assert len(rows) == len(groups) < len(amnesia)
+        (row,) = [r for r in rows if "checkout_0.ex" in r]
+        shown, more = row.split('<details class="amnesia-more">')
+        # The first few in view, the rest behind a summary a keyboard opens; none lost.
+        texts = [a["text"] for a in amnesia if (a["needed_at"], a["how"]) == (6, "refetched")]
+        assert all(f">{t}</mark>" in shown for t in texts[:3])
+        assert f"<summary>and {len(texts) - 3} more</summary>" in more
+        assert all(f">{t}</mark>" in more and t not in shown for t in texts[3:])
+        assert "step 2" in row and "step 6" in row and "refetched" in row
+        # Every entity of the session's amnesia is still there.
+        assert all(f">{a['text']}</mark>" in listing for a in amnesia)
+    assert f"Amnesia: {len(amnesia)} entities lost at step i and needed at step j" in table
+    # The JSON report keeps one entry per entity.
+    response = client.get(f"/sessions/{forgetful.pk}/report.json")
+    listed = json.loads(b"".join(response.streaming_content))["report"]["amnesia"]
+    assert listed == amnesia

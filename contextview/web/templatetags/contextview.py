@@ -22,7 +22,13 @@ from contextview.core.numbers import counts_marked
 from contextview.core.parts import Block
 from contextview.core.parts import blocks as parts_blocks
 from contextview.projects import selectors as projects
-from contextview.web.selectors import message_anchor, session_cost, session_liveness
+from contextview.web.selectors import (
+    AmnesiaGroup,
+    amnesia_groups,
+    message_anchor,
+    session_cost,
+    session_liveness,
+)
 from contextview.web.staticfiles import PLOTLY_STATIC
 from contextview.web.views import permalink_path
 
@@ -88,6 +94,12 @@ def get(mapping: Any, key: Any) -> Any:
 @register.filter
 def first_line(text: str, limit: int = 140) -> str:
     return line_start(text or "", limit)
+
+
+@register.filter
+def amnesia_grouped(entries: Any) -> list[AmnesiaGroup]:
+    """A session's amnesia list by (lost at, needed at, how): see `amnesia_groups`."""
+    return amnesia_groups(entries)
 
 
 @register.filter
