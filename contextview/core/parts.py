@@ -63,7 +63,9 @@ _RESULT_TYPES = frozenset(
     {"tool_result", "tool_call_response", "function_call_output", "custom_tool_call_output"}
 )
 _THINKING_TYPES = frozenset({"thinking", "reasoning"})
-_IMAGE_TYPES = frozenset({"image", "image_url", "input_image"})
+# An image the model made (the Responses API's image_generation_call, its picture as
+# ``result``) is read back as an image.
+_IMAGE_TYPES = frozenset({"image", "image_url", "input_image", "image_generation_call"})
 _FILE_TYPES = frozenset({"file", "document", "input_file", "blob", "uri", "input_audio", "audio"})
 
 

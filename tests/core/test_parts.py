@@ -182,6 +182,11 @@ def test_it_reads_the_responses_apis_own_tools_as_calls() -> None:
     text = reading([shell, search]).text
     assert text.startswith("local_shell\n") and "SO20260101007.log" in text
     assert "web_search\n" in text and "nginx 504" in text
+    # An image the model made is read back as an image, counted by the rule.
+    made = {"type": "image_generation_call", "id": "ig_1", "result": "iVBORw0KGgo="}
+    assert reading([made]).estimated_tokens == IMAGE_TOKENS
+    assert "iVBOR" not in reading([made]).text
+    assert [b.kind for b in blocks([made])] == ["image"]
     assert [(c["id"], c["name"]) for c in tool_calls([shell, search])] == [
         ("call_9", "local_shell"),
         ("ws_1", "web_search"),
