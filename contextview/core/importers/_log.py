@@ -108,6 +108,33 @@ def usage_cached_inside(
     return out or None
 
 
+def openai_usage(usage: Any, at: str) -> dict[str, int] | None:
+    """A usage object in OpenAI's spellings, which count cached input inside the
+    prompt's tokens (`usage_cached_inside`): Chat Completions' (``prompt_tokens``,
+    ``completion_tokens``, ``prompt_tokens_details.cached_tokens``; LiteLLM keeps
+    Anthropic's ``cache_creation_input_tokens`` beside them) or the Responses API's
+    (``input_tokens``, ``output_tokens``, ``input_tokens_details``). None when it is no
+    object; a count of another kind is an error naming its path from `at`."""
+    if not isinstance(usage, dict):
+        return None
+    chat = "prompt_tokens" in usage or "completion_tokens" in usage
+    prompt, output = (
+        ("prompt_tokens", "completion_tokens") if chat else ("input_tokens", "output_tokens")
+    )
+    details = usage.get(f"{prompt}_details")
+    cached = (
+        token_count(details.get("cached_tokens"), f"{at}.{prompt}_details.cached_tokens")
+        if isinstance(details, dict)
+        else None
+    )
+    return usage_cached_inside(
+        token_count(usage.get(prompt), f"{at}.{prompt}"),
+        cached or 0,
+        token_count(usage.get(output), f"{at}.{output}"),
+        token_count(usage.get("cache_creation_input_tokens"), f"{at}.cache_creation_input_tokens"),
+    )
+
+
 def guarded(events: Iterator[Event], format: str) -> Iterator[Event]:
     """The events of a reader, its own failure on a shape it did not expect turned
     into the TranscriptError of a file that cannot be read (never a server error)."""

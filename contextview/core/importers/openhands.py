@@ -49,6 +49,7 @@ from contextview.core.importers._log import (
     json_lines,
     json_loads,
     json_whole,
+    openai_usage,
     reading,
     short_hash,
     text_of,
@@ -106,20 +107,9 @@ def _usage(meta: Any, where: str) -> dict[str, int] | None:
     usage = response.get("usage") if isinstance(response, dict) else None
     if not isinstance(usage, dict):
         return None
-    path = f"{where}: tool_call_metadata.model_response.usage"
-    details = usage.get("prompt_tokens_details")
-    cached = 0
-    if isinstance(details, dict):
-        where_cached = f"{path}.prompt_tokens_details.cached_tokens"
-        cached = token_count(details.get("cached_tokens"), where_cached) or 0
-    prompt = token_count(usage.get("prompt_tokens"), f"{path}.prompt_tokens") or 0
-    output = token_count(usage.get("completion_tokens"), f"{path}.completion_tokens") or 0
-    # LiteLLM keeps Anthropic's cache writes beside the usage it knows (OpenHands
-    # reads them there), and counts them in prompt_tokens.
-    written = token_count(
-        usage.get("cache_creation_input_tokens"), f"{path}.cache_creation_input_tokens"
-    )
-    return usage_cached_inside(prompt, cached, output, written)
+    # LiteLLM's: it keeps Anthropic's cache writes beside the usage it knows
+    # (OpenHands reads them there), and counts them in prompt_tokens.
+    return openai_usage(usage, f"{where}: tool_call_metadata.model_response.usage")
 
 
 def _written_arguments(meta: dict[str, Any]) -> Any:

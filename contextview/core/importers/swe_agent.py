@@ -29,11 +29,10 @@ from contextview.core.importers._log import (
     TranscriptError,
     json_document,
     json_loads,
+    openai_usage,
     reading,
     short_hash,
     text_of,
-    token_count,
-    usage_cached_inside,
 )
 from contextview.core.importers._task import Around, around, inside, plain_text
 
@@ -271,22 +270,7 @@ def _response(raw: dict[str, Any], where: str) -> tuple[Any, dict[str, int] | No
     if not isinstance(response, dict):
         return None, None
     model = response.get("model") if isinstance(response.get("model"), str) else None
-    usage = response.get("usage")
-    if not isinstance(usage, dict):
-        return model, None
-    at = f"{where}.extra.response.usage"
-    details = usage.get("prompt_tokens_details")
-    cached = (
-        token_count(details.get("cached_tokens"), f"{at}.prompt_tokens_details.cached_tokens")
-        if isinstance(details, dict)
-        else None
-    )
-    return model, usage_cached_inside(
-        token_count(usage.get("prompt_tokens"), f"{at}.prompt_tokens"),
-        cached or 0,
-        token_count(usage.get("completion_tokens"), f"{at}.completion_tokens"),
-        token_count(usage.get("cache_creation_input_tokens"), f"{at}.cache_creation_input_tokens"),
-    )
+    return model, openai_usage(response.get("usage"), f"{where}.extra.response.usage")
 
 
 def _responses_reply(
@@ -305,21 +289,7 @@ def _responses_reply(
             parts.extend(content)
         else:
             parts.append(item)
-    usage = raw.get("usage")
-    counted = None
-    if isinstance(usage, dict):
-        at = f"{where}.usage"
-        details = usage.get("input_tokens_details")
-        cached = (
-            token_count(details.get("cached_tokens"), f"{at}.input_tokens_details.cached_tokens")
-            if isinstance(details, dict)
-            else None
-        )
-        counted = usage_cached_inside(
-            token_count(usage.get("input_tokens"), f"{at}.input_tokens"),
-            cached or 0,
-            token_count(usage.get("output_tokens"), f"{at}.output_tokens"),
-        )
+    counted = openai_usage(raw.get("usage"), f"{where}.usage")
     model = raw.get("model") if isinstance(raw.get("model"), str) else None
     return {"id": mid, "role": "assistant", "content": parts}, model, counted
 
