@@ -332,3 +332,109 @@ def test_it_gives_each_openhands_sdk_call_the_usage_its_state_recorded(api: Api)
     second = api.get("/sessions/conv-7a1/steps/1").json()
     assert second["usage"] == {"input_tokens": 400, "cache_read_tokens": 4200, "output_tokens": 30}
     assert api.get("/sessions/conv-7a1").json()["model"] == "litellm_proxy/claude-sonnet-4-5"
+
+
+PARENT_HEX = "8d2f6c0e4b7a4e1f9c3d5a6b7e8f9012"
+CHILD_HEX = "1f0e2d3c4b5a49688776655443322110"
+
+
+def _sdk_task_conversations(root: Path) -> Path:
+    """An OpenHands V1 conversation whose task tool started a sub-agent, as the SDK
+    persists them: the sub-agent's conversation in ``<parent>/subagents/<id hex>/``,
+    beside ``subagents/tasks.json``, its index of tasks."""
+    at = "2026-12-02T09:00:{:02d}.000000"
+    text = lambda t: {"type": "text", "text": t}  # noqa: E731
+
+    def said(eid: str, n: int, source: str, role: str, words: str, **more: Any) -> dict:
+        return {"kind": "MessageEvent", "id": eid, "timestamp": at.format(n), "source": source,
+                "llm_message": {"role": role, "content": [text(words)]}, **more}  # fmt: skip
+
+    def act(eid: str, n: int, response: str, call: str, tool: str, args: dict) -> dict:
+        kind = "TaskAction" if tool == "task" else "TerminalAction"
+        return {"kind": "ActionEvent", "id": eid, "timestamp": at.format(n), "source": "agent",
+                "thought": [], "tool_name": tool, "tool_call_id": call,
+                "llm_response_id": response,
+                "tool_call": {"id": call, "name": tool, "arguments": json.dumps(args)},
+                "action": {"kind": kind, **args}}  # fmt: skip
+
+    def seen(eid: str, n: int, call: str, tool: str, output: str) -> dict:
+        return {"kind": "ObservationEvent", "id": eid, "timestamp": at.format(n),
+                "source": "environment", "tool_name": tool, "tool_call_id": call,
+                "observation": {"kind": "TaskObservation", "content": [text(output)]}}  # fmt: skip
+
+    system = {"kind": "SystemPromptEvent", "id": "sys", "timestamp": at.format(0),
+              "source": "agent", "system_prompt": text("You are OpenHands."),
+              "tools": [{"name": "task", "description": "Launch a subagent"}]}  # fmt: skip
+    task = {"prompt": "Find where the 3 s timeout is set.", "subagent_type": "code-explorer"}
+    parent = [
+        system,
+        said("u1", 1, "user", "user", "Why does order SO20260101007 time out?"),
+        act("a2", 2, "resp-p1", "toolu_task1", "task", task),
+        seen("o3", 9, "toolu_task1", "task", "lib/inventory.ex:88 sets timeout: 3000"),
+        said("m4", 10, "agent", "assistant", "The inventory call waits 3 s.",
+             llm_response_id="resp-p2"),
+    ]  # fmt: skip
+    child = [
+        {**system, "tools": [{"name": "terminal", "description": "Run a command"}]},
+        said("cu1", 3, "user", "user", task["prompt"], sender="Delegator"),
+        act("ca2", 4, "resp-c1", "call_grep", "terminal", {"command": "grep -rn 3000 lib"}),
+        seen("co3", 5, "call_grep", "terminal", "lib/inventory.ex:88: timeout: 3000"),
+        said("cm4", 6, "agent", "assistant", "lib/inventory.ex:88 sets timeout: 3000",
+             llm_response_id="resp-c2"),
+    ]  # fmt: skip
+    index = {"schema_version": 1, "next_id": 2, "legacy_ids": False, "tasks": {
+        "task_00000001": {
+            "schema_version": 1, "task_id": "task_00000001",
+            "parent_conversation_id": "8d2f6c0e-4b7a-4e1f-9c3d-5a6b7e8f9012",
+            "conversation_id": "1f0e2d3c-4b5a-4968-8776-655443322110",
+            "subagent_type": "code-explorer",
+            "invocation": {"action_id": "a2", "tool_call_id": "toolu_task1"},
+            "status": "completed", "revision": 1, "start_event_count": 0,
+            "result": "lib/inventory.ex:88 sets timeout: 3000", "error": None}}}  # fmt: skip
+    conversation = root / PARENT_HEX
+    for folder, events in ((conversation, parent), (conversation / "subagents" / CHILD_HEX, child)):
+        (folder / "events").mkdir(parents=True)
+        for n, event in enumerate(events):
+            (folder / "events" / f"event-{n:05d}-{event['id']}.json").write_text(json.dumps(event))
+        (folder / "base_state.json").write_text(
+            json.dumps({"id": folder.name, "agent": {"kind": "Agent"},
+                        "execution_status": "finished", "stats": {"usage_to_metrics": {}}})
+        )  # fmt: skip
+    (conversation / "subagents" / "tasks.json").write_text(json.dumps(index))
+    return conversation
+
+
+def _assert_sdk_sub_agent_imported(api: Api) -> None:
+    sub = api.get(f"/sessions/{CHILD_HEX}").json()
+    assert sub["metadata"]["parent_session"] == PARENT_HEX
+    assert sub["metadata"]["parent_tool_call_id"] == "toolu_task1"
+    assert sub["steps"] == 2
+    first = api.get(f"/sessions/{CHILD_HEX}/steps/0").json()
+    assert [m["content"] for m in first["before"]][-1][0]["text"] == (
+        "Find where the 3 s timeout is set."
+    )
+    assert "parent_session" not in api.get(f"/sessions/{PARENT_HEX}").json()["metadata"]
+
+
+def test_it_imports_an_openhands_sdk_sub_agent_as_a_session_of_the_one_that_started_it(
+    api: Api, tmp_path: Path
+) -> None:
+    conversation = _sdk_task_conversations(tmp_path)
+    response = upload(api, ("conversations.zip", _zipped(conversation)))
+    assert response.status_code == 201, response.content
+    assert sorted(s["session_id"] for s in response.json()["sessions"]) == sorted(
+        [PARENT_HEX, CHILD_HEX]
+    )
+    _assert_sdk_sub_agent_imported(api)
+    again = upload(api, ("conversations.zip", _zipped(conversation)))
+    assert again.status_code == 200, again.content
+
+
+def test_it_imports_an_openhands_sdk_sub_agent_from_the_command_line(
+    api: Api, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conversation = _sdk_task_conversations(tmp_path)
+    call_command("importtranscript", api.project.slug, str(conversation))
+    out = capsys.readouterr().out
+    assert f"{CHILD_HEX}  openhands  2 steps (2 new)" in out
+    _assert_sdk_sub_agent_imported(api)

@@ -9,6 +9,15 @@ V1, gives its calls' usage); its events are read in the order of
 the numbers in their names, one file at a time, so memory is bounded by the
 largest event, never by the session.
 
+OpenHands V1 keeps the conversation of each sub-agent its task tool started in the
+folder of the conversation that started it, ``<session>/subagents/<id>/`` (``<id>`` the
+child conversation's id in hex, with its own ``base_state.json`` and ``events/``),
+beside an index of those tasks, ``subagents/tasks.json`` (each task's
+``conversation_id``, ``subagent_type`` and the parent's tool call in ``invocation``).
+Such a folder is the sub-agent's session, whose ``metadata.parent_session`` names the
+session of the folder above it (and ``parent_tool_call_id`` the call, when the index
+has it), as a delegate's in one event stream (`openhands._Run`).
+
 A zip or tar (plain or compressed) of such folders is read the same way: its
 members are listed without being read, and each event file is inflated when its
 turn comes, counted against a limit on the bytes inflated in all.
@@ -24,6 +33,7 @@ import os
 import re
 import tarfile
 import tempfile
+import uuid
 import zipfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -39,6 +49,10 @@ from contextview.core.importers._log import Event, TranscriptError, guarded
 _EVENT_FILE = re.compile(r"(\d+)\.json|event-(\d+)-[^/]*\.json")
 # The state OpenHands V1 keeps beside a conversation's events.
 _STATE_FILE = "base_state.json"
+# Where OpenHands V1 keeps the conversations of a conversation's sub-agents, and
+# their index there.
+_SUBAGENTS = "subagents"
+_TASKS_FILE = "tasks.json"
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
 
 
@@ -55,6 +69,11 @@ class EventFolder:
     # the path of the conversation's state beside its events (OpenHands V1's
     # ``base_state.json``, with each call's usage), when there is one
     state: str | None = None
+    # a sub-agent's (``<session>/subagents/<id>/``): the name of the session folder
+    # that started it ("" for the folder given itself: the caller names it), and the
+    # path of that folder's task index when there is one
+    parent: str | None = None
+    tasks: str | None = None
 
 
 def event_folders(paths: Iterable[str]) -> list[EventFolder]:
@@ -64,26 +83,33 @@ def event_folders(paths: Iterable[str]) -> list[EventFolder]:
     folder whose session is named ``""``: the caller names it.
     """
     found: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    states: set[str] = set()
+    others: set[str] = set()
     for path in paths:
         folder, _, name = path.rpartition("/")
         match = _EVENT_FILE.fullmatch(name)
         if match is not None:
             found[folder].append((int(match.group(1) or match.group(2)), path))
-        elif name == _STATE_FILE:
-            states.add(path)
+        elif name in (_STATE_FILE, _TASKS_FILE):
+            others.add(path)
     folders = []
     for folder, files in sorted(found.items()):
         parent, _, base = folder.rpartition("/")
         session = parent.rpartition("/")[2] if base == "events" else base
         state = f"{parent}/{_STATE_FILE}" if parent else _STATE_FILE
+        # ``<session>/subagents/<id>/events``: a sub-agent of <session>
+        container = parent.rpartition("/")[0]
+        above, _, holder = container.rpartition("/")
+        starter = above if base == "events" and holder == _SUBAGENTS else None
+        tasks = f"{container}/{_TASKS_FILE}"
         files.sort()
         folders.append(
             EventFolder(
                 session=session,
                 where=folder or ".",
                 files=tuple(p for _, p in files),
-                state=state if base == "events" and state in states else None,
+                state=state if base == "events" and state in others else None,
+                parent=starter.rpartition("/")[2] if starter is not None else None,
+                tasks=tasks if starter is not None and tasks in others else None,
             )
         )
     return folders
@@ -149,11 +175,43 @@ def read_folder(
         # A generator, so that a state that cannot be read fails where the events
         # are taken, as an event file does.
         usages = openhands.call_usages(whole(folder.state), folder.state) if folder.state else {}
+        metadata: dict[str, Any] = {}
+        if folder.parent is not None:
+            metadata["parent_session"] = folder.parent or fallback
+            if folder.tasks:
+                metadata.update(_task_of(whole(folder.tasks), folder.session))
         yield from openhands.read_events(
-            events(), session_id=session_id or folder.session or fallback, live=live, usages=usages
+            events(),
+            session_id=session_id or folder.session or fallback,
+            live=live,
+            usages=usages,
+            metadata=metadata,
         )
 
     return guarded(read(), openhands.FORMAT)
+
+
+def _task_of(index: Any, conversation: str) -> dict[str, str]:
+    """What a sub-agent's task index (``subagents/tasks.json``) tells of the task whose
+    conversation is the folder `conversation` (its id in hex): the parent's tool call
+    that started it and the sub-agent's type, as the session's metadata."""
+    tasks = index.get("tasks") if isinstance(index, dict) else None
+    for task in tasks.values() if isinstance(tasks, dict) else ():
+        child = task.get("conversation_id") if isinstance(task, dict) else None
+        try:
+            if not isinstance(child, str) or uuid.UUID(child).hex != conversation:
+                continue
+        except ValueError:
+            continue
+        found: dict[str, str] = {}
+        invocation = task.get("invocation")
+        call = invocation.get("tool_call_id") if isinstance(invocation, dict) else None
+        if isinstance(call, str):
+            found["parent_tool_call_id"] = call
+        if isinstance(task.get("subagent_type"), str):
+            found["delegate_agent"] = task["subagent_type"]
+        return found
+    return {}
 
 
 class ArchiveTooLarge(Exception):

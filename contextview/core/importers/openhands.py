@@ -683,10 +683,16 @@ class _Run:
     context holds the action and the observation, as its model saw them. A delegate
     may delegate in turn."""
 
-    def __init__(self, session_id: str, usages: dict[str, Call] | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        usages: dict[str, Call] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
         self.usages = usages or {}
         # the agent whose events are being read last, the ones that started it before
         self.readers = [_Reader(session_id, self.usages)]
+        self.readers[0].log.session_body["metadata"].update(metadata or {})
 
     def event(self, where: str, event: Any) -> Iterator[Event]:
         kind = _delegation(event)
@@ -833,10 +839,12 @@ def read_events(
     session_id: str,
     live: bool = False,
     usages: dict[str, Call] | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> Iterator[Event]:
     """The ingest events of OpenHands events given as (where, event), in order;
-    `usages` the usage of each V1 call, by its response id (`call_usages`)."""
-    run = _Run(session_id, usages)
+    `usages` the usage of each V1 call, by its response id (`call_usages`);
+    `metadata` the session's own (a sub-agent's ``parent_session``)."""
+    run = _Run(session_id, usages, metadata)
     for where, event in events:
         yield from run.event(where, event)
     if not live:
