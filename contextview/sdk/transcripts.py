@@ -92,14 +92,20 @@ def upload(
 def zipped_folder(folder: Path) -> IO[bytes]:
     """The transcripts under `folder` in a zip (a temporary file, read from the
     start): its OpenHands event files, named from the session folder on so that the
-    server names the session after it (``<session>/events/N.json``), and the
-    transcripts kept as files (a Claude Code project's sessions and sub-agents)."""
+    server names the session after it (``<session>/events/N.json``), with the state
+    and task index beside them (a V1 conversation's usage, its sub-agents' calls), and
+    the transcripts kept as files (a Claude Code project's sessions and sub-agents)."""
     top = folder.parent.parent if folder.name == "events" else folder.parent
     paths = [p.relative_to(top).as_posix() for p in folder.rglob("*") if p.is_file()]
     found = event_folders(paths)
     out = tempfile.TemporaryFile()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in [*(p for f in found for p in f.files), *transcript_files(paths, found)]:
+        beside = {p for f in found for p in (f.state, f.tasks) if p is not None}
+        for path in [
+            *(p for f in found for p in f.files),
+            *sorted(beside),
+            *transcript_files(paths, found),
+        ]:
             archive.write(top / path, path)
     out.seek(0)
     return out

@@ -438,3 +438,15 @@ def test_it_imports_an_openhands_sdk_sub_agent_from_the_command_line(
     out = capsys.readouterr().out
     assert f"{CHILD_HEX}  openhands  2 steps (2 new)" in out
     _assert_sdk_sub_agent_imported(api)
+
+
+def test_it_takes_the_state_and_task_index_of_a_folder_the_sdk_uploads(
+    api: Api, tmp_path: Path
+) -> None:
+    from contextview.sdk.transcripts import zipped_folder
+
+    conversation = _sdk_task_conversations(tmp_path)
+    with zipped_folder(conversation) as zipped:
+        response = upload(api, ("conversations.zip", zipped.read()))
+    assert response.status_code == 201, response.content
+    _assert_sdk_sub_agent_imported(api)
