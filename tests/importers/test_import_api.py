@@ -757,3 +757,71 @@ def test_it_refuses_an_atif_trajectory_without_a_list_of_steps_naming_it(
     assert response.status_code == 422
     assert response.json()["error"].startswith(error)
     assert not Session.objects.exists()
+
+
+def _harbor_openhands_trajectory() -> dict[str, Any]:
+    """A trajectory Harbor converted from OpenHands' events: a step per action, each
+    action's message OpenHands' own description of it, its metrics how much the
+    running total of tokens grew since the action before. The model's first call made
+    two tool calls: the second action's step grew the total by nothing (``{}``), and
+    carries the arguments of the response's first call, as Harbor takes them."""
+    grep = {"command": "grep -rn timeout config/"}
+    return {
+        "schema_version": "ATIF-v1.5", "session_id": "harbor-oh-7",
+        "agent": {"name": "openhands", "version": "0.59.0", "model_name": "claude-sonnet-4-5",
+                  "extra": {"agent_class": "CodeActAgent"}},
+        "steps": [
+            {"step_id": 1, "timestamp": "2026-01-12T10:00:00", "source": "system",
+             "message": "You are OpenHands agent, a helpful AI assistant."},
+            {"step_id": 2, "timestamp": "2026-01-12T10:00:01", "source": "user",
+             "message": "Why does order SO20260101007 time out?"},
+            {"step_id": 3, "timestamp": "2026-01-12T10:00:09", "source": "agent",
+             "message": "Running command: grep -rn timeout config/",
+             "tool_calls": [{"tool_call_id": "toolu_01", "function_name": "execute_bash",
+                             "arguments": grep}],
+             "observation": {"results": [{"source_call_id": "toolu_01",
+                                          "content": "config/prod.exs:12: timeout: 3000"}]},
+             "metrics": {"prompt_tokens": 5200, "completion_tokens": 140,
+                         "cost_usd": 0.0177}},
+            {"step_id": 4, "timestamp": "2026-01-12T10:00:10", "source": "agent",
+             "message": "Reading file: /workspace/lib/inventory.ex",
+             "tool_calls": [{"tool_call_id": "toolu_02", "function_name": "str_replace_editor",
+                             "arguments": grep}],
+             "observation": {"results": [{"source_call_id": "toolu_02",
+                                          "content": "88\\t  timeout: 3000"}]},
+             "metrics": {}},
+            {"step_id": 5, "timestamp": "2026-01-12T10:00:15", "source": "agent",
+             "message": "The inventory call waits 3 s (config/prod.exs:12).",
+             "tool_calls": [{"tool_call_id": "toolu_03", "function_name": "finish",
+                             "arguments": {"message": "inventory-svc times out after 3 s"}}],
+             "metrics": {"prompt_tokens": 5600, "completion_tokens": 60, "cached_tokens": 5100,
+                         "cost_usd": 0.0042}},
+        ],
+        "final_metrics": {"total_prompt_tokens": 10800, "total_completion_tokens": 200},
+    }  # fmt: skip
+
+
+def test_it_reads_the_parallel_tool_calls_harbor_split_over_steps_as_one_call(api: Api) -> None:
+    data = json.dumps(_harbor_openhands_trajectory(), indent=2).encode()
+    response = upload(api, ("trajectory.json", data))
+    assert response.status_code == 201, response.content
+    assert response.json()["sessions"][0]["steps"] == 2
+    first = api.get("/sessions/harbor-oh-7/steps/0").json()
+    [reply] = first["output"]["messages"]
+    calls = [p["id"] for p in reply["content"] if p["type"] == "tool_call"]
+    assert calls == ["toolu_01", "toolu_02"]
+    assert first["usage"]["input_tokens"] == 5200
+    last = api.get("/sessions/harbor-oh-7/steps/1").json()
+    assert [m["role"] for m in last["before"]] == ["system", "user", "assistant", "tool", "tool"]
+    assert last["usage"] == {"input_tokens": 500, "cache_read_tokens": 5100, "output_tokens": 60}
+    again = upload(api, ("trajectory.json", data))
+    assert again.status_code == 200, again.content
+
+
+def test_it_keeps_steps_whose_metrics_say_nothing_as_calls_of_their_own(api: Api) -> None:
+    doc = _harbor_openhands_trajectory()
+    for step in doc["steps"]:
+        step.pop("metrics", None)  # a converter that reports no usage
+    response = upload(api, ("trajectory.json", json.dumps(doc).encode()))
+    assert response.status_code == 201, response.content
+    assert response.json()["sessions"][0]["steps"] == 3

@@ -21,6 +21,11 @@ calls after it see its observation's content (the summary) and what follows. Har
 Terminus-2 wrote the same reset before v1.7 gave it that field: a ``system`` step
 saying it performed a context summarization and handoff, its results referring to
 the summarization's own trajectories.
+
+A converter that writes a step per tool call (Harbor's from OpenHands) splits a call
+that made several tool calls over several steps: the later ones, whose ``metrics``
+count no tokens where the first's do, are read as part of the first's call
+(`_parallel_calls`).
 """
 
 from __future__ import annotations
@@ -126,11 +131,15 @@ def _trajectory(
     if not isinstance(steps, list):
         # Required by every version: a trajectory without it has nothing to import.
         raise TranscriptError(f"{where}steps", "field required, the trajectory's list of steps")
+    parts_of = _parallel_calls(steps)
+    joined = {j for later in parts_of.values() for j in later}
     for n, step in enumerate(steps):
         at = f"{where}steps[{n}]"
         reading(at)
         if not isinstance(step, dict):
             raise TranscriptError(at, "must be an object")
+        if n in joined:
+            continue  # read with the step of its call
         source = step.get("source")
         sid_n = step.get("step_id", n)
         if source not in ("system", "user", "agent"):
@@ -141,24 +150,8 @@ def _trajectory(
             if source == "user" and step.get("is_copied_context") is not True:
                 log.asked(inside(plain_text(said["content"]), _INSTRUCTION))
             continue
-        parts: list[Any] = []
-        if step.get("reasoning_content"):
-            parts.append({"type": "thinking", "thinking": step["reasoning_content"]})
-        text = _content(step.get("message"))
-        parts.extend(
-            text if isinstance(text, list) else [{"type": "text", "text": text}] if text else []
-        )
-        for c, call in enumerate(step.get("tool_calls") or []):
-            if not isinstance(call, dict):
-                raise TranscriptError(f"{at}.tool_calls[{c}]", "must be an object")
-            parts.append(
-                {
-                    "type": "tool_call",
-                    "id": call.get("tool_call_id"),
-                    "name": call.get("function_name"),
-                    "arguments": call.get("arguments"),
-                }
-            )
+        later = [(j, f"{where}steps[{j}]", steps[j]) for j in parts_of.get(n, ())]
+        parts = [p for _, a, one in [(n, at, step), *later] for p in _reply_parts(one, a)]
         reply = {"id": f"s{sid_n}", "role": "assistant", "content": parts}
         # A step copied from the trajectory this one continues is context this run
         # starts from, not a call it made (its usage was the earlier run's); a step
@@ -176,6 +169,8 @@ def _trajectory(
             )
         log.add(reply)
         _observed(log, step, at, sid_n, started_by, said=None)
+        for j, a, one in later:
+            _observed(log, one, a, one.get("step_id", j), started_by, said=None)
     subs = doc.get("subagent_trajectories")
     for i, sub in enumerate(subs if isinstance(subs, list) else []):
         at = f"{where}subagent_trajectories[{i}]"
@@ -187,6 +182,78 @@ def _trajectory(
         if started_by.get(tid) is not None:
             meta["parent_tool_call_id"] = started_by[tid]
         yield from _trajectory(sub, f"{sid}:{tid}", where=f"{at}.", parent=meta)
+
+
+def _reply_parts(step: dict[str, Any], at: str) -> list[Any]:
+    """An agent step's reply: its reasoning, its message and its tool calls."""
+    parts: list[Any] = []
+    if step.get("reasoning_content"):
+        parts.append({"type": "thinking", "thinking": step["reasoning_content"]})
+    text = _content(step.get("message"))
+    parts.extend(
+        text if isinstance(text, list) else [{"type": "text", "text": text}] if text else []
+    )
+    for c, call in enumerate(step.get("tool_calls") or []):
+        if not isinstance(call, dict):
+            raise TranscriptError(f"{at}.tool_calls[{c}]", "must be an object")
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": call.get("tool_call_id"),
+                "name": call.get("function_name"),
+                "arguments": call.get("arguments"),
+            }
+        )
+    return parts
+
+
+# The counts of a step's metrics that tell a model call was made for it.
+_COUNTS = ("prompt_tokens", "completion_tokens", "cached_tokens")
+
+
+def _counted(step: Any) -> bool | None:
+    """Whether an agent step's ``metrics`` count tokens: None when it has none (a
+    producer that reports no usage tells nothing by it)."""
+    metrics = step.get("metrics")
+    if not isinstance(metrics, dict):
+        return None
+    return any(metrics.get(k) for k in _COUNTS)
+
+
+def _calling(step: Any) -> bool:
+    """An agent step of this run that made tool calls and says nothing of how many
+    model calls it stands for."""
+    return (
+        isinstance(step, dict)
+        and step.get("source") == "agent"
+        and step.get("is_copied_context") is not True
+        and step.get("llm_call_count") is None
+        and isinstance(step.get("tool_calls"), list)
+        and bool(step["tool_calls"])
+    )
+
+
+def _parallel_calls(steps: list[Any]) -> dict[int, list[int]]:
+    """For each agent step whose model call also made the tool calls of the steps
+    after it, those steps' indices. Converters that write a step per tool call (Harbor's
+    from OpenHands: a step per action, its metrics how much OpenHands' running total
+    of tokens grew since the action before) split one call's parallel tool calls
+    over steps; the tokens of the call are on its first step, and each later one
+    has ``metrics`` that count none (``{}``: the total did not grow, no model was
+    called). Such a step, following the agent steps of a call that counted tokens
+    with no other step between, is part of that call. A step with no ``metrics``
+    tells nothing and stays a call of its own, as does every step when no step
+    counts tokens."""
+    found: dict[int, list[int]] = {}
+    first: int | None = None
+    for n, step in enumerate(steps):
+        if not _calling(step):
+            first = None
+        elif first is not None and _counted(step) is False:
+            found.setdefault(first, []).append(n)
+        else:
+            first = n if _counted(step) else None
+    return found
 
 
 def _llm_calls(step: dict[str, Any], at: str) -> int | None:
