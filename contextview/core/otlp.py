@@ -58,7 +58,10 @@ convention it follows:
   conventions, beyond the contract's list: a span that names no operation, its request
   as JSON text in ``request_data`` (``messages``, Anthropic's ``system``, ``tools``,
   ``model``), its reply in ``response_data`` (``message``, or a stream's
-  ``combined_chunk_content``) with the provider's ``usage``;
+  ``combined_chunk_content``) with the provider's ``usage``; and its OpenAI Agents
+  integration's Responses API calls, the whole exchange in one ``events`` attribute
+  beside the ``response`` object, whose output says how many of the last events are the
+  reply and whose ``usage`` may be the only one (`_lf_reply_count`);
 - Spring AI, beyond the contract's list: the texts of a chat model call's prompt and
   reply, without their roles, as its content handlers wrote them on the span before
   1.0 (the events ``gen_ai.content.prompt`` and ``gen_ai.content.completion``, an array
@@ -1298,6 +1301,49 @@ def _lf_usage(attrs: Mapping[str, Any]) -> dict[str, int] | None:
     return None if counts is None else counts.as_usage()
 
 
+# Logfire's OpenAI Agents integration keeps a Responses API call's whole exchange in its
+# ``events`` attribute (the input's messages, then one ``gen_ai.assistant.message`` item
+# per part of the reply) beside the ``response`` object itself, whose usage only it holds.
+_LF_RESPONSE_OBJECT = "response"
+
+
+def _lf_response(attrs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The Responses API object of such a call (``object`` ``response``), or {}."""
+    if "events" not in attrs:
+        return {}
+    response = _json_object(attrs, _LF_RESPONSE_OBJECT, lenient=True)
+    if response.get("object") != "response" or not isinstance(response.get("output"), list):
+        return {}
+    return response
+
+
+def _lf_reply_count(
+    attrs: Mapping[str, Any], listed: Sequence[tuple[str, Mapping[str, Any]]]
+) -> int:
+    """How many of the call's `listed` events are its reply: those Logfire made of the
+    ``response``'s output (``responses_output_events``), which it puts last: one for each
+    text of a message, one for each other item. 0 when the span has no such response,
+    or when its last events are not as many replies of the assistant."""
+    output = _lf_response(attrs).get("output")
+    if not output:
+        return 0
+    count = 0
+    for item in output:
+        content = item.get("content") if isinstance(item, Mapping) else None
+        message = (
+            isinstance(item, Mapping)
+            and item.get("role")
+            and item.get("type") in (None, "message")
+            and isinstance(content, list)
+            and content
+        )
+        count += len(content) if message and isinstance(content, list) else 1
+    tail = listed[-count:] if count <= len(listed) else []
+    if not tail or any(body.get("role") != "assistant" for _, body in tail):
+        return 0
+    return count
+
+
 # --- Spring AI ---------------------------------------------------------------------------
 
 
@@ -1630,7 +1676,9 @@ def _input(p: _Pending, previous: _Context | None) -> _Context:
         return _context([("ai", item) for item in items], previous)
     if ADK_REQUEST in attrs:
         return _context(_adk_input(attrs), previous)
-    for name, body in _events(p):
+    listed = _events(p)
+    replied = _lf_reply_count(attrs, listed) if not p.span.events else 0
+    for name, body in listed[: len(listed) - replied]:
         role = _MESSAGE_EVENTS.get(name)
         if role is not None:
             raw.append(("event", (role, body)))
@@ -1698,8 +1746,12 @@ def _output(p: _Pending) -> list[dict[str, Any]] | None:
         return _ls_output(attrs)
     if is_logfire_call(attrs):
         return _lf_output(attrs)
+    listed = _events(p)
+    replied = _lf_reply_count(attrs, listed) if not p.span.events else 0
+    if replied:
+        return [event_message("assistant", body) for _, body in listed[-replied:]]
     out = []
-    for name, fields in _events(p):
+    for name, fields in listed:
         if name == "gen_ai.choice":
             body = _event_body(fields, "message")
             message = body.get("message", {})
@@ -1831,6 +1883,13 @@ def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
             _filled(counts, details, (None, None, "cache_read", "cache_creation"))
     if write is None and _AI_METADATA in attrs:
         counts[3] = _ai_cache_writes(attrs)
+    responses = _lf_response(attrs).get("usage") if None in counts[:3] else None
+    if isinstance(responses, Mapping):
+        # the Responses API's usage: its input count holds the cached tokens
+        _filled(counts, responses, ("input_tokens", "output_tokens"))
+        details = responses.get("input_tokens_details")
+        if isinstance(details, Mapping):
+            _filled(counts, details, (None, None, "cached_tokens"))
     prompt, output, read, write = counts
     usage: dict[str, int] = {}
     uncached = _int(attrs.get(_AI_UNCACHED))

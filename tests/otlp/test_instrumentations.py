@@ -1869,3 +1869,74 @@ def test_it_reads_the_genai_conventions_server_tool_calls(key: str) -> None:
             {"type": "text", "text": "Inventory is degraded."},
         ],
     )
+
+
+def test_it_reads_the_reply_and_usage_of_logfires_openai_agents_responses_span(key: str) -> None:
+    """pydantic/logfire, logfire/_internal/integrations/openai_agents.py
+    (``attributes_from_span_data`` for a ``ResponseSpanData``, before it wrote
+    ``gen_ai.usage.*``): the whole exchange in one ``events`` attribute, the input's
+    messages (``inputs_to_events``) then one ``gen_ai.assistant.message`` item per part
+    of the reply (``responses_output_events``), beside the ``response`` object, whose
+    usage only it holds."""
+    response = {
+        "id": "resp_67ccd2bed1ec8190b14f964abc054267", "object": "response",
+        "created_at": 1741476542, "status": "completed", "model": "gpt-4.1-2025-04-14",
+        "instructions": "You debug orders.",
+        "output": [
+            {"id": "msg_67ccd2bf17f0", "type": "message", "role": "assistant",
+             "status": "completed",
+             "content": [{"type": "output_text", "text": "Reading the log.",
+                          "annotations": []}]},
+            {"id": "fc_67ccd2bf6d8c", "type": "function_call", "call_id": "call_a",
+             "name": "read_log", "arguments": "{\"n\":5}", "status": "completed"},
+        ],
+        "usage": {"input_tokens": 1200, "input_tokens_details": {"cached_tokens": 1024},
+                  "output_tokens": 40, "output_tokens_details": {"reasoning_tokens": 0},
+                  "total_tokens": 1240},
+        "tools": [], "parallel_tool_calls": True, "tool_choice": "auto",
+    }  # fmt: skip
+    events = [
+        {"event.name": "gen_ai.system.message", "content": "You debug orders.",
+         "role": "system"},
+        {"event.name": "gen_ai.user.message", "content": "Why does SO20260101007 time out?",
+         "role": "user"},
+        {"event.name": "gen_ai.assistant.message", "content": "Reading the log.",
+         "role": "assistant"},
+        {"event.name": "gen_ai.assistant.message", "role": "assistant",
+         "tool_calls": [{"id": "call_a", "type": "function",
+                         "function": {"name": "read_log", "arguments": "{\"n\":5}"}}]},
+    ]  # fmt: skip
+    send(
+        key,
+        span(
+            {
+                "logfire.msg_template": "Responses API with {gen_ai.request.model!r}",
+                "logfire.span_type": "span",
+                "gen_ai.system": "openai",
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4.1",
+                "gen_ai.response.model": "gpt-4.1-2025-04-14",
+                "response": json.dumps(response),
+                "raw_input": json.dumps(
+                    [{"role": "user", "content": "Why does SO20260101007 time out?"}]
+                ),
+                "events": json.dumps(events),
+            },
+            name="Responses API with 'gpt-4.1'",
+        ),
+    )
+    got = step(key, TRACE)
+    assert contents(got) == [
+        ("system", "You debug orders."),
+        ("user", "Why does SO20260101007 time out?"),
+    ]
+    assert got["output"]["messages"] == [
+        {"role": "assistant", "content": "Reading the log."},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_call", "id": "call_a", "name": "read_log", "arguments": '{"n":5}'}
+            ],
+        },
+    ]
+    assert got["usage"] == {"input_tokens": 176, "cache_read_tokens": 1024, "output_tokens": 40}
