@@ -25,7 +25,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,8 +48,13 @@ from contextview.core.importers.folders import (
     read_folder,
     transcript_files,
 )
+from contextview.sdk.client import RETRYABLE
 
 SUFFIXES = (".jsonl", ".traj", ".json")
+
+
+class NotNow(httpx.HTTPError):
+    """The server cannot take events now (429, 502, 503, 504): they are sent again."""
 
 
 @dataclass
@@ -166,10 +171,13 @@ def _state(path: Path, folder: EventFolder | None) -> tuple[int, int, int]:
 
 @dataclass
 class _Followed:
-    # _state() and whether it was read live, when the transcript was last read
-    state: tuple[int, int, int, bool]
+    # _state() and whether it was read live, when the transcript was last read in full
+    # (None until then: a transcript not sent yet is tried again at every look)
+    state: tuple[int, int, int, bool] | None = None
     # ids of the events the server has answered for
-    sent: set[str]
+    sent: set[str] = field(default_factory=set)
+    # the server could not be reached or take them: said once, until they go through
+    waiting: bool = False
 
 
 def send_new_events(
@@ -187,8 +195,8 @@ def send_new_events(
     nor of the sessions to `leave` (those other transcripts hold whole); the steps
     stored and the problems met.
 
-    Raises httpx.HTTPError or OSError when the server or the file cannot be reached
-    (the caller tries again later).
+    Raises httpx.HTTPError or OSError when the server or the file cannot be reached,
+    or the server cannot take the events now (the caller tries again later).
     """
     if folder is not None:
         events = read_folder(folder, lambda p: open(p, "rb"), live=live)
@@ -218,10 +226,10 @@ def _post_new(
                 json={"batch": batch},
                 headers={"Authorization": f"Bearer {key}"},
             )
+            if response.status_code in RETRYABLE:
+                raise NotNow(f"HTTP {response.status_code}: {response.text[:300]}")
             if response.status_code != 207:
                 problems.append(f"{path}: HTTP {response.status_code}: {response.text[:300]}")
-                if response.status_code in (429, 503):
-                    break  # later: these events are not marked sent
                 sent.update(e["id"] for e in batch)
                 continue
             for event, result in zip(batch, response.json()["results"], strict=True):
@@ -270,13 +278,11 @@ def watch_main(
                     continue
                 live = now - seen[2] / 1e9 < settle
                 state = (*seen, live)
-                known = followed.get(path)
-                if known is not None and (
+                known = followed.setdefault(path, _Followed())
+                if known.state is not None and (
                     known.state == state or (known.state[:3] == state[:3] and live)
                 ):
                     continue
-                if known is None:
-                    known = followed[path] = _Followed(state=state, sent=set())
                 try:
                     stored, problems = send_new_events(
                         http,
@@ -289,9 +295,11 @@ def watch_main(
                         leave=elsewhere_of(str(path)),
                     )
                 except (OSError, httpx.HTTPError) as exc:
-                    print(f"{path}: not sent ({exc}); trying again", file=sys.stderr)
+                    if not known.waiting:
+                        print(f"{path}: not sent ({exc}); trying again", file=sys.stderr)
+                        known.waiting = True
                     continue
-                known.state = state
+                known.state, known.waiting = state, False
                 for problem in problems:
                     print(problem, file=sys.stderr)
                 if stored:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -17,6 +19,7 @@ import pytest
 from contextview.sdk.transcripts import send_new_events
 from tests.conftest import ROOT
 from tests.importers.test_folders import claude_project
+from tests.sdk.conftest import OwnServer
 from tests.waiting import wait_for
 
 FIXTURES = ROOT / "tests" / "importers" / "fixtures"
@@ -207,3 +210,58 @@ def test_it_names_a_watched_file_nested_too_deep_and_sends_nothing(tmp_path: Pat
     with httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(500))) as http:
         got = send_new_events(http, "http://server", "key", deep, live=True, sent=set())
     assert got == (0, [f"{deep}: line 1: is nested too deep to read"])
+
+
+def claude_transcript(path: Path, session_id: str, prompt: str) -> Path:
+    """A Claude Code transcript of one finished call: a prompt and its reply."""
+    common = {"sessionId": session_id, "cwd": "/srv/shop", "version": "2.1.40",
+              "isSidechain": False, "userType": "external"}  # fmt: skip
+    reply = {"model": "claude-sonnet-4-5", "id": f"msg-{session_id}", "type": "message",
+             "role": "assistant", "content": [{"type": "text", "text": "Looking."}],
+             "stop_reason": "end_turn",
+             "usage": {"input_tokens": 12, "output_tokens": 3}}  # fmt: skip
+    lines = [
+        {**common, "type": "user", "uuid": f"{session_id}-u", "parentUuid": None,
+         "timestamp": "2026-11-30T09:00:01.000Z", "message": {"role": "user", "content": prompt}},
+        {**common, "type": "assistant", "uuid": f"{session_id}-a", "parentUuid": f"{session_id}-u",
+         "timestamp": "2026-11-30T09:00:02.000Z", "message": reply},
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_it_sends_again_what_the_server_could_not_take_yet(
+    own_server: Callable[..., OwnServer], project_key: str, tmp_path: Path
+) -> None:
+    """A server that answers 429 (one request a second here) takes every transcript
+    in the end: those it turned away are sent again, though they no longer change."""
+    server = own_server(INGEST_RATE_LIMIT="1")
+    sessions = [f"rate-{n}" for n in range(4)]
+    for sid in sessions:
+        done = claude_transcript(tmp_path / f"{sid}.jsonl", sid, f"Check order {sid}")
+        os.utime(done, (time.time() - 3600, time.time() - 3600))  # settled long ago
+    watcher = _watcher(tmp_path, server.url, project_key)
+    try:
+        for sid in sessions:
+            wait_for(lambda sid=sid: step_count(server.url, project_key, sid) == 1, 20, sid)
+    finally:
+        _stop(watcher)
+
+
+def test_it_sends_transcripts_it_found_while_the_server_was_down(
+    own_server: Callable[..., OwnServer], project_key: str, tmp_path: Path
+) -> None:
+    """A watcher started before the server says it will try again, and does: the
+    transcripts it found then, settled since, reach the server once it is up."""
+    server = own_server()
+    server.stop()
+    done = claude_transcript(tmp_path / "early.jsonl", "early", "Check order SO-1")
+    os.utime(done, (time.time() - 3600, time.time() - 3600))
+    watcher = _watcher(tmp_path, server.url, project_key)
+    try:
+        assert watcher.stderr is not None
+        assert "not sent" in watcher.stderr.readline()
+        server.start()
+        wait_for(lambda: step_count(server.url, project_key, "early") == 1, 20, "the step")
+    finally:
+        _stop(watcher)
