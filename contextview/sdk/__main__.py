@@ -148,9 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
     sender = argparse.ArgumentParser(add_help=False)
-    sender.add_argument("--url", default=check.get_default("url"), help="the server's base URL")
     sender.add_argument(
-        "--key", default=check.get_default("key"), help="a project key that may write"
+        "--url",
+        default=check.get_default("url"),
+        help="the server's base URL (default: CONTEXTVIEW_URL, else http://127.0.0.1:8000)",
+    )
+    sender.add_argument(
+        "--key",
+        default=check.get_default("key"),
+        help="a project key that may write (default: CONTEXTVIEW_KEY)",
     )
     sender.add_argument("--timeout", type=float, default=300.0, help="seconds per request")
     imports = commands.add_parser(

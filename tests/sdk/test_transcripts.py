@@ -267,3 +267,21 @@ def test_it_sends_transcripts_it_found_while_the_server_was_down(
         wait_for(lambda: step_count(server.url, project_key, "early") == 1, 20, "the step")
     finally:
         _stop(watcher)
+
+
+def test_it_sends_with_the_server_and_key_of_the_environment_as_its_help_says(
+    gunicorn_api: str, project_key: str
+) -> None:
+    for command in ("import", "watch"):
+        shown = subprocess.run(
+            [sys.executable, "-m", "contextview.sdk", command, "--help"],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        ).stdout  # fmt: skip
+        assert "CONTEXTVIEW_URL" in shown and "CONTEXTVIEW_KEY" in shown, shown
+    done = subprocess.run(
+        [sys.executable, "-m", "contextview.sdk", "import", str(FIXTURES / "atif.json")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "CONTEXTVIEW_URL": gunicorn_api, "CONTEXTVIEW_KEY": project_key},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert step_count(gunicorn_api, project_key, "atif-run-1") == 2
