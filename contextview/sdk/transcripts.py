@@ -203,6 +203,8 @@ def send_new_events(
         return _post_new(http, url, key, path, events, sent)
     with path.open("rb") as f:
         head = f.read(HEAD_BYTES)
+        if not head.strip():
+            return 0, []  # just created by its agent: read again once it is written to
         f.seek(0)
         try:
             fmt = detect(head, whole=len(head) < HEAD_BYTES)

@@ -285,3 +285,23 @@ def test_it_sends_with_the_server_and_key_of_the_environment_as_its_help_says(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert step_count(gunicorn_api, project_key, "atif-run-1") == 2
+
+
+def test_it_waits_quietly_for_an_empty_transcript_to_be_written(
+    gunicorn_api: str, project_key: str, tmp_path: Path
+) -> None:
+    """A file an agent has just created holds nothing yet: no complaint, and its
+    calls are sent once it has them."""
+    empty = tmp_path / "fresh.jsonl"
+    empty.touch()
+    os.utime(empty, (time.time() - 3600, time.time() - 3600))  # read settled, too
+    watcher = _watcher(tmp_path, gunicorn_api, project_key)
+    try:
+        assert watcher.stdout is not None
+        watcher.stdout.readline()
+        time.sleep(1)  # a few looks at the empty file
+        claude_transcript(empty, "fresh", "Check order SO-2")
+        wait_for(lambda: step_count(gunicorn_api, project_key, "fresh") == 1, 20, "the step")
+    finally:
+        out, err = _stop(watcher)
+    assert "fresh.jsonl" not in err, err
