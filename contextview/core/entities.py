@@ -6,10 +6,11 @@ compressed text. This module does both halves for Chinese and English text alike
 
 - `extract_entities` finds identifiers (SO20260101007, A12345, tool_result_32,
   ERR_TIMEOUT, E1001, TimeoutError), numbers with units (3 s, 48h, 3 秒, 20 万,
-  128K, 2 MiB, 70%), dates and times, status codes (504, HTTP 502), emails, URLs,
-  paths, IP addresses and versions, hashes, quoted strings, and the pinned texts
-  the text contains. A plain number needs three digits to count, so list markers
-  and small counts ("1", "2", "5.3") are not reported; neither are ordinary words.
+  128K, 2 MiB, 70%, 12 kg, 4 °C, 65 W, 300 USD), dates and times, status codes
+  (504, HTTP 502), emails, URLs, paths, IP addresses and versions, hashes, quoted
+  strings, and the pinned texts the text contains. A plain number needs three
+  digits to count, so list markers and small counts ("1", "2", "5.3") are not
+  reported; neither are ordinary words.
 - `is_kept` says whether an entity survives in a text, comparing normalized forms
   (`normalize`), so "3 s" is kept by "3s" and "ERR_TIMEOUT" by "err_timeout".
 
@@ -72,6 +73,13 @@ _LATIN_UNITS = frozenset(
     pod pods node nodes client clients order orders cent cents
     tok token tokens char chars characters line lines row rows item items
     request requests call calls step steps turn turns times px hz khz mhz ghz x
+    mg kg gram grams kilogram kilograms lb lbs oz ton tons tonne tonnes
+    mm cm km ft yd meter meters metre metres kilometer kilometers kilometre kilometres
+    mile miles inch inches ml l liter liters litre litres gal gallon gallons
+    km/h m/s mph kph knots °c °f ° deg degree degrees
+    w kw mw gw wh kwh mwh v kv mv ma mah kcal psi kpa hpa mbar bar
+    usd eur gbp jpy cny rmb chf cad aud hkd sgd inr krw
+    dollar dollars euro euros yen yuan pound pounds
     """.split()
 )
 # In the regex as an alternation, so a longer unit comes before its prefix.
@@ -143,7 +151,7 @@ _ALTERNATIVES = (
     (
         "quantity",
         rf"{_NOT_ORDINAL}{_NUMBER_START}{_NUMBER}(?: ?(?:%|％|‰|{_CJK_UNITS})"
-        r"| ?(?P<unit>[A-Za-zµμ][A-Za-z]{0,11}(?:/s)?)(?![A-Za-z0-9_]))",
+        r"| ?(?P<unit>[A-Za-zµμ°][A-Za-z]{0,11}(?:/[sh])?)(?![A-Za-z0-9_]))",
     ),
     ("filename", rf"(?<![.\-/@])[A-Za-z0-9_\-]+\.(?:{_FILE_EXTENSIONS})(?![A-Za-z0-9_\-/@])"),
     (

@@ -19,3 +19,27 @@ def test_it_counts_a_number_with_a_unit_after_an_ellipsis_as_a_key_entity(api: A
     entities = stats["ops"][0]["entities"]
     assert (entities["total"], entities["kept"], entities["lost"]) == (1, 0, ["1000 lines"])
     assert "entity_loss" in stats["flags"]
+
+
+def test_it_counts_weights_distances_temperatures_and_amounts_as_numbers_with_units(
+    api: Api,
+) -> None:
+    """The contract's "numbers with units" are not only durations and sizes: a support
+    agent's summary that drops a parcel's weight, a distance, a storage temperature, a
+    power rating or a refund in a currency code lost key entities."""
+    note = {
+        "id": "note_3",
+        "role": "tool",
+        "tool": "read_ticket",
+        "content": "Parcel of 12 kg, 40 km from the depot, keep below 4 °C, "
+        "charger rated 65 W; refund 300 USD.",
+    }
+    summary = {"id": "sum_3", "role": "tool", "content": "parcel details and a refund"}
+    action = {"action": "summarize", "target": "note_3", "result": summary}
+    answer = api.ingest({"batch": [step("parcel", 0, [note], action=action)]})
+    assert answer.json()["results"][0]["status"] == 201
+    compute_stats(api.project, "parcel")
+    stats = api.get("/sessions/parcel/steps/0").json()["stats"]
+    lost = stats["ops"][0]["entities"]["lost"]
+    assert sorted(lost) == sorted(["12 kg", "40 km", "4 °C", "65 W", "300 USD"])
+    assert "entity_loss" in stats["flags"]
