@@ -55,13 +55,47 @@ _KIND_TOOLS = {
     "tool_search_call": "tool_search",
 }
 _CALL_TYPES = frozenset(
-    {"tool_call", "tool_use", "server_tool_use", "function_call", "custom_tool_call", *_KIND_TOOLS}
+    {
+        "tool_call",
+        "tool_use",
+        "server_tool_use",
+        "mcp_tool_use",
+        "function_call",
+        "custom_tool_call",
+        *_KIND_TOOLS,
+    }
 )
 # Where a call that is no OpenAI ``function`` keeps its arguments, by spelling.
 _ARG_KEYS = ("arguments", "args", "input", "tool_input")
-_RESULT_TYPES = frozenset(
-    {"tool_result", "tool_call_response", "function_call_output", "custom_tool_call_output"}
+# Anthropic answers the tools it runs itself (web search and fetch, code execution,
+# an MCP server's) with blocks of their own, each naming its call by tool_use_id.
+_SERVER_RESULT_TYPES = frozenset(
+    {
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "mcp_tool_result",
+    }
 )
+_RESULT_TYPES = frozenset(
+    {
+        "tool_result",
+        "tool_call_response",
+        "function_call_output",
+        "custom_tool_call_output",
+        *_SERVER_RESULT_TYPES,
+    }
+)
+# What the model reads of the items such results hold: a search hit's title and
+# address, a command's output.
+_RESULT_ITEM_FIELDS = {
+    "web_search_result": ("title", "url"),
+    "web_fetch_result": ("url",),
+    "code_execution_result": ("stdout", "stderr"),
+    "bash_code_execution_result": ("stdout", "stderr"),
+}
 _THINKING_TYPES = frozenset({"thinking", "reasoning"})
 # An image the model made (the Responses API's image_generation_call, its picture as
 # ``result``) is read back as an image.
@@ -238,6 +272,11 @@ class _Reader:
                     break
         elif kind == "refusal":
             self.add(part.get("refusal"))
+        elif kind in _RESULT_ITEM_FIELDS:
+            for key in _RESULT_ITEM_FIELDS[kind]:
+                self.add(part.get(key))
+            if "content" in part:
+                self.content(part["content"])  # a fetched page's document
         elif kind in _IMAGE_TYPES or (kind in _FILE_TYPES and _is_image(part)):
             self.estimate(image_tokens(part))
         elif kind in _FILE_TYPES:

@@ -193,6 +193,50 @@ def test_it_reads_the_responses_apis_own_tools_as_calls() -> None:
     ]
 
 
+def test_it_reads_the_tools_anthropic_runs_itself() -> None:
+    search = {
+        "type": "server_tool_use",
+        "id": "srv_1",
+        "name": "web_search",
+        "input": {"query": "SO20260101007 carrier delay"},
+    }
+    found = {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srv_1",
+        "content": [
+            {
+                "type": "web_search_result",
+                "title": "Carrier delays in March",
+                "url": "https://example.com/delays",
+                "encrypted_content": "EqgfCioIARgB",
+            }
+        ],
+    }
+    ran = {
+        "type": "code_execution_tool_result",
+        "tool_use_id": "srv_2",
+        "content": {
+            "type": "code_execution_result",
+            "stdout": "42 rows",
+            "stderr": "",
+            "return_code": 0,
+        },
+    }
+    mcp = {
+        "type": "mcp_tool_use",
+        "id": "mcp_1",
+        "name": "get_ticket",
+        "server_name": "jira",
+        "input": {"key": "OPS-4411"},
+    }
+    text = reading([search, found, ran, mcp]).text
+    assert "Carrier delays in March" in text and "https://example.com/delays" in text
+    assert "42 rows" in text and "OPS-4411" in text
+    assert "EqgfCioIARgB" not in text
+    assert [b.kind for b in blocks([found, ran])] == ["tool_result", "tool_result"]
+    assert [c["name"] for c in tool_calls([search, mcp])] == ["web_search", "get_ticket"]
+
+
 def test_it_counts_an_image_from_its_dimensions_when_given() -> None:
     small = {"type": "image", "width": 300, "height": 200, "source": {"media_type": "image/png"}}
     assert reading([small]).estimated_tokens == 80  # ceil(300 * 200 / 750)
