@@ -16,6 +16,7 @@ from typing import Any
 
 from contextview.core.diff import diff_contexts
 from contextview.core.distinct import Distinct
+from contextview.core.needs import amnesia_groups
 from contextview.core.numbers import counts_marked
 from contextview.core.stats import FLAG_HELP
 from contextview.core.textsafe import utf8_writable
@@ -274,12 +275,18 @@ def _md_table(header: list[str], rows: list[list[Any]], empty: str) -> list[str]
 def _md_loss(report: dict[str, Any]) -> list[str]:
     """The Markdown sections of what was needed later, fetched again and re-billed."""
     lines = ["", "## Needed later (amnesia)", ""]
+    # A row per (lost at, needed at, how), as the session page and the HTML report
+    # list them; every entity of it in its row, as Markdown has no "and N more".
+    groups = amnesia_groups(report["amnesia"])
+    if groups:
+        n = sum(len(g.texts) for g in groups)
+        lines += [f"{n:,} entit{'y' if n == 1 else 'ies'} lost at one step and needed at a "
+                  "later one, by step and how.", ""]  # fmt: skip
     lines += _md_table(
-        ["entity", "lost at step", "needed at step", "how"],
-        [[a.get("text", ""), a.get("lost_at"), a.get("needed_at"), a.get("how", "")]
-         for a in report["amnesia"]],
+        ["entities", "lost at step", "needed at step", "how"],
+        [[", ".join(g.texts), g.lost_at, g.needed_at, g.how] for g in groups],
         "No step needed something an operation had lost.",
-    )  # fmt: skip
+    )
     lines += ["", "## Refetches", ""]
     lines += _md_table(
         ["tool", "folded at step", "fetched again at step", "tokens"],

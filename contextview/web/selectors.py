@@ -1074,46 +1074,6 @@ def message_label(message: Message) -> str:
     return f"{kind}: ({parts[0].kind.replace('_', ' ')})" if parts else ""
 
 
-# Entities an amnesia group shows before "and N more".
-AMNESIA_SHOWN = 3
-
-
-@dataclass
-class AmnesiaGroup:
-    """The entities one step lost and a later one needed the same way: one row of the
-    session's amnesia list (a file fetched again yields dozens of entities at once)."""
-
-    lost_at: int
-    needed_at: int
-    how: str
-    texts: list[str]
-
-    @property
-    def shown(self) -> list[str]:
-        """The entities in view; all of them when one more would be all that hides."""
-        return self.texts if len(self.texts) <= AMNESIA_SHOWN + 1 else self.texts[:AMNESIA_SHOWN]
-
-    @property
-    def more(self) -> list[str]:
-        return self.texts[len(self.shown) :]
-
-
-def amnesia_groups(entries: Any) -> list[AmnesiaGroup]:
-    """A session's amnesia (``aggregates.amnesia``: text, lost_at, needed_at, how) by
-    (lost_at, needed_at, how), in the order their first entities come."""
-    groups: dict[tuple[int, int, str], AmnesiaGroup] = {}
-    for e in entries if isinstance(entries, list) else ():
-        if not isinstance(e, dict) or not isinstance(e.get("lost_at"), int):
-            continue
-        if not isinstance(e.get("needed_at"), int):
-            continue
-        key = (e["lost_at"], e["needed_at"], str(e.get("how") or ""))
-        if key not in groups:
-            groups[key] = AmnesiaGroup(*key, texts=[])
-        groups[key].texts.append(str(e.get("text") or ""))
-    return list(groups.values())
-
-
 @dataclass
 class NeededHere:
     """Entities a step needed that the operations of one earlier step had lost."""

@@ -190,3 +190,27 @@ def test_it_lists_the_amnesia_of_one_refetch_as_one_row_with_its_entities_folded
     response = client.get(f"/sessions/{forgetful.pk}/report.json")
     listed = json.loads(b"".join(response.streaming_content))["report"]["amnesia"]
     assert listed == amnesia
+
+
+def test_the_markdown_report_lists_amnesia_by_step_and_how_with_every_entity_in_its_row(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    forgetful = seed(amnesia_session("forgetful"))
+    refetched = [
+        {"text": f"lib/shop/checkout_{k}.ex", "lost_at": 2, "needed_at": 6, "how": "refetched"}
+        for k in range(30)
+    ]
+    amnesia = [*forgetful.aggregates["amnesia"], *refetched]
+    groups = {(a["lost_at"], a["needed_at"], a["how"]) for a in amnesia}
+    Session.objects.filter(pk=forgetful.pk).update(
+        aggregates={**forgetful.aggregates, "amnesia": amnesia}
+    )
+    markdown = login("viewer").get(f"/sessions/{forgetful.pk}/report.md").content.decode()
+    section = markdown.split("## Needed later (amnesia)")[1].split("## Refetches")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
+    assert len(rows) == len(groups) < len(amnesia)
+    (row,) = [r for r in rows if "checkout_0.ex" in r]
+    # No toggle in Markdown: all thirty in the row, with its steps and how.
+    assert all(f"lib/shop/checkout_{k}.ex" in row for k in range(30))
+    assert row.endswith("| 2 | 6 | refetched |")
+    assert f"{len(amnesia)} entities lost at one step and needed at a later one" in section

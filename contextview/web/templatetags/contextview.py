@@ -18,17 +18,12 @@ from contextview.core.layout import first_line as line_start
 from contextview.core.liveness import Liveness, duration_text
 from contextview.core.model import content_text
 from contextview.core.monitors import metric_text
+from contextview.core.needs import AmnesiaGroup, amnesia_groups
 from contextview.core.numbers import counts_marked
 from contextview.core.parts import Block
 from contextview.core.parts import blocks as parts_blocks
 from contextview.projects import selectors as projects
-from contextview.web.selectors import (
-    AmnesiaGroup,
-    amnesia_groups,
-    message_anchor,
-    session_cost,
-    session_liveness,
-)
+from contextview.web.selectors import message_anchor, session_cost, session_liveness
 from contextview.web.staticfiles import PLOTLY_STATIC
 from contextview.web.views import permalink_path
 
