@@ -18,6 +18,27 @@ QUIET_AFTER = timedelta(seconds=60)
 RUNNING = "running"
 
 
+# What a session read from a transcript shows for its status, and for a mode it never sent.
+IMPORTED = "imported"
+NO_MODE = "n/a"
+
+
+def status_shown(status: str, *, imported: bool) -> list[str]:
+    """A session's status as the list, its page and its reports name it. One read from a
+    transcript has no agent to be running: "imported", after the verdict its log gave
+    (``succeeded``, ``failed``), if it gave one."""
+    if not imported:
+        return [status]
+    return [IMPORTED] if status == RUNNING else [status, IMPORTED]
+
+
+def mode_shown(mode: str, *, imported: bool) -> str:
+    """A session's mode as the list, its page and its reports name it: "n/a" for one read
+    from a transcript that sent none (its agent handled its context itself, and no mode
+    can be switched), "" when none is known yet."""
+    return mode or (NO_MODE if imported else "")
+
+
 @dataclass(frozen=True)
 class Liveness:
     state: str  # "live", "quiet", "stale", "imported" or "ended"

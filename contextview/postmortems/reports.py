@@ -120,6 +120,13 @@ def session_report(session: Session) -> dict[str, Any]:
     incident = Incident.objects.filter(session=session).first()
     return {
         "session": session_as_dict(session),
+        # Its status and mode as the dashboard names them (`Session.status_shown`): a
+        # session read from a transcript is "imported", its mode "n/a".
+        "shown": {
+            "status": session.status_shown,
+            "mode": session.mode_shown or None,
+            "imported_from": session.imported_from or None,
+        },
         "incident": (
             {
                 "title": incident.title,
@@ -331,10 +338,14 @@ def report_markdown(report: dict[str, Any]) -> str:
     if report["incident"]:
         inc = report["incident"]
         lines += [f"**Incident ({inc['severity']}):** {_md(inc['title'])}", ""]
+    shown = report["shown"]
+    status = ", ".join(shown["status"])
+    if shown["imported_from"]:
+        status += f" (from a {_md(shown['imported_from'])} transcript)"
     lines += [
         f"- agent: {_md(s['agent'] or '-')}; model: {_md(s['model'] or '-')}; "
-        f"mode: {_md(s['mode'] or '-')}",
-        f"- status: {s['status']}; score: {s['score'] if s['score'] is not None else '-'}",
+        f"mode: {_md(shown['mode'] or '-')}",
+        f"- status: {status}; score: {s['score'] if s['score'] is not None else '-'}",
         f"- budget: {budget_text(s['budget'], _md)}",
         f"- pinned: {_md_list(s['pinned']) or '-'}",
         f"- steps: {s['steps']}; started {s['started_at']}",

@@ -28,6 +28,7 @@ from django.db.models.fields.json import KT, KeyTransform
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from contextview.core import liveness
 from contextview.core.tokens import EncodingChoice, resolve_encoding
 from contextview.projects.models import ApiKey, Project
 from contextview.sessions import stats_storage, step_storage
@@ -111,6 +112,16 @@ class Session(models.Model):
         else:
             found = self.metadata.get(IMPORTED) if isinstance(self.metadata, dict) else None
         return found if isinstance(found, str) else ""
+
+    @property
+    def status_shown(self) -> list[str]:
+        """Its status as the pages and the reports name it (`core.liveness.status_shown`)."""
+        return liveness.status_shown(self.status, imported=bool(self.imported_from))
+
+    @property
+    def mode_shown(self) -> str:
+        """Its mode as the pages and the reports name it (`core.liveness.mode_shown`)."""
+        return liveness.mode_shown(self.mode, imported=bool(self.imported_from))
 
     @staticmethod
     def imported_mark() -> KT:

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from contextview.sessions.models import Session
 from tests.api_client import Api, step
-from tests.importers.test_import_api import upload
+from tests.importers.test_import_api import fixture, upload
 from tests.web.test_imported_task_line import _claude_code, _user
 
 pytestmark = pytest.mark.django_db
@@ -61,3 +61,41 @@ def test_it_shows_an_imported_session_as_imported_without_a_mode_switch(
     assert "Stale:" not in page and "Imported from a transcript" in page
     agent = Session.objects.get(project=api.project, external_id="live-bot")
     assert 'class="mode-form"' in client.get(f"/sessions/{agent.pk}/").content.decode()
+
+
+def _header(markdown: str) -> str:
+    return markdown.split("## Timeline")[0]
+
+
+def test_its_reports_say_imported_and_mode_n_a_as_its_page_does(
+    api: Api, login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    assert (
+        upload(api, ("cc-refund.jsonl", _claude_code("cc-refund", _user("Why?")))).status_code
+        == 201
+    )
+    # SWE-agent's log ends with its verdict: "succeeded", and still imported.
+    assert upload(api, fixture("swe_agent.traj")).status_code == 201
+    seed([step("live-bot", 0, [{"id": "u1", "role": "user", "content": "Hello"}])])
+    client = login()
+    for session_id, verdict in (("cc-refund", ""), ("swe_agent", "succeeded")):
+        session = Session.objects.get(project=api.project, external_id=session_id)
+        html = client.get(f"/sessions/{session.pk}/report.html").content.decode()
+        head = html.split("</dl>")[0]
+        title = head.split("<h1>")[1].split("</h1>")[0]
+        assert ">imported</span>" in title and ">running<" not in title
+        assert (f">{verdict}</span>" in title) == bool(verdict)
+        mode = re.search(r"<dt>Mode</dt><dd>(.*?)</dd>", head, re.S)
+        assert mode and ">n/a</span>" in mode.group(1) and "—" not in mode.group(1)
+
+        markdown = _header(client.get(f"/sessions/{session.pk}/report.md").content.decode())
+        fmt = session.imported_from
+        status = f"{verdict}, imported" if verdict else "imported"
+        assert f"- status: {status} (from a {fmt} transcript);" in markdown
+        assert "mode: n/a" in markdown and "running" not in markdown
+
+    live = Session.objects.get(project=api.project, external_id="live-bot")
+    html = client.get(f"/sessions/{live.pk}/report.html").content.decode()
+    assert ">running</span>" in html.split("</h1>")[0] and "<dt>Mode</dt><dd>—</dd>" in html
+    markdown = _header(client.get(f"/sessions/{live.pk}/report.md").content.decode())
+    assert "- status: running;" in markdown and "mode: -" in markdown
