@@ -1,0 +1,53 @@
+"""The HTML report on paper: printed, it shows everything that its toggles fold away on
+screen (an amnesia row's "and N more", a message's content behind its first line)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextview.sessions.models import Session
+from tests.api_client import Api
+from tests.browser.conftest import Watched, seed_session
+from tests.stats.test_loss import amnesia_session
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_printed_report_shows_the_entities_behind_and_n_more(
+    api: Api, open_page: Callable[..., Watched], live_server: Any, tmp_path: Path
+) -> None:
+    session = seed_session(api, amnesia_session("forgetful"))
+    # As a file fetched again yields its paths and names: twelve entities, one I → J.
+    refetched = [
+        {"text": f"lib/shop/checkout_{k}.ex", "lost_at": 2, "needed_at": 6, "how": "refetched"}
+        for k in range(12)
+    ]
+    Session.objects.filter(pk=session.pk).update(
+        aggregates={**session.aggregates, "amnesia": [*session.aggregates["amnesia"], *refetched]}
+    )
+    page = open_page(api.project, "viewer").page
+    response = page.request.get(f"{live_server.url}/sessions/{session.pk}/report.html")
+    assert response.ok
+    report = tmp_path / "report.html"
+    report.write_bytes(response.body())
+    page.goto(report.as_uri())
+
+    hidden = page.locator('.amnesia-more mark:text-is("lib/shop/checkout_11.ex")')
+    # On screen, folded away until its summary is opened.
+    assert not hidden.is_visible()
+    assert page.locator(".amnesia-more summary").is_visible()
+    page.emulate_media(media="print")
+    # On paper, all of them, with no "and 9 more" that nobody can open.
+    for k in range(12):
+        assert page.locator(f'mark:text-is("lib/shop/checkout_{k}.ex")').is_visible()
+    assert not page.locator(".amnesia-more summary").is_visible()
+    # A message's content, folded behind its first line on screen, prints too.
+    contents = page.locator(".report-diff details pre.content")
+    assert contents.count()
+    assert all(contents.nth(n).is_visible() for n in range(contents.count()))
+    page.emulate_media(media="screen")
+    assert not hidden.is_visible()
