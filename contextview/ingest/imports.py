@@ -43,7 +43,7 @@ from contextview.core.importers.folders import (
 )
 from contextview.ingest.services import batch_ingest, step_reply_complete
 from contextview.projects.models import Project
-from contextview.sessions.models import IMPORTED, Session
+from contextview.sessions.models import IMPORTED, IMPORTED_UNTIMED, Session
 
 
 class ImportFailed(Exception):
@@ -235,11 +235,14 @@ def _import_events(
     outcome: ImportOutcome,
 ) -> None:
     seen: dict[str, ImportedSession] = {}
+    timed: set[str] = set()  # sessions of which the transcript wrote a time
     try:
         for batch in batches(events):
             result = batch_ingest(project=project, batch=batch)
             for event, answer in zip(batch, result.results, strict=True):
                 sid = event["body"]["session_id"]
+                if "timestamp" in event:
+                    timed.add(sid)
                 entry = seen.get(sid)
                 if entry is None:
                     entry = seen[sid] = ImportedSession(session_id=sid, format=fmt)
@@ -270,18 +273,25 @@ def _import_events(
     except (DatabaseError, ValueError) as exc:
         # Storage refusing content (e.g. a NUL byte PostgreSQL text cannot hold).
         raise ImportFailed(422, f"{name}: could not be stored: {exc}") from None
-    _mark_imported(project=project, session_ids=seen, fmt=fmt)
+    _mark_imported(project=project, session_ids=seen, fmt=fmt, timed=timed)
     # A file with no model call yet (a live transcript that has only its first
     # prompt) stores nothing, and is no error: the next import of it will.
 
 
-def _mark_imported(*, project: Project, session_ids: Iterable[str], fmt: str) -> None:
+def _mark_imported(
+    *, project: Project, session_ids: Iterable[str], fmt: str, timed: set[str]
+) -> None:
     """Mark the sessions a transcript holds as read from one (``Session.imported_from``):
     the pages then show them as imported, not as agents gone quiet, and offer no mode
-    switch. Again after each import: a session event sent anew replaces the metadata."""
+    switch. Those it wrote no time of are marked too (``Session.times_from_import``): their
+    times are the import's. Again after each import: a session event sent anew replaces
+    the metadata."""
     for session in Session.objects.filter(project=project, external_id__in=list(session_ids)):
-        if session.imported_from != fmt:
-            session.metadata = {**(session.metadata or {}), IMPORTED: fmt}
+        untimed = session.external_id not in timed
+        if session.imported_from != fmt or session.times_from_import != untimed:
+            marks = {IMPORTED: fmt, IMPORTED_UNTIMED: True} if untimed else {IMPORTED: fmt}
+            kept = {k: v for k, v in (session.metadata or {}).items() if k != IMPORTED_UNTIMED}
+            session.metadata = {**kept, **marks}
             session.save(update_fields=["metadata"])
 
 

@@ -126,6 +126,10 @@ def session_report(session: Session) -> dict[str, Any]:
             "status": session.status_shown,
             "mode": session.mode_shown or None,
             "imported_from": session.imported_from or None,
+            # When its transcript wrote no times, they are the import's: when that was.
+            "imported_at": (
+                session.last_event_at.isoformat() if session.times_from_import else None
+            ),
         },
         "incident": (
             {
@@ -348,7 +352,12 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"- status: {status}; score: {s['score'] if s['score'] is not None else '-'}",
         f"- budget: {budget_text(s['budget'], _md)}",
         f"- pinned: {_md_list(s['pinned']) or '-'}",
-        f"- steps: {s['steps']}; started {s['started_at']}",
+        f"- steps: {s['steps']}; "
+        + (
+            f"started: not in the transcript, which wrote no times (imported {imported_at})"
+            if (imported_at := shown["imported_at"])
+            else f"started {s['started_at']}"
+        ),
         "",
         "## Timeline",
         "",

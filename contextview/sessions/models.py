@@ -42,6 +42,8 @@ class StatsStatus(models.TextChoices):
 
 # The metadata key that marks a session read from a transcript (``Session.imported_from``).
 IMPORTED = "imported"
+# The one that marks a transcript that wrote no times (``Session.times_from_import``).
+IMPORTED_UNTIMED = "imported_untimed"
 
 
 class Session(models.Model):
@@ -106,12 +108,22 @@ class Session(models.Model):
         agent sends as it runs): its metadata's ``imported``, which the import service
         (``ingest.imports``) sets. No agent listens to such a session: it is not live,
         and directives cannot reach it."""
-        if "metadata" in self.get_deferred_fields():
-            # A list that leaves the metadata out reads the mark alone (`imported_mark`).
-            found = getattr(self, "imported_mark", None)
-        else:
-            found = self.metadata.get(IMPORTED) if isinstance(self.metadata, dict) else None
+        found = self._import_mark(IMPORTED)
         return found if isinstance(found, str) else ""
+
+    @property
+    def times_from_import(self) -> bool:
+        """Whether its times (started, last event, ended, each step's) are only when it was
+        imported: its transcript wrote none (SWE-agent's trajectories), so each event was
+        stamped on arrival. The pages and the reports then show no age or duration of it,
+        but when it was imported. The import service sets the mark (``imported_untimed``)."""
+        return self._import_mark(IMPORTED_UNTIMED) in (True, "true")
+
+    def _import_mark(self, key: str) -> Any:
+        if "metadata" in self.get_deferred_fields():
+            # A list that leaves the metadata out reads the marks alone (`import_marks`).
+            return getattr(self, f"{key}_mark", None)
+        return self.metadata.get(key) if isinstance(self.metadata, dict) else None
 
     @property
     def status_shown(self) -> list[str]:
@@ -124,10 +136,10 @@ class Session(models.Model):
         return liveness.mode_shown(self.mode, imported=bool(self.imported_from))
 
     @staticmethod
-    def imported_mark() -> KT:
-        """The mark of `imported_from` as a query reads it: annotated as
-        ``imported_mark`` on a query that defers the metadata."""
-        return KT(f"metadata__{IMPORTED}")
+    def import_marks() -> dict[str, KT]:
+        """The marks of `imported_from` and `times_from_import` as a query reads them: the
+        annotations of a query that defers the metadata."""
+        return {f"{key}_mark": KT(f"metadata__{key}") for key in (IMPORTED, IMPORTED_UNTIMED)}
 
     def encoding_choice(self) -> EncodingChoice:
         """The encoding this session's tokens are counted with: the one rule

@@ -283,7 +283,7 @@ def session_page(
         session_queryset(project=project, filters=filters)
         .select_related("incident")
         .defer("metadata", "pinned", "budget")
-        .annotate(imported_mark=Session.imported_mark())
+        .annotate(**Session.import_marks())
     )
     if not filters.sort:
         return sessions_page(qs, after=decode_cursor(cursor) if cursor else None, limit=limit)

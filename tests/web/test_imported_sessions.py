@@ -99,3 +99,43 @@ def test_its_reports_say_imported_and_mode_n_a_as_its_page_does(
     assert ">running</span>" in html.split("</h1>")[0] and "<dt>Mode</dt><dd>—</dd>" in html
     markdown = _header(client.get(f"/sessions/{live.pk}/report.md").content.decode())
     assert "- status: running;" in markdown and "mode: -" in markdown
+
+
+def test_a_transcript_without_times_shows_when_it_was_imported_not_an_age_or_times(
+    api: Api, login: Callable[..., Client]
+) -> None:
+    # A SWE-agent trajectory writes no times; a Claude Code transcript does.
+    assert upload(api, fixture("swe_agent.traj")).status_code == 201
+    assert upload(api, fixture("swe_agent.traj")).status_code == 200  # again: still untimed
+    transcript = _claude_code("cc-refund", _user("Why was refund R-77 sent twice?"))
+    assert upload(api, ("cc-refund.jsonl", transcript)).status_code == 201
+    untimed = Session.objects.get(project=api.project, external_id="swe_agent")
+    imported = untimed.last_event_at
+    today = f"{imported:%Y-%m-%d}"
+    client = login()
+
+    listing = client.get(f"/?project={api.project.slug}").content.decode()
+    row = _row(listing, "swe_agent")
+    assert f"<span>{today}</span>" not in row  # no start: it is the import's
+    assert "wrote no times" in row
+    assert re.search(r">imported</span> <time[^>]*>(just now|[^<]* ago)<", row)
+    timed = _row(listing, "cc-refund")
+    assert "<span>2026-12-01</span>" in timed and ">imported</span> <time" not in timed
+
+    step = client.get(f"/sessions/{untimed.pk}/steps/0/").content.decode()
+    assert "No time: its swe-agent transcript wrote none" in step
+    assert f">{imported:%Y-%m-%d %H:%M:%S}</time>" not in step
+
+    html = client.get(f"/sessions/{untimed.pk}/report.html").content.decode()
+    head, timeline = html.split("</dl>")[0], html.split('id="timeline"')[1].split("</table>")[0]
+    assert re.search(r"<dt>Started</dt><dd[^>]*>not in the transcript</dd>", head)
+    assert f"<dt>Imported</dt><dd>{imported:%Y-%m-%d %H:%M:%S} UTC</dd>" in head
+    assert "<dt>Ended</dt>" not in head and today not in timeline
+    assert "transcript wrote no times: its steps have none" in timeline
+
+    markdown = client.get(f"/sessions/{untimed.pk}/report.md").content.decode()
+    assert f"started: not in the transcript, which wrote no times (imported {today}" in markdown
+    timed_md = client.get(
+        f"/sessions/{Session.objects.get(external_id='cc-refund').pk}/report.md"
+    ).content.decode()
+    assert "started 2026-12-01T09:00:" in timed_md and "not in the transcript" not in timed_md
