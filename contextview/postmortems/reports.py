@@ -275,6 +275,11 @@ def budget_text(budget: Any, escape: Callable[[str], str] = str) -> str:
     return text
 
 
+def _count(value: Any) -> str:
+    """A count as the pages show it ("71,161"), "-" for none."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "-"
+
+
 def _md_table(header: list[str], rows: list[list[Any]], empty: str) -> list[str]:
     """A Markdown table of agent-sent cells (escaped), or `empty` without rows."""
     if not rows:
@@ -301,7 +306,7 @@ def _md_loss(report: dict[str, Any]) -> list[str]:
     lines += ["", "## Refetches", ""]
     lines += _md_table(
         ["tool", "folded at step", "fetched again at step", "tokens"],
-        [[r.get("tool", ""), r.get("lost_at"), r.get("refetched_at"), r.get("tokens")]
+        [[r.get("tool", ""), r.get("lost_at"), r.get("refetched_at"), _count(r.get("tokens"))]
          for r in report["refetches"]],
         "No tool call fetched again what a fold or drop took out.",
     )  # fmt: skip
@@ -367,8 +372,8 @@ def report_markdown(report: dict[str, Any]) -> str:
     for t in report["timeline"]:
         occ = t.get("occupancy_after")
         lines.append(
-            f"| {t['index']} | {_md(t['mode'] or '-')} | {t.get('tokens_before', '-')} | "
-            f"{t.get('tokens_after', '-')} | {f'{occ:.0%}' if occ is not None else '-'} | "
+            f"| {t['index']} | {_md(t['mode'] or '-')} | {_count(t.get('tokens_before'))} | "
+            f"{_count(t.get('tokens_after'))} | {f'{occ:.0%}' if occ is not None else '-'} | "
             f"{', '.join(t.get('ops', [])) or '-'} | {', '.join(t.get('flags', [])) or '-'} |"
         )
     lines += ["", "## Flagged steps", ""]
@@ -386,7 +391,7 @@ def report_markdown(report: dict[str, Any]) -> str:
             ratio = f"{op['ratio']:.2f}" if op["ratio"] is not None else "-"
             lines.append(
                 f"- `{op['op']}` {_md_list(op['targets'])} → {_md(op['result_id'] or '-')}: "
-                f"{op['tokens_in']} → {op['tokens_out']} tokens (ratio {ratio})"
+                f"{_count(op['tokens_in'])} → {_count(op['tokens_out'])} tokens (ratio {ratio})"
                 + (f"; lost: {_md_list(lost)}" if lost else "")
             )
         diff = f["diff"]

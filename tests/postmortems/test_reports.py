@@ -14,7 +14,7 @@ from contextview.postmortems.services import (
     annotation_update,
     incident_mark,
 )
-from contextview.sessions.models import Session
+from contextview.sessions.models import Session, Step
 from contextview.stats.services import session_stats_compute
 from tests.api_client import Api, step
 
@@ -210,3 +210,29 @@ def test_an_incident_edited_by_another_stays_marked_by_its_first_author(
     incident_mark(session=lossy_session, user=alice, title="Order id lost", severity="sev3")
     edited = incident_mark(session=lossy_session, user=bob, title="Order id lost", severity="sev1")
     assert (edited.severity, edited.created_by.username) == ("sev1", "alice")
+
+
+@pytest.mark.django_db
+def test_the_markdown_report_writes_counts_in_thousands(api: Api) -> None:
+    log = " ".join(f"order SO2026{n:07d} shipped from warehouse {n % 7}" for n in range(400))
+    batch = [
+        step("bulky", 0, [{"id": "log", "role": "tool", "tool": "grep", "content": log}],
+             action={"action": "summarize", "target": "log", "reason": "long log",
+                     "result": {"id": "sum", "role": "tool", "content": "400 orders shipped"}}),
+        step("bulky", 1, [{"id": "sum"}]),
+    ]  # fmt: skip
+    assert api.ingest({"batch": batch}).status_code == 207
+    session = Session.objects.get(external_id="bulky")
+    session_stats_compute(session_id=session.pk)
+    session.refresh_from_db()
+    refetch = {"tool": "grep", "lost_at": 0, "refetched_at": 1, "tokens": 7051}
+    Session.objects.filter(pk=session.pk).update(
+        aggregates={**session.aggregates, "refetches": [refetch]}
+    )
+    text = api.get("/sessions/bulky/report.md").content.decode()
+    stats = Step.objects.with_stats().get(session=session, index=0).stats
+    before, (op,) = stats["tokens"]["before"], stats["ops"]
+    assert before > 1000 and op["tokens_in"] > 1000
+    assert f"| 0 | - | {before:,} | " in text and f"| {before} |" not in text
+    assert f"log → sum: {op['tokens_in']:,} → {op['tokens_out']:,} tokens" in text
+    assert "| grep | 0 | 1 | 7,051 |" in text
