@@ -330,6 +330,11 @@ def _md_loss(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+# What a flagged step's "what changed" says when its context came out as it went in (a
+# step with no operation, as every step of an imported transcript).
+UNCHANGED = "The context after this step is the one before it: nothing removed, added or changed."
+
+
 def flagged_cut(report: dict[str, Any]) -> str:
     """What a report says when it details fewer flagged steps than there are, else ""."""
     shown, total = len(report["flagged_steps"]), report["flagged_total"]
@@ -395,6 +400,9 @@ def report_markdown(report: dict[str, Any]) -> str:
                 + (f"; lost: {_md_list(lost)}" if lost else "")
             )
         diff = f["diff"]
+        if not any(diff[k] for k in ("removed", "added", "changed", "moved")):
+            lines += ["", UNCHANGED, ""]
+            continue
         lines += [
             "",
             f"Removed: {_md_list(m['id'] for m in diff['removed']) or '-'}; "

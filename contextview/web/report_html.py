@@ -22,7 +22,7 @@ from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 
 from contextview.core.svgchart import occupancy_chart
-from contextview.postmortems.reports import budget_text, flagged_cut
+from contextview.postmortems.reports import UNCHANGED, budget_text, flagged_cut
 from contextview.sessions.models import Session
 from contextview.web import selectors as web
 
@@ -73,6 +73,7 @@ def report_html(
             # The flagged steps detailed below the timeline (the first MAX_FLAGGED).
             "detailed": {f["index"] for f in report["flagged_steps"]},
             "flagged_cut": flagged_cut(report),
+            "unchanged": UNCHANGED,
             "budget": budget_text(report["session"]["budget"]),
             "chart": chart,
             "generated_at": generated_at,

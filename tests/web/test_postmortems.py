@@ -572,3 +572,24 @@ def test_it_streams_the_export_a_chunk_of_steps_at_a_time(
     step_reads = [q["sql"] for q in captured if 'FROM "cv_step"' in q["sql"]]
     assert first["index"] == 0 and len(step_reads) == 1 and "LIMIT 3" in step_reads[0]
     assert [json.loads(line)["index"] for line in lines] == list(range(1, 8))
+
+
+def test_a_flagged_step_whose_context_did_not_change_says_so(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    ask = " ".join(f"Where is order SO2026{n:07d}?" for n in range(30))
+    session = seed([
+        {"id": "s", "type": "session",
+         "body": {"session_id": "full", "agent": "ops", "budget": {"max_tokens": 300}}},
+        step("full", 0, [{"id": "u1", "role": "user", "content": ask}]),
+    ])  # fmt: skip
+    client = login("viewer")
+    markdown = client.get(f"/sessions/{session.pk}/report.md").content.decode()
+    flagged = markdown.split("### Step 0")[1].split("## Lost entities")[0]
+    assert "over_70" in flagged
+    assert "nothing removed, added or changed" in flagged
+    assert "Removed: -; added: -; changed: -" not in flagged
+    page = client.get(f"/sessions/{session.pk}/report.html").content.decode()
+    flagged = page.split('id="flagged-0"')[1].split("</article>")[0]
+    assert "The context after this step is the one before it" in flagged
+    assert "0 removed · 0 added" not in flagged
