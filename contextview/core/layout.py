@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from contextview.core.calls import is_tool_result
 from contextview.core.entities import normalize
 from contextview.core.model import Message
-from contextview.core.parts import thinking_text
+from contextview.core.parts import blocks, thinking_text
 
 # In the order a provider reads them: what comes first in a call first.
 KINDS = ("unseen", "tools", "system", "messages", "tool_results", "thinking")
@@ -138,3 +138,17 @@ def first_line(text: str, limit: int = 80) -> str:
     """The first line of `text`, cut at `limit` characters (how a message is named by
     its start: a pinned text's place, what was lost, the pages' first_line)."""
     return cut(text.strip().split("\n", 1)[0].strip(), limit)
+
+
+def message_label(message: Message) -> str:
+    """A message as a reader knows it: 'tool result: “Exit code 2”', not its id (a Claude
+    Code tool result is a user message: it is named by what it holds). How "what was
+    lost", the step's rows, the archive and the reports' re-billed results name a
+    message. One with no text is named by its first part ('user: (compaction)': Codex's
+    compaction is encrypted); "" for an empty message."""
+    kind = "tool result" if message.partition == "tool" else message.role or message.partition
+    line = first_line(message.text or "", 60)
+    if line:
+        return f"{kind}: “{line}”"
+    parts = blocks(message.content, message.extra)
+    return f"{kind}: ({parts[0].kind.replace('_', ' ')})" if parts else ""

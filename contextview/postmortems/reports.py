@@ -16,16 +16,18 @@ from typing import Any
 
 from contextview.core.diff import diff_contexts
 from contextview.core.distinct import Distinct
+from contextview.core.layout import message_label
 from contextview.core.needs import amnesia_groups
 from contextview.core.numbers import counts_marked
 from contextview.core.stats import FLAG_HELP
 from contextview.core.textsafe import utf8_writable
 from contextview.postmortems.markdown import render_markdown
 from contextview.postmortems.models import Annotation, Incident
-from contextview.sessions.models import Directive, Session, Step
+from contextview.sessions.models import Directive, Session, SessionMessage, Step
 from contextview.sessions.selectors import (
     StoredMessage,
     message_as_dict,
+    messages_by_pk,
     session_as_dict,
     step_contexts,
     steps_shown,
@@ -97,15 +99,35 @@ def _loss_lists(session: Session) -> dict[str, Any]:
         value = aggregates.get(name)
         return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
 
+    duplicates, unreferenced = listed("duplicate_results"), listed("unreferenced_results")
+    labels = _message_labels(session, {str(e.get("message")) for e in duplicates + unreferenced})
     return {
         "amnesia": listed("amnesia"),
         "refetches": listed("refetches"),
         "rebilled": {
             "tokens": aggregates.get("rebilled_tokens") or 0,
-            "duplicates": listed("duplicate_results"),
-            "unreferenced": listed("unreferenced_results"),
+            # Each with the name a reader knows its message by (`label`): a transcript's
+            # ids are often uuids.
+            "duplicates": [{**e, "label": labels.get(str(e.get("message")), "")}
+                           for e in duplicates],
+            "unreferenced": [{**e, "label": labels.get(str(e.get("message")), "")}
+                             for e in unreferenced],
         },
-    }
+    }  # fmt: skip
+
+
+def _message_labels(session: Session, ids: set[str]) -> dict[str, str]:
+    """What a reader knows each of the session's messages `ids` by (``message_label``):
+    its latest recording under that id."""
+    latest = (
+        SessionMessage.objects.filter(session=session, msg_id__in=ids)
+        .order_by("msg_id", "-seq")
+        .distinct("msg_id")
+        .values_list("msg_id", "message_id")
+    )
+    pks = dict(latest)
+    stored = messages_by_pk(pks.values())
+    return {mid: message_label(stored[pk].message) for mid, pk in pks.items() if pk in stored}
 
 
 def session_report(session: Session) -> dict[str, Any]:
@@ -288,6 +310,15 @@ def _md_table(header: list[str], rows: list[list[Any]], empty: str) -> list[str]
     return lines + ["| " + " | ".join(_md(cell) for cell in row) + " |" for row in rows]
 
 
+def _md_result(entry: dict[str, Any]) -> str:
+    """A re-billed tool result by its name, its tool and its id ("tool result: “Exit
+    code 2” (Bash, message toolu_01)"), or by its id and tool where it has no name."""
+    tool, message = _md(entry.get("tool") or "-"), _md(entry.get("message", ""))
+    if entry.get("label"):
+        return f"{_md(entry['label'])} ({tool}, message {message})"
+    return f"{message} ({tool})"
+
+
 def _md_loss(report: dict[str, Any]) -> list[str]:
     """The Markdown sections of what was needed later, fetched again and re-billed."""
     lines = ["", "## Needed later (amnesia)", ""]
@@ -317,12 +348,12 @@ def _md_loss(report: dict[str, Any]) -> list[str]:
         return lines
     lines += [f"Re-billed tokens: {rebilled['tokens']:,}", ""]
     lines += [
-        f"- {_md(d.get('message', ''))} ({_md(d.get('tool') or '-')}): {d.get('copies')} copies "
+        f"- {_md_result(d)}: {d.get('copies')} copies "
         f"from step {d.get('first_at')}, {d.get('tokens'):,} tokens re-billed"
         for d in rebilled["duplicates"]
     ]
     lines += [
-        f"- {_md(u.get('message', ''))} ({_md(u.get('tool') or '-')}): never referred to again, "
+        f"- {_md_result(u)}: never referred to again, "
         f"carried {u.get('steps')} steps from step {u.get('added_at')}, "
         f"{u.get('tokens'):,} tokens re-billed"
         for u in rebilled["unreferenced"]

@@ -32,11 +32,10 @@ from django.utils.safestring import SafeString, mark_safe
 from contextview.core.cost import Cost, Total, call_cost, summed_cost, total_cost
 from contextview.core.diff import diff_contexts
 from contextview.core.entities import entity_sources
-from contextview.core.layout import first_line
+from contextview.core.layout import message_label
 from contextview.core.liveness import Liveness, directive_expiry, liveness
 from contextview.core.model import Message
 from contextview.core.numbers import digits_value
-from contextview.core.parts import blocks
 from contextview.core.refs import decode_refs
 from contextview.core.stats import (
     FLAG_HELP,
@@ -1058,20 +1057,6 @@ class OpView:
             self.sources = entity_sources(wanted, [(m.id, m.text) for m in held])
             found = set(self.sources.values())
             self.source_labels = {m.id: message_label(m) for m in held if m.id in found}
-
-
-def message_label(message: Message) -> str:
-    """A message as a reader knows it: 'tool result: “Exit code 2”', not its id (a Claude
-    Code tool result is a user message: it is named by what it holds). How "what was
-    lost", the step's rows and the archive name an original or what replaced it. One
-    with no text is named by its first part ('user: (compaction)': Codex's compaction
-    is encrypted); "" for an empty message."""
-    kind = "tool result" if message.partition == "tool" else message.role or message.partition
-    line = first_line(message.text or "", 60)
-    if line:
-        return f"{kind}: “{line}”"
-    parts = blocks(message.content, message.extra)
-    return f"{kind}: ({parts[0].kind.replace('_', ' ')})" if parts else ""
 
 
 @dataclass

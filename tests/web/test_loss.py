@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from contextview.sessions.models import Session
-from tests.stats.test_loss import amnesia_session, waste_session
+from tests.stats.test_loss import RESULT, amnesia_session, waste_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -143,10 +143,16 @@ def test_it_reports_amnesia_refetches_and_re_billed_results_in_markdown_and_html
     rebilled = client.get(f"/sessions/{wasteful.pk}/report.md").content.decode()
     rebilled = rebilled.split("## Re-billed tool results")[1]
     assert f"Re-billed tokens: {wasteful.aggregates['rebilled_tokens']:,}" in rebilled
-    assert "- t1 (search_orders): 2 copies from step 2" in rebilled
-    assert "- log (read_log): never referred to again, carried 9 steps from step 0" in rebilled
+    # Each result by what it holds, its tool and its id (a transcript's ids are uuids).
+    found = f"tool result: “{RESULT[:59]}…” (search_orders, message t1)"
+    assert f"- {found}: 2 copies from step 2" in rebilled
+    read = "tool result: “GET /api/lock 504 3002ms” (read_log, message log)"
+    assert f"- {read}: never referred to again, carried 9 steps from step 0" in rebilled
     html = client.get(f"/sessions/{wasteful.pk}/report.html").content.decode()
+    html = html[html.index('<section id="rebilled">') :].split("</section>")[0]
     assert "never referred to again, carried 9 steps" in html
+    assert 'tool result: “GET /api/lock 504 3002ms” <code class="muted">log</code>' in html
+    assert f'tool result: “{RESULT[:59]}…” <code class="muted">t1</code>' in html
 
 
 def _rows(table: str) -> list[str]:
