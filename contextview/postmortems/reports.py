@@ -26,9 +26,11 @@ from contextview.postmortems.models import Annotation, Incident
 from contextview.sessions.models import Directive, Session, SessionMessage, Step
 from contextview.sessions.selectors import (
     StoredMessage,
+    limit_name,
     message_as_dict,
     messages_by_pk,
     session_as_dict,
+    session_budget,
     step_contexts,
     steps_shown,
 )
@@ -145,6 +147,8 @@ def session_report(session: Session) -> dict[str, Any]:
         # Its status and mode as the dashboard names them (`Session.status_shown`): a
         # session read from a transcript is "imported", its mode "n/a".
         "shown": {
+            # What its occupancy is a fraction of: its budget, else its model's window.
+            "limit": {"name": limit_name(session), "tokens": session_budget(session)[0]},
             "status": session.status_shown,
             "mode": session.mode_shown or None,
             "imported_from": session.imported_from or None,
@@ -366,6 +370,14 @@ def _md_loss(report: dict[str, Any]) -> list[str]:
 UNCHANGED = "The context after this step is the one before it: nothing removed, added or changed."
 
 
+def window_line(limit: dict[str, Any]) -> list[str]:
+    """The report's line on the context window occupancy is measured against, when the
+    session declared no budget: its percentages are of that."""
+    if limit["name"] != "context window" or not limit["tokens"]:
+        return []
+    return [f"- context window: {limit['tokens']:,} tokens (what occupancy is a share of)"]
+
+
 def flagged_cut(report: dict[str, Any]) -> str:
     """What a report says when it details fewer flagged steps than there are, else ""."""
     shown, total = len(report["flagged_steps"]), report["flagged_total"]
@@ -392,6 +404,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"mode: {_md(shown['mode'] or '-')}",
         f"- status: {status}; score: {s['score'] if s['score'] is not None else '-'}",
         f"- budget: {budget_text(s['budget'], _md)}",
+        *window_line(shown["limit"]),
         f"- pinned: {_md_list(s['pinned']) or '-'}",
         f"- steps: {s['steps']}; "
         + (

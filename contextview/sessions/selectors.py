@@ -22,7 +22,7 @@ from contextview.core.model import Operation as CoreOperation
 from contextview.core.parts import READ_FIELDS, split_payload
 from contextview.core.refs import decode_many, decode_refs
 from contextview.core.session import SessionWalk
-from contextview.core.stats import reported_before
+from contextview.core.stats import budget_of, reported_before
 from contextview.core.textsafe import restore, restore_json
 from contextview.db import binary_cursor, each_key_sql
 from contextview.projects.models import Project
@@ -407,6 +407,25 @@ def sessions_page(
     more = len(page) > limit
     page = page[:limit]
     return page, (encode_cursor(page[-1].started_at, page[-1].pk) if more and page else None)
+
+
+def session_budget(session: Session) -> tuple[int | None, int | None]:
+    """The session's max_tokens and limit, by the rule the statistics use. Without a
+    budget or a window of its own, the window that provider-counted occupancy was
+    measured against (``aggregates.window``)."""
+    aggregates = session.aggregates if isinstance(session.aggregates, dict) else {}
+    window = session.context_window or aggregates.get("window")
+    if not isinstance(window, int) or isinstance(window, bool):
+        window = None
+    budget = budget_of(session.budget if isinstance(session.budget, dict) else None, window)
+    return budget.max_tokens, budget.limit
+
+
+def limit_name(session: Session) -> str:
+    """What a session's occupancy is a fraction of: its budget when it declares one
+    (``max_tokens``), else the model's context window (``session_budget``)."""
+    declared = budget_of(session.budget if isinstance(session.budget, dict) else None)
+    return "budget" if declared.max_tokens is not None else "context window"
 
 
 def session_as_dict(session: Session) -> dict[str, Any]:

@@ -41,7 +41,6 @@ from contextview.core.stats import (
     FLAG_HELP,
     FLAGS,
     OCCUPANCY_THRESHOLDS,
-    budget_of,
     provider_counted,
     usage_before,
 )
@@ -66,7 +65,9 @@ from contextview.sessions.selectors import (
     StoredMessage,
     archived_originals,
     decode_cursor,
+    limit_name,
     messages_by_pk,
+    session_budget,
     sessions_filtered,
     sessions_page,
     step_changes,
@@ -1519,25 +1520,6 @@ class RestorePreview:
         if self.total is None or not self.max_tokens:
             return None
         return self.total / self.max_tokens
-
-
-def session_budget(session: Session) -> tuple[int | None, int | None]:
-    """The session's max_tokens and limit, by the rule the statistics use. Without a
-    budget or a window of its own, the window that provider-counted occupancy was
-    measured against (``aggregates.window``)."""
-    aggregates = session.aggregates if isinstance(session.aggregates, dict) else {}
-    window = session.context_window or aggregates.get("window")
-    if not isinstance(window, int) or isinstance(window, bool):
-        window = None
-    budget = budget_of(session.budget if isinstance(session.budget, dict) else None, window)
-    return budget.max_tokens, budget.limit
-
-
-def limit_name(session: Session) -> str:
-    """What a session's occupancy is a fraction of: its budget when it declares one
-    (``max_tokens``), else the model's context window (``session_budget``)."""
-    declared = budget_of(session.budget if isinstance(session.budget, dict) else None)
-    return "budget" if declared.max_tokens is not None else "context window"
 
 
 def occupancy_lines(limit: str = "budget") -> list[dict[str, Any]]:

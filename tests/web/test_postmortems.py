@@ -593,3 +593,28 @@ def test_a_flagged_step_whose_context_did_not_change_says_so(
     flagged = page.split('id="flagged-0"')[1].split("</article>")[0]
     assert "The context after this step is the one before it" in flagged
     assert "0 removed · 0 added" not in flagged
+
+
+def test_the_reports_name_the_context_window_occupancy_is_a_share_of(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    # As an imported transcript: no budget, and the window its calls' usage was read against.
+    windowed = seed([step("windowed", 0, [{"id": "u1", "role": "user", "content": "Hi"}])])
+    Session.objects.filter(pk=windowed.pk).update(
+        aggregates={**windowed.aggregates, "window": 258400}
+    )
+    budgeted = seed([
+        {"id": "s", "type": "session",
+         "body": {"session_id": "budgeted", "budget": {"max_tokens": 16000}}},
+        step("budgeted", 0, [{"id": "u1", "role": "user", "content": "Hi"}]),
+    ])  # fmt: skip
+    client = login("viewer")
+    markdown = client.get(f"/sessions/{windowed.pk}/report.md").content.decode()
+    assert "- context window: 258,400 tokens" in markdown.split("## Timeline")[0]
+    page = client.get(f"/sessions/{windowed.pk}/report.html").content.decode()
+    assert re.search(r"<dt>Context window</dt><dd[^>]*>258,400 tokens</dd>", page)
+
+    markdown = client.get(f"/sessions/{budgeted.pk}/report.md").content.decode()
+    assert "- budget: 16,000 tokens" in markdown and "context window" not in markdown
+    page = client.get(f"/sessions/{budgeted.pk}/report.html").content.decode()
+    assert "<dt>Context window</dt>" not in page
