@@ -55,8 +55,14 @@ from contextview.core.windows import known_window
 # Every flag a step can raise, with the one line the page and the reports show beside
 # it (the contract's Statistics section). In the order the dashboard lists them.
 FLAG_HELP: dict[str, str] = {
-    "over_70": "the context after this step is over 70% of the budget",
-    "over_90": "the context after this step is over 90% of the budget",
+    "over_70": (
+        "the context after this step is over 70% of the budget (of the context window, "
+        "without a budget)"
+    ),
+    "over_90": (
+        "the context after this step is over 90% of the budget (of the context window, "
+        "without a budget)"
+    ),
     "budget_exceeded": "the context after this step is over max_tokens minus reserved_tokens",
     "partition_over": "a partition is over its own budget",
     "ratio_ineffective": "a compression kept more than 80% of the tokens it was given",

@@ -618,3 +618,17 @@ def test_the_reports_name_the_context_window_occupancy_is_a_share_of(
     assert "- budget: 16,000 tokens" in markdown and "context window" not in markdown
     page = client.get(f"/sessions/{budgeted.pk}/report.html").content.decode()
     assert "<dt>Context window</dt>" not in page
+
+
+def test_an_occupancy_flag_of_a_session_without_a_budget_names_the_context_window(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    ask = " ".join(f"Where is order SO2026{n:07d}?" for n in range(30))
+    session = seed([
+        {"id": "s", "type": "session", "body": {"session_id": "windowed", "context_window": 300}},
+        step("windowed", 0, [{"id": "u1", "role": "user", "content": ask}]),
+    ])  # fmt: skip
+    markdown = login("viewer").get(f"/sessions/{session.pk}/report.md").content.decode()
+    flagged = markdown.split("### Step 0")[1].split("## Lost entities")[0]
+    (line,) = [ln for ln in flagged.splitlines() if ln.startswith("- **over_")]
+    assert "context window" in line
