@@ -17,6 +17,8 @@ arguments.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import sys
 import tempfile
@@ -26,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from contextview.sdk import transcripts
+from contextview.sdk import claude_hooks, transcripts
 from contextview.sdk._spool import read_dead_letters
 
 USER_AGENT = "contextview-sdk/1 (check)"
@@ -158,12 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=check.get_default("key"),
         help="a project key that may write (default: CONTEXTVIEW_KEY)",
     )
-    sender.add_argument("--timeout", type=float, default=300.0, help="seconds per request")
     imports = commands.add_parser(
         "import",
         parents=[sender],
         help="send transcripts (Claude Code, Codex, OpenHands, SWE-agent, ATIF) to the server",
     )
+    imports.add_argument("--timeout", type=float, default=300.0, help="seconds per request")
     imports.add_argument("files", nargs="+", type=Path, metavar="FILE|DIR")
     imports.add_argument("--format", help="claude-code, codex, openhands, swe-agent or atif")
     imports.add_argument("--session-id", help="the session to import one file into")
@@ -179,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=(transcripts.__doc__ or "").split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    watch.add_argument("--timeout", type=float, default=300.0, help="seconds per request")
     watch.add_argument("folders", nargs="+", type=Path, metavar="DIR")
     watch.add_argument("--interval", type=float, default=1.0, help="seconds between looks")
     watch.add_argument(
@@ -187,11 +190,48 @@ def build_parser() -> argparse.ArgumentParser:
         default=30.0,
         help="seconds a file must stay unchanged before its last call is sent",
     )
+    hook = commands.add_parser(
+        "hook",
+        parents=[sender],
+        help="run from Claude Code's hooks: send the session's transcript when a turn ends",
+        description=(claude_hooks.__doc__ or "").split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    hook.add_argument(
+        "--timeout",
+        type=float,
+        default=claude_hooks.DEFAULT_TIMEOUT,
+        help=f"seconds to wait for the server (default: {claude_hooks.DEFAULT_TIMEOUT:g})",
+    )
     return parser
 
 
+def parse_hook_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | None:
+    """The arguments of ``hook``, or None after saying in one line on stderr what is wrong
+    with them: argparse's usual exit status 2 would make Claude Code stop the agent."""
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            return parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code in (0, None):  # --help, printed on stdout
+            raise
+        last = (said.getvalue().strip().splitlines() or ["bad arguments"])[-1]
+        print(f"contextview hook: {last}", file=sys.stderr)
+        return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if argv[:1] == ["hook"]:
+        hook_args = parse_hook_args(parser, argv)
+        if hook_args is None:
+            return 0
+        return claude_hooks.hook_main(
+            hook_args.url.rstrip("/"), hook_args.key, timeout=hook_args.timeout
+        )
+    args = parser.parse_args(argv)
     url = args.url.rstrip("/")
     if args.command in ("import", "watch"):
         with httpx.Client(timeout=args.timeout, headers={"User-Agent": USER_AGENT}) as http:

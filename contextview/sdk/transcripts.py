@@ -72,13 +72,21 @@ def upload(
     format: str | None = None,
     session_id: str | None = None,
     live: bool = False,
+    sub_agents: bool = False,
 ) -> Sent:
+    """Post `path` (a file, or a folder as a zip) to the import endpoint; with
+    `sub_agents`, a Claude Code session's file goes with its sub-agents' own
+    transcripts (``<session>/subagents/``), so that the server leaves alone what the
+    session's file logged of them inline."""
     data = {k: v for k, v in (("format", format), ("session_id", session_id)) if v}
     if live:
         data["live"] = "1"
     with contextlib.ExitStack() as stack:
+        agents = sub_agent_files(path) if sub_agents and path.is_file() else []
         if path.is_dir():
             name, fh = f"{path.name}.zip", stack.enter_context(zipped_folder(path))
+        elif agents:
+            name, fh = f"{path.stem}.zip", stack.enter_context(zipped_files(path, agents))
         else:
             name, fh = path.name, stack.enter_context(path.open("rb"))
         response = http.post(
@@ -112,6 +120,23 @@ def zipped_folder(folder: Path) -> IO[bytes]:
             *transcript_files(paths, found),
         ]:
             archive.write(top / path, path)
+    out.seek(0)
+    return out
+
+
+def sub_agent_files(path: Path) -> list[Path]:
+    """The transcripts of the sub-agents of the Claude Code session whose file is
+    `path`, where Claude Code 2.1 keeps them: ``<session>/subagents/agent-<id>.jsonl``."""
+    return sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl"))
+
+
+def zipped_files(path: Path, beside: Sequence[Path]) -> IO[bytes]:
+    """`path` and the files `beside` it (under its folder) in a zip, named from that
+    folder on (a temporary file, read from the start)."""
+    out = tempfile.TemporaryFile()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for each in (path, *beside):
+            archive.write(each, each.relative_to(path.parent).as_posix())
     out.seek(0)
     return out
 
