@@ -20,6 +20,7 @@ from tests.sdk.conftest import Reader
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SID = "9d2f4c1e-7b3a-4e8f-a6d1-2c5e8b0f3a71"
+README = ROOT / "README.md"
 
 
 class Transcript:
@@ -227,3 +228,43 @@ def test_help_says_what_it_does() -> None:
     )  # fmt: skip
     for said in ("Stop, SubagentStop, PreCompact and SessionEnd", "always exits 0", "--timeout"):
         assert said in done.stdout
+
+
+def readme_settings() -> dict[str, Any]:
+    text = README.read_text()
+    section = text[text.index("\n### Claude Code hooks\n") :]
+    found = re.search(r"```json\n(.*?)```", section, re.S)
+    assert found, "the Claude Code hooks paragraph has no settings.json snippet"
+    settings: dict[str, Any] = json.loads(found.group(1))
+    return settings
+
+
+def test_the_readmes_settings_send_the_session_as_written(
+    gunicorn_api: str, project_key: str, tmp_path: Path
+) -> None:
+    hooks = readme_settings()["hooks"]
+    assert sorted(hooks) == ["PreCompact", "SessionEnd", "Stop", "SubagentStop"]
+    transcript = Transcript(tmp_path / "claude")
+    transcript.first_turn()
+    workspace = tmp_path / "shop"
+    workspace.mkdir()
+    # Claude Code runs each command through the shell, in the project, with its own
+    # environment: here the Python the tests run (with the SDK on its path) is `python`.
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "CONTEXTVIEW_URL": gunicorn_api,
+        "CONTEXTVIEW_KEY": project_key,
+    }
+    for event, matchers in hooks.items():
+        [matcher] = matchers
+        [command] = matcher["hooks"]
+        assert command["type"] == "command"
+        if event == "SessionEnd":
+            transcript.second_turn()
+        done = subprocess.run(
+            ["sh", "-c", command["command"]], cwd=workspace, env=env,
+            input=payload(event, transcript.path), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        quiet(done)
+    assert len(Reader(gunicorn_api, project_key).steps(SID)) == 5
