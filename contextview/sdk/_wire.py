@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import repeat
@@ -51,6 +51,13 @@ _ASCII_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), defa
 # `Pending.expand`'s list name for the messages a run stands for.
 RUN = "run"
 
+# A batch's most events and bytes by default (the server takes 1000 and 20 MiB).
+BATCH_EVENTS = 500
+BATCH_BYTES = 4 << 20
+# Whole-request refusals that say nothing of the events in it (the key, the URL,
+# the encoding): every part of the batch would get the same, so it is not split.
+REFUSES_THE_REQUEST = frozenset({401, 403, 404, 405, 415})
+
 
 def encode_json(value: Any) -> bytes:
     text = _ENCODER.encode(value)
@@ -58,6 +65,60 @@ def encode_json(value: Any) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return _ASCII_ENCODER.encode(value).encode("ascii")
+
+
+def batch_body(events: Iterable[bytes]) -> bytes:
+    """The ingest request's body for events encoded by `encode_json`."""
+    return b'{"batch":[' + b",".join(events) + b"]}"
+
+
+class BatchCut:
+    """How many of the events waiting go in the next batch, weighed as they are sent.
+
+    A batch takes events in order while it holds fewer than `events` of them and
+    its body (`batch_body`) stays within `size` bytes; one event always goes,
+    however big. A batch the server refuses whole (500, 400 for the envelope, 413
+    too big together) goes again in halves, halving again whatever is refused,
+    until the events at fault stand alone and the others are through.
+    """
+
+    def __init__(self, events: int = BATCH_EVENTS, size: int = BATCH_BYTES) -> None:
+        self.events = max(1, events)
+        self.size = size
+        self.cap = self.events
+        # How many events at the front hold one the server refuses whole.
+        self.suspect = 0
+
+    def take(self, sizes: Iterable[int]) -> int:
+        """How many events go, of those waiting whose encoded sizes are `sizes`."""
+        count = total = 0
+        for size in sizes:
+            if count and (count >= self.cap or total + size > self.size):
+                break
+            count += 1
+            total += size + 1
+        return count
+
+    def full(self, count: int, total: int) -> bool:
+        """Whether `count` events of `total` bytes (each plus one) fill the next batch:
+        reading one more event cannot change what `take` says."""
+        return count > self.cap or total > self.size
+
+    def split(self, status: int, count: int) -> bool:
+        """Whether the batch of `count` events answered `status` goes again in halves."""
+        if status == 207 or status in REFUSES_THE_REQUEST or count <= 1:
+            return False
+        self.suspect = count
+        self.cap = (count + 1) // 2
+        return True
+
+    def answered(self, count: int) -> None:
+        """A batch of `count` events was answered for good: back to full batches once
+        the events refused whole are through."""
+        self.suspect -= count
+        if self.suspect <= 0:
+            self.suspect = 0
+            self.cap = self.events
 
 
 def rfc3339(ts: float) -> str:

@@ -42,9 +42,13 @@ from contextview.core.errors import NEVER_RECORDED
 from contextview.sdk._capture import capture_function, captured_draft
 from contextview.sdk._spool import Spool, SpoolError, dead_letter_line
 from contextview.sdk._wire import (
+    BATCH_BYTES,
+    BATCH_EVENTS,
+    BatchCut,
     Pending,
     SessionWire,
     StepDraft,
+    batch_body,
     end_event,
     rfc3339,
     session_event,
@@ -57,9 +61,6 @@ Message = dict[str, Any]
 # Statuses worth another try: the server may take the same bytes later. A 500 is
 # not one: it is what a bad value answers on a server that fails to refuse it.
 RETRYABLE = frozenset({429, 502, 503, 504})
-# Whole-request refusals that say nothing of the events in it (the key, the URL,
-# the encoding): every part of the batch would get the same, so it is not split.
-REFUSES_THE_REQUEST = frozenset({401, 403, 404, 405, 415})
 # How many times one event alone may be cut off or time out, while the server
 # answers otherwise, before it is taken for the cause and set aside (`Client._judged`).
 STUCK_AFTER = 3
@@ -337,8 +338,8 @@ class Client:
         key: str,
         *,
         gzip: bool = True,
-        batch_events: int = 500,
-        batch_bytes: int = 4 << 20,
+        batch_events: int = BATCH_EVENTS,
+        batch_bytes: int = BATCH_BYTES,
         flush_interval: float = 0.2,
         max_queue: int = 10_000,
         max_buffer_events: int = 50_000,
@@ -410,10 +411,8 @@ class Client:
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._retry_at = 0.0
         self._streak = 0
-        self._batch_cap = self.batch_events
-        # How many events at the front of the queue hold one the server refuses whole
-        # (a batch answered 500, 400 or 413): sent in smaller batches until answered.
-        self._suspect = 0
+        # The size of the next batch: smaller after one the server refused whole.
+        self._cut = BatchCut(self.batch_events, self.batch_bytes)
         # Events refused by the answer being settled, set aside together (`_set_aside`).
         self._refused: list[tuple[Pending, int | None, str]] = []
         self._http: httpx.Client | None = None
@@ -797,16 +796,7 @@ class Client:
         return self._mem if self._mem else None
 
     def _take(self, source: deque[Pending]) -> list[Pending]:
-        batch: list[Pending] = []
-        size = 0
-        for pending in source:
-            if batch and (
-                len(batch) >= self._batch_cap or size + len(pending.data) > self.batch_bytes
-            ):
-                break
-            batch.append(pending)
-            size += len(pending.data) + 1
-        return batch
+        return list(itertools.islice(source, self._cut.take(len(p.data) for p in source)))
 
     def _send_next(self) -> bool:
         source = self._source()
@@ -819,7 +809,7 @@ class Client:
             if pending.attempts:
                 self.counters.retried += 1
             pending.attempts += 1
-        body = b'{"batch":[' + b",".join(p.data for p in batch) + b"]}"
+        body = batch_body(p.data for p in batch)
         answer = self._judged(batch, self._post_ingest(body))
         with self._state:
             if self._exit_spilled:
@@ -886,18 +876,12 @@ class Client:
             self._retry_at = time.monotonic() + self._delay(reply.retry_after)
             return False
         self._streak = 0
-        if status != 207 and status not in REFUSES_THE_REQUEST and len(batch) > 1:
-            # Refused whole (500, 400 for the envelope, 413 too big together): send the
-            # first half, then the rest, halving again whatever is refused, until
-            # the events at fault stand alone and the others are through.
+        if self._cut.split(status, len(batch)):
+            # Refused whole (500, 400 for the envelope, 413 too big together): the
+            # first half goes, then the rest (`BatchCut`).
             self.counters.splits += 1
-            self._suspect = len(batch)
-            self._batch_cap = (len(batch) + 1) // 2
             return True
-        self._suspect -= len(batch)
-        if self._suspect <= 0:
-            self._suspect = 0
-            self._batch_cap = self.batch_events
+        self._cut.answered(len(batch))
         keep: list[Pending] = []
         if status == 207:
             results = answer.get("results") if isinstance(answer, dict) else None
