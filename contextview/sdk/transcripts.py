@@ -19,11 +19,13 @@ again when it gains a file.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
 import tempfile
 import time
 import zipfile
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +36,6 @@ import httpx
 from contextview.core.importers import (
     HEAD_BYTES,
     TranscriptError,
-    batches,
     claude_code,
     detect,
     read,
@@ -48,6 +49,7 @@ from contextview.core.importers.folders import (
     read_folder,
     transcript_files,
 )
+from contextview.sdk._wire import BatchCut, batch_body, encode_json
 from contextview.sdk.client import RETRYABLE
 
 SUFFIXES = (".jsonl", ".traj", ".json")
@@ -244,29 +246,52 @@ def send_new_events(
 def _post_new(
     http: httpx.Client, url: str, key: str, path: Path, events: Iterable[Event], sent: set[str]
 ) -> tuple[int, list[str]]:
+    """Post `events` not in `sent`, in batches weighed as the Client weighs its own
+    (`BatchCut`, on the bytes sent), and add to `sent` those the server answered for."""
     problems: list[str] = []
     stored = 0
-    try:
-        for batch in batches(e for e in events if e["id"] not in sent):
-            response = http.post(
-                f"{url}/api/v1/ingest",
-                json={"batch": batch},
-                headers={"Authorization": f"Bearer {key}"},
-            )
-            if response.status_code in RETRYABLE:
-                raise NotNow(f"HTTP {response.status_code}: {response.text[:300]}")
-            if response.status_code != 207:
-                problems.append(f"{path}: HTTP {response.status_code}: {response.text[:300]}")
-                sent.update(e["id"] for e in batch)
-                continue
-            for event, result in zip(batch, response.json()["results"], strict=True):
-                sent.add(event["id"])
-                if result["status"] == 201 and event["type"] == "step":
-                    stored += 1
-                elif result["status"] >= 400:
-                    problems.append(f"{path}: {event['type']} refused: {result.get('error')}")
-    except TranscriptError as exc:
-        problems.append(f"{path}: {exc}")
+    fresh = (e for e in events if e["id"] not in sent)
+    cut = BatchCut()
+    waiting: deque[tuple[Event, bytes]] = deque()
+    weight = 0  # of `waiting`, as `BatchCut.full` counts it
+    more = True
+    while True:
+        # Read just enough events for the next batch: a file is read once, as it is sent.
+        while more and not cut.full(len(waiting), weight):
+            try:
+                event = next(fresh, None)
+            except TranscriptError as exc:
+                problems.append(f"{path}: {exc}")
+                event = None
+            if event is None:
+                more = False
+                break
+            data = encode_json(event)
+            waiting.append((event, data))
+            weight += len(data) + 1
+        if not waiting:
+            break
+        count = cut.take(len(data) for _, data in waiting)
+        batch = list(itertools.islice(waiting, count))
+        response = http.post(
+            f"{url}/api/v1/ingest",
+            content=batch_body(data for _, data in batch),
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        )
+        if response.status_code in RETRYABLE:
+            raise NotNow(f"HTTP {response.status_code}: {response.text[:300]}")
+        results = response.json()["results"] if response.status_code == 207 else []
+        if response.status_code != 207:
+            problems.append(f"{path}: HTTP {response.status_code}: {response.text[:300]}")
+            sent.update(event["id"] for event, _ in batch)
+        for (event, _), result in zip(batch, results, strict=False):
+            sent.add(event["id"])
+            if result["status"] == 201 and event["type"] == "step":
+                stored += 1
+            elif result["status"] >= 400:
+                problems.append(f"{path}: {event['type']} refused: {result.get('error')}")
+        for _ in range(count):
+            weight -= len(waiting.popleft()[1]) + 1
     return stored, problems
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from contextview.sdk._wire import BATCH_BYTES
 from contextview.sdk.transcripts import send_new_events
 from tests.conftest import ROOT
 from tests.importers.test_folders import claude_project
@@ -216,19 +217,32 @@ def test_it_names_a_watched_file_nested_too_deep_and_sends_nothing(tmp_path: Pat
 
 def claude_transcript(path: Path, session_id: str, prompt: str) -> Path:
     """A Claude Code transcript of one finished call: a prompt and its reply."""
+    return claude_calls(path, session_id, [(prompt, "Looking.")])
+
+
+def claude_calls(path: Path, session_id: str, calls: list[tuple[str, str]]) -> Path:
+    """A Claude Code transcript of finished calls, each a prompt and its reply, settled."""
     common = {"sessionId": session_id, "cwd": "/srv/shop", "version": "2.1.40",
               "isSidechain": False, "userType": "external"}  # fmt: skip
-    reply = {"model": "claude-sonnet-4-5", "id": f"msg-{session_id}", "type": "message",
-             "role": "assistant", "content": [{"type": "text", "text": "Looking."}],
-             "stop_reason": "end_turn",
-             "usage": {"input_tokens": 12, "output_tokens": 3}}  # fmt: skip
-    lines = [
-        {**common, "type": "user", "uuid": f"{session_id}-u", "parentUuid": None,
-         "timestamp": "2026-11-30T09:00:01.000Z", "message": {"role": "user", "content": prompt}},
-        {**common, "type": "assistant", "uuid": f"{session_id}-a", "parentUuid": f"{session_id}-u",
-         "timestamp": "2026-11-30T09:00:02.000Z", "message": reply},
-    ]  # fmt: skip
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    lines: list[dict[str, object]] = []
+    parent = None
+    for n, (prompt, text) in enumerate(calls):
+        reply = {"model": "claude-sonnet-4-5", "id": f"msg-{session_id}-{n}", "type": "message",
+                 "role": "assistant", "content": [{"type": "text", "text": text}],
+                 "stop_reason": "end_turn",
+                 "usage": {"input_tokens": 12, "output_tokens": 3}}  # fmt: skip
+        asked, answered = f"{session_id}-u{n}", f"{session_id}-a{n}"
+        lines += [
+            {**common, "type": "user", "uuid": asked, "parentUuid": parent,
+             "timestamp": f"2026-11-30T09:{n:02d}:01.000Z",
+             "message": {"role": "user", "content": prompt}},
+            {**common, "type": "assistant", "uuid": answered, "parentUuid": asked,
+             "timestamp": f"2026-11-30T09:{n:02d}:02.000Z", "message": reply},
+        ]  # fmt: skip
+        parent = answered
+    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, (time.time() - 3600, time.time() - 3600))  # settled long ago
     return path
 
 
@@ -240,8 +254,7 @@ def test_it_sends_again_what_the_server_could_not_take_yet(
     server = own_server(INGEST_RATE_LIMIT="1")
     sessions = [f"rate-{n}" for n in range(4)]
     for sid in sessions:
-        done = claude_transcript(tmp_path / f"{sid}.jsonl", sid, f"Check order {sid}")
-        os.utime(done, (time.time() - 3600, time.time() - 3600))  # settled long ago
+        claude_transcript(tmp_path / f"{sid}.jsonl", sid, f"Check order {sid}")
     watcher = _watcher(tmp_path, server.url, project_key)
     try:
         for sid in sessions:
@@ -257,8 +270,7 @@ def test_it_sends_transcripts_it_found_while_the_server_was_down(
     transcripts it found then, settled since, reach the server once it is up."""
     server = own_server()
     server.stop()
-    done = claude_transcript(tmp_path / "early.jsonl", "early", "Check order SO-1")
-    os.utime(done, (time.time() - 3600, time.time() - 3600))
+    claude_transcript(tmp_path / "early.jsonl", "early", "Check order SO-1")
     watcher = _watcher(tmp_path, server.url, project_key)
     try:
         assert watcher.stderr is not None
@@ -305,3 +317,25 @@ def test_it_waits_quietly_for_an_empty_transcript_to_be_written(
     finally:
         out, err = _stop(watcher)
     assert "fresh.jsonl" not in err, err
+
+
+def test_it_weighs_batches_in_the_bytes_it_sends(
+    own_server: Callable[..., OwnServer], project_key: str, tmp_path: Path
+) -> None:
+    """Chinese replies weigh three bytes a character on the wire: the watcher's batches
+    stay within the SDK's batch size in bytes, so a server that takes a little more
+    than that answers none of them 413 (its access log shows every answer)."""
+    server = own_server(
+        INGEST_MAX_BYTES=str(BATCH_BYTES + 256 * 1024), GUNICORN_CMD_ARGS="--access-logfile -"
+    )
+    calls = [(f"查一下订单 SO-{n}", "订单记录" * 100_000) for n in range(3)]
+    claude_calls(tmp_path / "cjk.jsonl", "cjk", calls)
+    watcher = _watcher(tmp_path, server.url, project_key)
+    try:
+        wait_for(lambda: step_count(server.url, project_key, "cjk") == 3, 60, "3 steps")
+    finally:
+        out, err = _stop(watcher)
+    logged = Path(server.log).read_text().splitlines()
+    answers = [line for line in logged if "/api/v1/ingest" in line]
+    assert answers and not [line for line in answers if '" 413 ' in line], answers
+    assert "not sent" not in err and "HTTP" not in err, err
