@@ -183,7 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     watch.add_argument("--timeout", type=float, default=300.0, help="seconds per request")
     watch.add_argument("folders", nargs="+", type=Path, metavar="DIR")
-    watch.add_argument("--interval", type=float, default=1.0, help="seconds between looks")
+    watch.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        help="seconds between looks (and between tries of what the server did not take)",
+    )
     watch.add_argument(
         "--settle",
         type=float,

@@ -9,7 +9,9 @@ translates transcripts here, with the same importers the server runs
 the events it has not sent yet: event ids come from the file's content, so the
 events of a file are the same whoever reads it.
 Each time a transcript changes it is read again, ``live`` while it is still being
-written so that a reply still streaming in waits for the next read. A restarted
+written so that a reply still streaming in waits for the next read. What the
+server does not take (it is down, busy, refuses the key or an event alone) is sent
+again at each later look until it goes through, each cause said once. A restarted
 watcher sends each file's events once more and the server finds them all
 duplicates; a file truncated or replaced is simply read again from its start. An
 OpenHands event folder (``<session>/events/N.json``) is one transcript, read
@@ -50,13 +52,29 @@ from contextview.core.importers.folders import (
     transcript_files,
 )
 from contextview.sdk._wire import BatchCut, batch_body, encode_json
-from contextview.sdk.client import RETRYABLE
+from contextview.sdk.client import RETRYABLE, _error_of
 
 SUFFIXES = (".jsonl", ".traj", ".json")
 
 
-class NotNow(httpx.HTTPError):
-    """The server cannot take events now (429, 502, 503, 504): they are sent again."""
+class NotSent(httpx.HTTPError):
+    """The server did not take a transcript's events: they are sent again at the next
+    look. `stored` and `problems` say what the batches before went through with."""
+
+    def __init__(self, message: str, *, stored: int = 0, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.stored = stored
+        self.problems = list(problems)
+
+
+class NotNow(NotSent):
+    """The server cannot take events now (429, 502, 503, 504)."""
+
+
+class Refused(NotSent):
+    """The server refused a batch whole and would refuse its parts alike (a key it
+    does not take, 401 or 403), or one event alone (413 too big, 500): nothing the
+    watcher can change, but the operator can (a new key, a larger limit)."""
 
 
 @dataclass
@@ -203,8 +221,9 @@ class _Followed:
     state: tuple[int, int, int, bool] | None = None
     # ids of the events the server has answered for
     sent: set[str] = field(default_factory=set)
-    # the server could not be reached or take them: said once, until they go through
-    waiting: bool = False
+    # why the server could not be reached or did not take them, each said once, until
+    # they go through
+    said: set[str] = field(default_factory=set)
 
 
 def send_new_events(
@@ -254,6 +273,7 @@ def _post_new(
     cut = BatchCut()
     waiting: deque[tuple[Event, bytes]] = deque()
     weight = 0  # of `waiting`, as `BatchCut.full` counts it
+    again = ""  # why some events of an answered batch go again
     more = True
     while True:
         # Read just enough events for the next batch: a file is read once, as it is sent.
@@ -278,13 +298,18 @@ def _post_new(
             content=batch_body(data for _, data in batch),
             headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
         )
-        if response.status_code in RETRYABLE:
-            raise NotNow(f"HTTP {response.status_code}: {response.text[:300]}")
-        results = response.json()["results"] if response.status_code == 207 else []
-        if response.status_code != 207:
-            problems.append(f"{path}: HTTP {response.status_code}: {response.text[:300]}")
-            sent.update(event["id"] for event, _ in batch)
-        for (event, _), result in zip(batch, results, strict=False):
+        status = response.status_code
+        if status in RETRYABLE:
+            raise NotNow(_error_of(response), stored=stored, problems=problems)
+        if cut.split(status, count):
+            continue
+        cut.answered(count)
+        if status != 207:
+            raise Refused(_error_of(response), stored=stored, problems=problems)
+        for (event, _), result in zip(batch, response.json()["results"], strict=True):
+            if result["status"] in RETRYABLE:
+                again = f"HTTP {result['status']}: {result.get('error')}"
+                continue
             sent.add(event["id"])
             if result["status"] == 201 and event["type"] == "step":
                 stored += 1
@@ -292,7 +317,16 @@ def _post_new(
                 problems.append(f"{path}: {event['type']} refused: {result.get('error')}")
         for _ in range(count):
             weight -= len(waiting.popleft()[1]) + 1
+    if again:
+        raise NotNow(again, stored=stored, problems=problems)
     return stored, problems
+
+
+def _tell(path: Path, stored: int, problems: Iterable[str]) -> None:
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if stored:
+        print(f"{path}: {stored} new step{'' if stored == 1 else 's'}", flush=True)
 
 
 def watch_main(
@@ -347,15 +381,18 @@ def watch_main(
                         leave=elsewhere_of(str(path)),
                     )
                 except (OSError, httpx.HTTPError) as exc:
-                    if not known.waiting:
+                    # Not marked read: the file is tried again at the next look.
+                    if isinstance(exc, NotSent):
+                        _tell(path, exc.stored, exc.problems)
+                    cause = str(exc).split(":", 1)[0] if isinstance(exc, NotSent) else ""
+                    cause = cause or type(exc).__name__
+                    if cause not in known.said:
                         print(f"{path}: not sent ({exc}); trying again", file=sys.stderr)
-                        known.waiting = True
+                        known.said.add(cause)
                     continue
-                known.state, known.waiting = state, False
-                for problem in problems:
-                    print(problem, file=sys.stderr)
-                if stored:
-                    print(f"{path}: {stored} new step{'' if stored == 1 else 's'}", flush=True)
+                known.state = state
+                known.said.clear()
+                _tell(path, stored, problems)
             done += 1
             sleep(interval)
     except KeyboardInterrupt:

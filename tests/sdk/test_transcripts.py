@@ -319,6 +319,48 @@ def test_it_waits_quietly_for_an_empty_transcript_to_be_written(
     assert "fresh.jsonl" not in err, err
 
 
+def test_it_sends_again_once_the_operator_lets_its_key_write(
+    gunicorn_api: str, project_key: str, tmp_path: Path
+) -> None:
+    """A transcript sent with a read-only key (403) is not taken for sent: once the
+    key may write, the next look sends it, though the file has not changed. The
+    refusal is said once, not at every look."""
+    from contextview.projects.models import ApiKey
+    from contextview.projects.services import apikey_create, project_get_or_create
+
+    project, _ = project_get_or_create(slug="sdk")
+    issued = apikey_create(project=project, name="read only", can_write=False)
+    claude_transcript(tmp_path / "ro.jsonl", "ro", "Check order SO-3")
+    watcher = _watcher(tmp_path, gunicorn_api, issued.secret)
+    try:
+        assert watcher.stderr is not None
+        first = watcher.stderr.readline()
+        assert "ro.jsonl: not sent (HTTP 403" in first, first
+        time.sleep(1)  # a few looks at the unchanged file, 0.2 s apart
+        ApiKey.objects.filter(pk=issued.key.pk).update(can_write=True)
+        wait_for(lambda: step_count(gunicorn_api, project_key, "ro") == 1, 20, "the step")
+    finally:
+        out, err = _stop(watcher)
+    assert "not sent" not in err, err
+    assert "ro.jsonl: 1 new step" in out
+
+
+def test_it_splits_a_batch_the_server_finds_too_big(
+    own_server: Callable[..., OwnServer], project_key: str, tmp_path: Path
+) -> None:
+    """A server whose body limit holds one call of the transcript but not all of them
+    answers 413: the watcher sends them again in smaller batches, and every call is stored."""
+    server = own_server(INGEST_MAX_BYTES="40000")
+    calls = [(f"Check order SO-{n}: " + "the order history. " * 600, "Looking.") for n in range(4)]
+    claude_calls(tmp_path / "big.jsonl", "big", calls)
+    watcher = _watcher(tmp_path, server.url, project_key)
+    try:
+        wait_for(lambda: step_count(server.url, project_key, "big") == 4, 20, "4 steps")
+    finally:
+        out, err = _stop(watcher)
+    assert "not sent" not in err and "HTTP" not in err, err
+
+
 def test_it_weighs_batches_in_the_bytes_it_sends(
     own_server: Callable[..., OwnServer], project_key: str, tmp_path: Path
 ) -> None:
