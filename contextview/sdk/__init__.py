@@ -9,7 +9,7 @@
     session.end("succeeded")
 
 Hooks for the seeds' context managers are in `contextview.sdk.hooks`. The SDK
-needs httpx and the standard library; it imports nothing of Django (only the
+needs httpx, orjson and the standard library; it imports nothing of Django (only the
 pure ``contextview.core`` it shares with the server).
 """
 
