@@ -16,19 +16,18 @@ from typing import Any
 
 from contextview.core.diff import diff_contexts
 from contextview.core.distinct import Distinct
-from contextview.core.layout import message_label
 from contextview.core.needs import amnesia_groups
 from contextview.core.numbers import counts_marked
 from contextview.core.stats import FLAG_HELP
 from contextview.core.textsafe import utf8_writable
 from contextview.postmortems.markdown import render_markdown
 from contextview.postmortems.models import Annotation, Incident
-from contextview.sessions.models import Directive, Session, SessionMessage, Step
+from contextview.sessions.models import Directive, Session, Step
 from contextview.sessions.selectors import (
     StoredMessage,
     limit_name,
     message_as_dict,
-    messages_by_pk,
+    rebilled_results,
     session_as_dict,
     session_budget,
     step_contexts,
@@ -101,35 +100,11 @@ def _loss_lists(session: Session) -> dict[str, Any]:
         value = aggregates.get(name)
         return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
 
-    duplicates, unreferenced = listed("duplicate_results"), listed("unreferenced_results")
-    labels = _message_labels(session, {str(e.get("message")) for e in duplicates + unreferenced})
     return {
         "amnesia": listed("amnesia"),
         "refetches": listed("refetches"),
-        "rebilled": {
-            "tokens": aggregates.get("rebilled_tokens") or 0,
-            # Each with the name a reader knows its message by (`label`): a transcript's
-            # ids are often uuids.
-            "duplicates": [{**e, "label": labels.get(str(e.get("message")), "")}
-                           for e in duplicates],
-            "unreferenced": [{**e, "label": labels.get(str(e.get("message")), "")}
-                             for e in unreferenced],
-        },
-    }  # fmt: skip
-
-
-def _message_labels(session: Session, ids: set[str]) -> dict[str, str]:
-    """What a reader knows each of the session's messages `ids` by (``message_label``):
-    its latest recording under that id."""
-    latest = (
-        SessionMessage.objects.filter(session=session, msg_id__in=ids)
-        .order_by("msg_id", "-seq")
-        .distinct("msg_id")
-        .values_list("msg_id", "message_id")
-    )
-    pks = dict(latest)
-    stored = messages_by_pk(pks.values())
-    return {mid: message_label(stored[pk].message) for mid, pk in pks.items() if pk in stored}
+        "rebilled": rebilled_results(session),
+    }
 
 
 def session_report(session: Session) -> dict[str, Any]:

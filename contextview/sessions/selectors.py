@@ -16,6 +16,7 @@ from django.db.models import Q, QuerySet
 from contextview.core.blobs import pack, unpack
 from contextview.core.diff import diff_contexts
 from contextview.core.infer import COMPACTED, Inferred
+from contextview.core.layout import message_label
 from contextview.core.messages import message_payload
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
@@ -426,6 +427,42 @@ def limit_name(session: Session) -> str:
     (``max_tokens``), else the model's context window (``session_budget``)."""
     declared = budget_of(session.budget if isinstance(session.budget, dict) else None)
     return "budget" if declared.max_tokens is not None else "context window"
+
+
+def message_labels(session: Session, ids: set[str]) -> dict[str, str]:
+    """What a reader knows each of the session's messages `ids` by (``message_label``):
+    its latest recording under that id."""
+    latest = (
+        SessionMessage.objects.filter(session=session, msg_id__in=ids)
+        .order_by("msg_id", "-seq")
+        .distinct("msg_id")
+        .values_list("msg_id", "message_id")
+    )
+    pks = dict(latest)
+    stored = messages_by_pk(pks.values())
+    return {mid: message_label(stored[pk].message) for mid, pk in pks.items() if pk in stored}
+
+
+def rebilled_results(session: Session) -> dict[str, Any]:
+    """The tool results the session carried for nothing (``core.waste``): ``tokens``
+    re-billed, ``duplicates`` and ``unreferenced`` as its aggregates list them, each
+    with the name a reader knows its message by (``label``, "" if none): a
+    transcript's ids are often uuids. The session page and the reports list these."""
+    aggregates = session.aggregates if isinstance(session.aggregates, dict) else {}
+
+    def listed(name: str) -> list[dict[str, Any]]:
+        value = aggregates.get(name)
+        return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
+
+    duplicates, unreferenced = listed("duplicate_results"), listed("unreferenced_results")
+    labels = message_labels(session, {str(e.get("message")) for e in duplicates + unreferenced})
+    return {
+        "tokens": aggregates.get("rebilled_tokens") or 0,
+        "duplicates": [{**e, "label": labels.get(str(e.get("message")), "")}
+                       for e in duplicates],
+        "unreferenced": [{**e, "label": labels.get(str(e.get("message")), "")}
+                         for e in unreferenced],
+    }  # fmt: skip
 
 
 def session_as_dict(session: Session) -> dict[str, Any]:

@@ -69,7 +69,7 @@ from contextview.projects.services import (
     membership_role_change,
 )
 from contextview.sessions.models import Directive, Session, Step
-from contextview.sessions.selectors import session_get, step_get
+from contextview.sessions.selectors import rebilled_results, session_get, step_get
 from contextview.sessions.services import directive_create
 from contextview.stats.selectors import agent_mode_table
 from contextview.web import selectors as web
@@ -431,6 +431,8 @@ def _session_page(
             labels=web.LABELS,
             recent=web.recent_session_ids(project=session.project, limit=100),
             family=web.session_family(session=session),
+            # Its re-billed results by what they hold, as the reports name them.
+            rebilled=rebilled_results(session),
             modes=modes,
             reported_modes=reported_modes,
             directives=directives,

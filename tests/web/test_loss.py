@@ -118,6 +118,11 @@ def test_it_lists_amnesia_refetches_and_re_billed_results_on_the_session_page(
     assert f'href="/sessions/{wasteful.pk}/steps/2/#m-t1"' in duplicates
     unreferenced = page[page.index('class="unreferenced-list"') :]
     assert "read_log" in unreferenced and "search_orders" not in unreferenced.split("</table>")[0]
+    # Each result by what it holds, as the reports name it, its id beside it (a
+    # transcript's ids are uuids).
+    assert f'tool result: “{RESULT[:59]}…” <code class="muted">t1</code></a>' in duplicates
+    read = 'tool result: “GET /api/lock 504 3002ms” <code class="muted">log</code></a>'
+    assert read in unreferenced.split("</table>")[0]
 
 
 def test_it_reports_amnesia_refetches_and_re_billed_results_in_markdown_and_html(
