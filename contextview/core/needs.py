@@ -368,6 +368,31 @@ def link_needs(
 
 # Entities an amnesia group shows before "and N more".
 AMNESIA_SHOWN = 3
+# Entities an operation's lost list shows before "and N more" (the step page's too).
+LOST_SHOWN = 24
+
+
+def in_view(texts: list[str], most: int) -> list[str]:
+    """The first `most` of `texts`, the ones a list shows before "and N more"; all of
+    them when one more would be all that hides."""
+    return texts if len(texts) <= most + 1 else texts[:most]
+
+
+@dataclass
+class Shortlist:
+    """Entities, most likely to matter first (an operation's ``lost``), of which the
+    first `most` are in view and the rest behind "and N more" (`in_view`)."""
+
+    texts: list[str]
+    most: int = LOST_SHOWN
+
+    @property
+    def shown(self) -> list[str]:
+        return in_view(self.texts, self.most)
+
+    @property
+    def more(self) -> list[str]:
+        return self.texts[len(self.shown) :]
 
 
 @dataclass
@@ -382,8 +407,8 @@ class AmnesiaGroup:
 
     @property
     def shown(self) -> list[str]:
-        """The entities in view; all of them when one more would be all that hides."""
-        return self.texts if len(self.texts) <= AMNESIA_SHOWN + 1 else self.texts[:AMNESIA_SHOWN]
+        """The entities in view (`in_view`)."""
+        return in_view(self.texts, AMNESIA_SHOWN)
 
     @property
     def more(self) -> list[str]:
@@ -410,12 +435,15 @@ def amnesia_groups(entries: Any) -> list[AmnesiaGroup]:
 __all__ = [
     "AMNESIA_SHOWN",
     "HOWS",
+    "LOST_SHOWN",
     "AmnesiaGroup",
     "LossTracker",
     "NeedLinks",
     "Op",
+    "Shortlist",
     "amnesia_groups",
     "calls_of",
+    "in_view",
     "link_needs",
     "new_positions",
 ]

@@ -247,6 +247,27 @@ def _md_list(values: Any) -> str:
     return ", ".join(_md(v) for v in values)
 
 
+def _md_wrapped(values: list[Any], width: int = 100) -> list[str]:
+    """Entities as a list item's indented lines of at most about `width` characters,
+    the whole list kept: an operation can lose several hundred, on one line they
+    are unreadable."""
+    lines: list[str] = []
+    line = ""
+    for n, value in enumerate(values):
+        item = _md(value) + ("," if n < len(values) - 1 else "")
+        if line and len(line) + 1 + len(item) > width:
+            lines.append("  " + line)
+            line = item
+        else:
+            line = f"{line} {item}" if line else item
+    return [*lines, "  " + line] if line else lines
+
+
+def _md_lost(values: list[Any]) -> str:
+    n = len(values)
+    return f"{n:,} entit{'y' if n == 1 else 'ies'}"
+
+
 def _md_body(text: str) -> str:
     """An annotation's Markdown as its author wrote it, but never its raw HTML: the
     dashboard shows such HTML as text, and so must any viewer of the report."""
@@ -416,8 +437,9 @@ def report_markdown(report: dict[str, Any]) -> str:
             lines.append(
                 f"- `{op['op']}` {_md_list(op['targets'])} → {_md(op['result_id'] or '-')}: "
                 f"{_count(op['tokens_in'])} → {_count(op['tokens_out'])} tokens (ratio {ratio})"
-                + (f"; lost: {_md_list(lost)}" if lost else "")
+                + (f"; lost {_md_lost(lost)}:" if lost else "")
             )
+            lines += _md_wrapped(lost)
         diff = f["diff"]
         if not any(diff[k] for k in ("removed", "added", "changed", "moved")):
             lines += ["", UNCHANGED, ""]
@@ -433,7 +455,8 @@ def report_markdown(report: dict[str, Any]) -> str:
     if not report["lost_entities"]:
         lines.append("No compression lost a key entity.")
     for entry in report["lost_entities"]:
-        lines.append(f"- step {entry['step']}: {_md_list(entry['entities'])}")
+        lines.append(f"- step {entry['step']}, {_md_lost(entry['entities'])}:")
+        lines += _md_wrapped(entry["entities"])
     lines += _md_loss(report)
     lines += ["", "## Annotations", ""]
     if not report["annotations"]:

@@ -35,6 +35,7 @@ from contextview.core.entities import entity_sources
 from contextview.core.layout import message_label
 from contextview.core.liveness import Liveness, directive_expiry, liveness
 from contextview.core.model import Message
+from contextview.core.needs import LOST_SHOWN
 from contextview.core.numbers import digits_value
 from contextview.core.refs import decode_refs
 from contextview.core.stats import (
@@ -946,8 +947,6 @@ def _past(op: str) -> str:
     }.get(op, op)
 
 
-# Lost entities a step's operation shows before "N more", each linked to its original.
-LOST_SHOWN = 24
 # Lines of "needed later" a step's operation shows before "N more": a real compaction
 # lost 153 entities that later steps needed, one line each, 5,000 px of the step.
 NEEDED_SHOWN = 10

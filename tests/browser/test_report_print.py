@@ -36,15 +36,15 @@ def test_a_printed_report_shows_the_entities_behind_and_n_more(
     report.write_bytes(response.body())
     page.goto(report.as_uri())
 
-    hidden = page.locator('.amnesia-more mark:text-is("lib/shop/checkout_11.ex")')
+    hidden = page.locator('.entities-more mark:text-is("lib/shop/checkout_11.ex")')
     # On screen, folded away until its summary is opened.
     assert not hidden.is_visible()
-    assert page.locator(".amnesia-more summary").is_visible()
+    assert page.locator(".entities-more summary").is_visible()
     page.emulate_media(media="print")
     # On paper, all of them, with no "and 9 more" that nobody can open.
     for k in range(12):
         assert page.locator(f'mark:text-is("lib/shop/checkout_{k}.ex")').is_visible()
-    assert not page.locator(".amnesia-more summary").is_visible()
+    assert not page.locator(".entities-more summary").is_visible()
     # A message's content, folded behind its first line on screen, prints too.
     contents = page.locator(".report-diff details pre.content")
     assert contents.count()

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.test import Client
 
-from contextview.sessions.models import Session
-from tests.stats.test_loss import RESULT, amnesia_session, waste_session
+from contextview.core.needs import LOST_SHOWN
+from contextview.sessions.models import Session, Step
+from tests.api_client import step
+from tests.stats.test_loss import ASK, RESULT, SYS, amnesia_session, say, waste_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -187,7 +190,7 @@ def test_it_lists_the_amnesia_of_one_refetch_as_one_row_with_its_entities_folded
         rows = _rows(listing)
         assert len(rows) == len(groups) < len(amnesia)
         (row,) = [r for r in rows if "checkout_0.ex" in r]
-        shown, more = row.split('<details class="amnesia-more">')
+        shown, more = row.split('<details class="entities-more">')
         # The first few in view, the rest behind a summary a keyboard opens; none lost.
         texts = [a["text"] for a in amnesia if (a["needed_at"], a["how"]) == (6, "refetched")]
         assert all(f">{t}</mark>" in shown for t in texts[:3])
@@ -225,3 +228,48 @@ def test_the_markdown_report_lists_amnesia_by_step_and_how_with_every_entity_in_
     assert all(f"lib/shop/checkout_{k}.ex" in row for k in range(30))
     assert row.endswith("| 2 | 6 | refetched |")
     assert f"{len(amnesia)} entities lost at one step and needed at a later one" in section
+
+
+def _summary_losing(name: str, orders: int) -> list[dict[str, Any]]:
+    """A summary at step 1 of a search result naming `orders` order ids, which keeps
+    none of them."""
+    ids = ", ".join(f"SO2026010{n:04d}" for n in range(orders))
+    found = {"id": "t1", "role": "tool", "tool": "search_orders", "content": f"Stuck: {ids}"}
+    head = [SYS, ASK, found]
+    summary = say("s1", "tool", "Many orders are stuck.")
+    return [
+        {"type": "session", "id": f"{name}-start", "body": {"session_id": name}},
+        step(name, 0, head),
+        step(name, 1, head, action={"action": "summarize", "target": "t1", "result": summary}),
+    ]
+
+
+def test_a_report_shows_the_first_lost_entities_and_the_rest_behind_and_n_more(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    session = seed(_summary_losing("forgetting", 60))
+    summarized = Step.objects.filter(session=session).with_stats().get(index=1)
+    [lost] = [op["entities"]["lost"] for op in summarized.stats["ops"]]
+    assert len(lost) >= 60
+    client = login("viewer")
+    html = client.get(f"/sessions/{session.pk}/report.html").content.decode()
+    flagged = html[html.index('id="flagged-1"') :].split("</article>")[0]
+    section = html[html.index('<section id="lost">') :].split("</section>")[0]
+    for listing in (flagged, section):
+        # The first ones (the most likely to matter) in view, the rest folded away.
+        shown, more = listing.split('<details class="entities-more">')
+        assert all(f">{e}</mark>" in shown for e in lost[:LOST_SHOWN])
+        assert f"<summary>and {len(lost) - LOST_SHOWN} more</summary>" in more
+        assert all(f">{e}</mark>" in more and e not in shown for e in lost[LOST_SHOWN:])
+
+    markdown = client.get(f"/sessions/{session.pk}/report.md").content.decode()
+    # Every one of them, the count first, on lines a reader can read.
+    [op] = [p for p in markdown.split("### Step 1")[1].split("\n- ") if p.startswith("`summarize`")]
+    op = op.split("\n\n")[0]
+    listed = markdown.split("## Lost entities")[1].split("## Needed later")[0].strip()
+    assert f"; lost {len(lost)} entities:\n" in op
+    assert listed.startswith(f"- step 1, {len(lost)} entities:\n")
+    for text in (op, listed):
+        lines = text.splitlines()[1:]
+        assert len(lines) > 1 and all(len(line) <= 102 for line in lines)
+        assert " ".join(lines).split() == [f"{e}," for e in lost[:-1]] + [lost[-1]]

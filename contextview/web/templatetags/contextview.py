@@ -18,7 +18,7 @@ from contextview.core.layout import first_line as line_start
 from contextview.core.liveness import Liveness, duration_text
 from contextview.core.model import content_text
 from contextview.core.monitors import metric_text
-from contextview.core.needs import AmnesiaGroup, amnesia_groups
+from contextview.core.needs import AmnesiaGroup, Shortlist, amnesia_groups
 from contextview.core.numbers import counts_marked
 from contextview.core.parts import Block
 from contextview.core.parts import blocks as parts_blocks
@@ -95,6 +95,13 @@ def first_line(text: str, limit: int = 140) -> str:
 def amnesia_grouped(entries: Any) -> list[AmnesiaGroup]:
     """A session's amnesia list by (lost at, needed at, how): see `amnesia_groups`."""
     return amnesia_groups(entries)
+
+
+@register.filter
+def shortlist(entities: Any) -> Shortlist:
+    """An operation's lost entities (most likely to matter first) as a `Shortlist`: the
+    first few in view, the rest behind "and N more", as an amnesia row shows its own."""
+    return Shortlist([str(e) for e in entities] if isinstance(entities, list) else [])
 
 
 @register.filter
