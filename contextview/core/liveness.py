@@ -10,7 +10,8 @@ the session list, the session page and the directives panel share one rule.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 # Past this, a running session's page says its agent went quiet.
 QUIET_AFTER = timedelta(seconds=60)
@@ -74,6 +75,19 @@ def liveness(
     if silent >= QUIET_AFTER:
         return Liveness("quiet", silent)
     return Liveness("live", silent)
+
+
+def time_text(moment: Any) -> str:
+    """A time (a datetime, or ISO 8601 text as a report's data holds it) as every page
+    and report writes one: "2026-02-11 21:41:48 UTC"; "" for none."""
+    if isinstance(moment, str):
+        try:
+            moment = datetime.fromisoformat(moment)
+        except ValueError:
+            return ""
+    if not isinstance(moment, datetime):
+        return ""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def duration_text(span: timedelta) -> str:

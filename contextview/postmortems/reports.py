@@ -16,6 +16,7 @@ from typing import Any
 
 from contextview.core.diff import diff_contexts
 from contextview.core.distinct import Distinct
+from contextview.core.liveness import time_text
 from contextview.core.needs import amnesia_groups
 from contextview.core.numbers import counts_marked
 from contextview.core.stats import FLAG_HELP
@@ -404,9 +405,10 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"- pinned: {_md_list(s['pinned']) or '-'}",
         f"- steps: {s['steps']}; "
         + (
-            f"started: not in the transcript, which wrote no times (imported {imported_at})"
+            "started: not in the transcript, which wrote no times "
+            f"(imported {time_text(imported_at)})"
             if (imported_at := shown["imported_at"])
-            else f"started {s['started_at']}"
+            else f"started {time_text(s['started_at']) or '-'}"
         ),
         "",
         "## Timeline",
@@ -466,7 +468,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         if a["message"]:
             where += f", message {_md(a['message'])}"
         lines += [
-            f"**{a['label']}** by {_md(a['author'])} on {where} ({a['created_at']}):",
+            f"**{a['label']}** by {_md(a['author'])} on {where} ({time_text(a['created_at'])}):",
             "",
             _md_body(a["body"]),
             "",
@@ -478,6 +480,6 @@ def report_markdown(report: dict[str, Any]) -> str:
         what = d.get("mode") or ", ".join(d.get("targets", []))
         lines.append(
             f"- {d['id']} {d['type']} {_md(what)}: {d['status']} "
-            f"(by {d['created_by'] or '-'} at {d['created_at']})"
+            f"(by {d['created_by'] or '-'} at {time_text(d['created_at']) or '-'})"
         )
     return utf8_writable("\n".join(lines) + "\n")

@@ -138,4 +138,4 @@ def test_a_transcript_without_times_shows_when_it_was_imported_not_an_age_or_tim
     timed_md = client.get(
         f"/sessions/{Session.objects.get(external_id='cc-refund').pk}/report.md"
     ).content.decode()
-    assert "started 2026-12-01T09:00:" in timed_md and "not in the transcript" not in timed_md
+    assert "started 2026-12-01 09:00:" in timed_md and "not in the transcript" not in timed_md

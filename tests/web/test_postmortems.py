@@ -632,3 +632,27 @@ def test_an_occupancy_flag_of_a_session_without_a_budget_names_the_context_windo
     flagged = markdown.split("### Step 0")[1].split("## Lost entities")[0]
     (line,) = [ln for ln in flagged.splitlines() if ln.startswith("- **over_")]
     assert "context window" in line
+
+
+def test_the_markdown_and_html_reports_write_times_alike(
+    api: Api, login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    events = order_session_events("timed")
+    events[0]["timestamp"] = "2026-11-29T10:00:00.250000Z"
+    session = seed(events)
+    client = login("viewer", username="reviewer")
+    author = User.objects.get(username="reviewer")
+    annotation_create(session=session, author=author, step_index=0, body="Lost the order.")
+    restore = {"type": "restore", "targets": ["tool_result_32"], "step": 0}
+    assert api.post("/sessions/timed/directives", restore).status_code == 201
+    markdown = _text(client.get(f"/sessions/{session.pk}/report.md"))
+    page = _text(client.get(f"/sessions/{session.pk}/report.html"))
+
+    started = "2026-11-29 10:00:00 UTC"
+    assert f"started {started}" in markdown and f"<dt>Started</dt><dd>{started}</dd>" in page
+    # The annotation's and the directive's times, as the HTML writes them, no ISO text.
+    annotated = re.search(r'class="author">reviewer</strong> ([^<]+?)\s*<', page)
+    assert annotated and f"by reviewer on step 0 ({annotated[1]}):" in markdown
+    [asked] = re.findall(r"</td><td>(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC)</td>", page)
+    assert f"at {asked})" in markdown
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:", markdown)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -10,12 +10,11 @@ from django import template
 from django.templatetags.static import static
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from contextview.core.layout import first_line as line_start
-from contextview.core.liveness import Liveness, duration_text
+from contextview.core.liveness import Liveness, duration_text, time_text
 from contextview.core.model import content_text
 from contextview.core.monitors import metric_text
 from contextview.core.needs import AmnesiaGroup, Shortlist, amnesia_groups
@@ -167,11 +166,9 @@ def blocks(message: Any) -> list[Block]:
 
 @register.filter
 def when(value: Any) -> str:
-    """An ISO 8601 time from a report's data, shown as the pages show times."""
-    moment = parse_datetime(value) if isinstance(value, str) else value
-    if moment is None:
-        return "—"
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    """An ISO 8601 time from a report's data, shown as the pages show times
+    (`time_text`, as the Markdown report writes them too)."""
+    return time_text(value) or "—"
 
 
 @register.filter
