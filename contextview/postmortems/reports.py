@@ -278,23 +278,25 @@ def _md_body(text: str) -> str:
 def budget_text(budget: Any, escape: Callable[[str], str] = str) -> str:
     """`{"max_tokens": 16000, "reserved_tokens": 1200, "partitions": {"tool": 4800}}` as
     "16,000 tokens, 1,200 reserved; partitions: tool 4,800" (what the agent named passed
-    through `escape`), for the Markdown and HTML reports alike."""
+    through `escape`), for the Markdown and HTML reports alike; "" for no budget, which
+    each writes as it writes any missing value."""
     if not isinstance(budget, dict) or not budget:
-        return "-"
-    parts = []
+        return ""
+    sizes = []
     if isinstance(budget.get("max_tokens"), int):
-        parts.append(f"{budget['max_tokens']:,} tokens")
+        sizes.append(f"{budget['max_tokens']:,} tokens")
     if isinstance(budget.get("reserved_tokens"), int):
-        parts.append(f"{budget['reserved_tokens']:,} reserved")
-    text = ", ".join(parts) or "-"
+        sizes.append(f"{budget['reserved_tokens']:,} reserved")
+    text = ", ".join(sizes)
     partitions = budget.get("partitions")
     if isinstance(partitions, dict) and partitions:
-        text += "; partitions: " + ", ".join(
+        listed = "partitions: " + ", ".join(
             f"{escape(name)} {size:,}"
             if isinstance(size, int)
             else f"{escape(name)} {escape(str(size))}"
             for name, size in partitions.items()
         )
+        text = f"{text}; {listed}" if text else listed
     return text
 
 
@@ -400,7 +402,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"- agent: {_md(s['agent'] or '-')}; model: {_md(s['model'] or '-')}; "
         f"mode: {_md(shown['mode'] or '-')}",
         f"- status: {status}; score: {s['score'] if s['score'] is not None else '-'}",
-        f"- budget: {budget_text(s['budget'], _md)}",
+        f"- budget: {budget_text(s['budget'], _md) or '-'}",
         *window_line(shown["limit"]),
         f"- pinned: {_md_list(s['pinned']) or '-'}",
         f"- steps: {s['steps']}; "

@@ -331,6 +331,7 @@ def test_it_reports_a_demo_session_as_one_self_contained_html_file(
     assert reports.budget_text({"max_tokens": 100, "partitions": {"tool": 40}}) == (
         "100 tokens; partitions: tool 40"
     )
+    assert reports.budget_text({"partitions": {"tool": 40}}) == "partitions: tool 40"
     # The chart is drawn already (inline SVG): a band per partition, the budget's
     # lines, a mark linking to each flagged step's row; no script at all.
     chart = page.split('id="occupancy-chart"')[1].split("</svg>")[0]
@@ -656,3 +657,17 @@ def test_the_markdown_and_html_reports_write_times_alike(
     [asked] = re.findall(r"</td><td>(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC)</td>", page)
     assert f"at {asked})" in markdown
     assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:", markdown)
+
+
+def test_the_html_report_writes_every_missing_fact_alike(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    events = order_session_events("unbudgeted")
+    for name in ("budget", "agent", "model"):
+        del events[0]["body"][name]
+    session = seed(events)
+    page = _text(login("viewer").get(f"/sessions/{session.pk}/report.html"))
+    facts = dict(re.findall(r"<dt>([^<]+)</dt><dd[^>]*>([^<]*)</dd>", page.split("</dl>")[0]))
+    # No budget, agent or model: each as the report writes anything missing.
+    assert facts["Budget"] == facts["Agent"] == facts["Model"] == "—"
+    assert "-" not in facts.values()
