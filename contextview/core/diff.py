@@ -16,6 +16,7 @@ from typing import Any
 from contextview.core.messages import same_message
 from contextview.core.model import Message
 from contextview.core.parts import call_fields
+from contextview.core.sequences import common_prefix, common_suffix
 
 # Chinese and Japanese have no spaces between words, so without splitting every
 # ideograph and kana apart, one changed character would mark a whole sentence.
@@ -29,6 +30,12 @@ def tokenize(text: str) -> list[str]:
     The tokens join back to exactly `text`.
     """
     return _TOKEN.findall(text)
+
+
+# Past this many pairs of words between two changed stretches, they are not matched
+# word by word (`word_diff`): two long lines that differ throughout take some 40 ms
+# at this size, and longer ones grow past what a page can wait for.
+WORD_MATCH_LIMIT = 4_000_000
 
 
 def word_diff(a: str, b: str) -> list[tuple[str, str]]:
@@ -55,14 +62,30 @@ def word_diff(a: str, b: str) -> list[tuple[str, str]]:
             add("equal", lines_a[i1:i2])
             continue
         ta, tb = tokenize("".join(lines_a[i1:i2])), tokenize("".join(lines_b[j1:j2]))
+        if len(ta) * len(tb) > WORD_MATCH_LIMIT:
+            # Two long lines that became each other (minified JSON rewritten): matching
+            # word by word takes too long and says little a reader can use.
+            # What both start and end with stays equal; the middle is replaced.
+            head = common_prefix(ta, tb)
+            tail = common_suffix(ta, tb, min(len(ta), len(tb)) - head)
+            add("equal", ta[:head])
+            add("delete", ta[head : len(ta) - tail])
+            add("insert", tb[head : len(tb) - tail])
+            add("equal", ta[len(ta) - tail :])
+            continue
         # autojunk stays on: in long text, whitespace and common words would
-        # otherwise make matching quadratic.
-        for wop, k1, k2, l1, l2 in SequenceMatcher(None, ta, tb).get_opcodes():
+        # otherwise make matching quadratic. It looks at the second sequence only, so
+        # the longer one goes second (a long tool result against its short summary:
+        # 28 ms -> 0.6 ms, the same words found).
+        swapped = len(ta) > len(tb)
+        first, second = (tb, ta) if swapped else (ta, tb)
+        for wop, k1, k2, l1, l2 in SequenceMatcher(None, first, second).get_opcodes():
+            (a1, a2, b1, b2) = (l1, l2, k1, k2) if swapped else (k1, k2, l1, l2)
             if wop == "equal":
-                add("equal", ta[k1:k2])
+                add("equal", ta[a1:a2])
             else:
-                add("delete", ta[k1:k2])
-                add("insert", tb[l1:l2])
+                add("delete", ta[a1:a2])
+                add("insert", tb[b1:b2])
     return pieces
 
 

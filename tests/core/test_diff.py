@@ -133,6 +133,32 @@ def _lcs_length(x: list[str], y: list[str]) -> int:
     return table[-1][-1]
 
 
+def test_two_long_lines_that_differ_throughout_are_not_matched_word_by_word() -> None:
+    # Minified JSON in Chinese (a token a character) rewritten as another: what both
+    # start and end with stays equal, the middle is replaced.
+    def orders(status: str) -> str:
+        return ", ".join(f'{{"id": "SO2026{i:05d}", "at": "{status}广州{i}"}}' for i in range(400))
+
+    before = f"query_orders: [{orders('已揽收')}] done"
+    after = f"query_orders: [{orders('运输中')}] done"
+    words = word_diff(before, after)
+    assert "".join(t for tag, t in words if tag != "insert") == before
+    assert "".join(t for tag, t in words if tag != "delete") == after
+    assert [tag for tag, _ in words] == ["equal", "delete", "insert", "equal"]
+    assert words[0][1].startswith("query_orders: [") and words[-1][1].endswith("] done")
+
+
+def test_a_long_result_against_its_short_summary_keeps_the_words_they_share() -> None:
+    before = "orders: " + ", ".join(
+        f'{{"id": "SO2026{i:05d}", "city": "广州"}}' for i in range(300)
+    )
+    after = "orders: 300 in all, SO202600007 stalled in 广州"
+    words = word_diff(before, after)
+    assert "".join(t for tag, t in words if tag != "insert") == before
+    assert "".join(t for tag, t in words if tag != "delete") == after
+    assert ("equal", "orders: ") == words[0]
+
+
 @given(texts, texts)
 def test_it_rebuilds_both_texts_from_the_word_diff(a: str, b: str) -> None:
     words = word_diff(a, b)
