@@ -5,8 +5,8 @@ element ``{"$run": [start, count]}`` of ``obs.messages`` stands for the messages
 at positions ``start .. start + count - 1`` of that step's after context, in
 order. An agent that appends to its context sends one run and what it added.
 
-The SDK and the OTLP receiver encode (`runs_in`, `run_element`, `encode_runs`);
-ingest expands (`expand_runs`). The format is the contract's; it must not change.
+The SDK, the OTLP receiver and the transcript importers encode (`runs_in`,
+`run_element`, `encode_runs`); ingest expands (`expand_runs`). The format is the contract's; it must not change.
 """
 
 from __future__ import annotations

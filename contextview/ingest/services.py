@@ -707,11 +707,18 @@ def _process(
                 by_pk[pk].walk.latest.update(latest)
             for pk, archive in _load_by_id(cursor, store, wanted_archive, _ARCHIVED_FROM).items():
                 by_pk[pk].walk.archive.update(archive)
-            bases = {
-                (states[body.session_id].session.pk, body.obs.base)
-                for body in (e.body for e in steps)
-                if isinstance(body, StepBody) and body.obs.base is not None
-            }
+            # The bases named, but for a step this batch stores: its after is worked out
+            # before the steps sent against it.
+            named: set[tuple[int, int]] = set()
+            new: set[tuple[int, int]] = set()
+            for body in (e.body for e in steps):
+                if isinstance(body, StepBody):
+                    pk = states[body.session_id].session.pk
+                    if body.index not in by_pk[pk].step_hashes:
+                        new.add((pk, body.index))
+                    if body.obs.base is not None:
+                        named.add((pk, body.obs.base))
+            bases = named - new
             for (pk, index), context in _load_bases(cursor, store, bases).items():
                 by_pk[pk].walk.afters[index] = context
 

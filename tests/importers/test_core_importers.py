@@ -33,7 +33,10 @@ def replay(events: list[dict[str, Any]]) -> dict[str, list[Any]]:
         body = event["body"]
         sid = body["session_id"]
         result = walks.setdefault(sid, SessionWalk()).take(
-            body["index"], obs=body["obs"]["messages"], ops_raw=body.get("actions")
+            body["index"],
+            obs=body["obs"]["messages"],
+            base=body["obs"].get("$base"),
+            ops_raw=body.get("actions"),
         )
         out.setdefault(sid, []).append((body, result))
     return out

@@ -94,6 +94,29 @@ def test_it_adds_nothing_for_the_same_file_and_only_new_steps_for_a_grown_one(ap
     assert Step.objects.filter(session__external_id="cc-7f3a").count() == 4
 
 
+def test_a_long_transcript_imported_in_parts_holds_each_calls_whole_context(api: Api) -> None:
+    from tests.importers.test_runs import claude_code
+
+    data = claude_code(60, compact_at=30)
+    lines = data.splitlines(keepends=True)
+    first = upload(api, ("long.jsonl", b"".join(lines[:83])))  # the first 40 calls
+    assert first.json()["sessions"][0]["new_steps"] == 40
+    grown = upload(api, ("long.jsonl", data))
+    assert grown.status_code == 201, grown.content
+    assert grown.json()["sessions"][0]["new_steps"] == 20
+    again = upload(api, ("long.jsonl", data))
+    assert again.status_code == 200
+    # Calls sent against the call before them see all that call saw and what it added.
+    step = api.get("/sessions/long-cc/steps/29").json()
+    assert [m["id"] for m in step["before"]] == ["u0"] + [
+        f"{kind}{n}" for n in range(1, 30) for kind in ("msg_", "r")
+    ]
+    last = api.get("/sessions/long-cc/steps/59").json()
+    assert [m["id"] for m in last["before"]][:2] == ["s30", "msg_31"]
+    assert len(last["before"]) == 1 + 2 * 29
+    assert last["before"][-1]["content"][0]["content"] == "line 59 of the log"
+
+
 @pytest.mark.parametrize(
     ("name", "session_id", "steps", "ops"),
     [

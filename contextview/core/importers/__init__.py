@@ -17,6 +17,7 @@ from typing import IO, Any
 from contextview.core.importers import atif, claude_code, codex, openhands, swe_agent
 from contextview.core.importers._log import TOO_DEEP, Event, TranscriptError, guarded, line_error
 from contextview.core.importers.folders import ARCHIVE_SUFFIXES
+from contextview.core.runs import RUN_KEY
 
 __all__ = [
     "FORMATS",
@@ -135,12 +136,14 @@ def read(
 
 
 # A batch is sent when it holds this many events or this much weight: new content
-# in characters, and each message of a context (most sent by id alone) as 200, about
-# what it costs in memory while the batch is ingested. This bounds the memory of one
-# batch whatever the transcript's size, and keeps it under the ingest body limit.
+# in characters, each message of a context sent by id alone as 200, and each one a
+# ``$run`` stands for (the previous step's, already read) as 16: about what they cost
+# in memory while the batch is ingested. This bounds the memory of one batch
+# whatever the transcript's size, and keeps it under the ingest body limit.
 BATCH_EVENTS = 1000
 BATCH_WEIGHT = 8 * 1024 * 1024
 REFERENCE_WEIGHT = 200
+RUN_WEIGHT = 16
 
 
 def batches(events: Iterable[Event]) -> Iterator[list[Event]]:
@@ -150,6 +153,10 @@ def batches(events: Iterable[Event]) -> Iterator[list[Event]]:
     for event in events:
         batch.append(event)
         for message in event["body"].get("obs", {}).get("messages", ()):
+            run = message.get(RUN_KEY)
+            if run is not None:
+                weight += RUN_WEIGHT * run[1]
+                continue
             content = message.get("content")
             weight += REFERENCE_WEIGHT
             if isinstance(content, str):

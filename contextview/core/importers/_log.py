@@ -6,7 +6,10 @@ to its context, tells it where each model call happened, and stages the
 compactions the log reports; the log answers with `step` events whose
 `obs.messages` send each message's content once and its `id` alone afterwards
 (contract: an id sent alone stands for the latest recorded content), so a
-context resent on every call is stored once.
+context resent on every call is stored once. What the previous step's context
+held goes as ``$run`` elements of it (``core.runs``), so a step's event, and the
+server's work on it, grow with what the call added, not with its context; its id
+is still the one it had when every step sent its whole context (`_step_id`).
 
 Only ids and short hashes of what was already sent are kept, so memory grows with
 the number of messages in the live context, never with the transcript's bytes.
@@ -25,6 +28,7 @@ from typing import IO, Any
 
 from contextview.core.layout import one_line
 from contextview.core.messages import canonical_json
+from contextview.core.runs import BASE_KEY, encode_runs, run_element, runs_in
 from contextview.core.times import as_rfc3339
 
 Event = dict[str, Any]
@@ -299,6 +303,71 @@ def event_id(session_id: str, kind: str, tag: str, body: dict[str, Any]) -> str:
     return f"imp-{tag}-{short_hash([session_id, canonical_json(body)])}"
 
 
+# A step sends the messages the previous step's context holds as ``$run`` elements
+# of it (``core.runs``) when there are at least this many: the server then neither
+# reads nor looks up each of them again, so a long session costs what it adds.
+RUN_FROM = 8
+
+
+def _escaped(text: str) -> str:
+    """`text` as it stands inside a JSON string (`canonical_json`), without the quotes."""
+    return canonical_json(text)[1:-1]
+
+
+_OBS_OPEN = _escaped('{"messages":[')
+_OBS_CLOSE = _escaped("]}")
+
+
+@dataclass(slots=True)
+class _Said:
+    """What a step's id is made from of its context: every message as it would be
+    sent if the step named no base (`event_id`), as escaped text, made of
+    `head`, the text of its first `head_count` messages (those sent as one run,
+    each its id alone), and `texts`, one for each message after those."""
+
+    head: str
+    head_count: int
+    texts: list[str]
+
+    def messages(self) -> str:
+        return _joined(self.head, ",".join(self.texts))
+
+
+@dataclass(slots=True)
+class _Base:
+    """The previous step, as the next one can send runs of its context: its index,
+    the ids of its context (no operation changed it, so that is its after), and
+    the text those messages give a step's id, each its id alone (`_Said.head`)."""
+
+    index: int
+    ids: list[str]
+    text: str
+
+
+def _joined(*texts: str) -> str:
+    """Texts of messages (`_Said`), one after another."""
+    return ",".join(text for text in texts if text)
+
+
+def _step_id(session_id: str, tag: str, body: dict[str, Any], said: _Said) -> str:
+    """The id `event_id` gives the step `body` with its whole context in
+    ``obs.messages``, worked out from the texts `said` holds of it: the same id
+    whatever base the step is sent against, at a cost that does not grow with the
+    messages the context carries over."""
+    fields = {k: v for k, v in body.items() if k not in REPLY_FIELDS}
+    pieces = []
+    for key in sorted(fields):
+        value = (
+            f"{_OBS_OPEN}{said.messages()}{_OBS_CLOSE}"
+            if key == "obs"
+            else _escaped(canonical_json(fields[key]))
+        )
+        pieces.append(f"{_escaped(canonical_json(key))}:{value}")
+    text = f'[{canonical_json(session_id)},"{{{",".join(pieces)}}}"]'
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return f"imp-{tag}-{digest}"
+
+
 def text_of(content: Any) -> str:
     """A rough text of any content, for matching messages re-sent by an agent."""
     return content if isinstance(content, str) else canonical_json(content)
@@ -323,6 +392,10 @@ class SessionLog:
     staged_order: list[str] | None = None
     started: bool = False
     operations: int = 0
+    # the previous step, when the next one may send runs of its context
+    _base: _Base | None = None
+    # each id sent alone, as the text of a step's id holds it (`_Said`)
+    _ref_text: dict[str, str] = field(default_factory=dict)
 
     def add(self, message: dict[str, Any]) -> None:
         mid = message["id"]
@@ -421,16 +494,8 @@ class SessionLog:
         if not self.started:
             self.started = True
             yield self._event("session", self.session_body, timestamp, "session")
-        obs = []
-        for mid in self.context:
-            message = self.pending.pop(mid, None)
-            if message is None:
-                obs.append({"id": mid})
-            else:
-                obs.append(message)
-                self.sent_hash[mid] = short_hash(text_of(message.get("content")))
         body: dict[str, Any] = {"session_id": self.session_id, "index": self.index}
-        body["obs"] = {"messages": obs}
+        body["obs"], said = self._observed()
         ops = self.staged
         if ops:
             after = self._apply(ops)
@@ -447,9 +512,67 @@ class SessionLog:
             self.context = after
             self.operations += len(ops)
             self.staged, self.staged_reason, self.staged_order = [], [], None
+            self._base = None
+        else:
+            # What the server holds as this step's after: its context, as sent.
+            ids = self.context
+            rest = ",".join(map(self._id_alone, ids[said.head_count :]))
+            self._base = _Base(self.index, ids.copy(), _joined(said.head, rest))
         body.update({k: v for k, v in fields.items() if v is not None})
         self.index += 1
-        yield self._event("step", body, timestamp, f"step{body['index']}")
+        tag = f"step{body['index']}"
+        yield self._event("step", body, timestamp, tag, said=said)
+
+    def _observed(self) -> tuple[dict[str, Any], _Said]:
+        """The step's ``obs`` as sent (what the previous step's context holds of it as
+        ``$run`` elements, when it holds enough), and what its id is made from."""
+        context, pending, base = self.context, self.pending, self._base
+        n = len(base.ids) if base is not None else 0
+        if (
+            base is not None
+            and n >= RUN_FROM
+            and context[:n] == base.ids
+            and (not pending or pending.keys().isdisjoint(base.ids))
+        ):
+            # The usual call: the previous context and what was added since.
+            tail = self._sent(context[n:])
+            said = _Said(base.text, n, [self._said(m) for m in tail])
+            return {BASE_KEY: base.index, "messages": [run_element(0, n), *tail]}, said
+        messages = self._sent(context)
+        said = _Said("", 0, [self._said(m) for m in messages])
+        if base is None or n < RUN_FROM:
+            return {"messages": messages}, said
+        where = {mid: position for position, mid in enumerate(base.ids)}
+        positions = [None if "content" in m else where.get(m["id"]) for m in messages]
+        if sum(count for _, _, count in runs_in(positions)) < RUN_FROM:
+            return {"messages": messages}, said
+        return {BASE_KEY: base.index, "messages": encode_runs(messages, positions)}, said
+
+    def _sent(self, ids: list[str]) -> list[dict[str, Any]]:
+        """The messages of `ids` as a step sends them: the content of each not sent
+        before, the id alone of the others."""
+        out: list[dict[str, Any]] = []
+        for mid in ids:
+            message = self.pending.pop(mid, None)
+            if message is None:
+                out.append({"id": mid})
+            else:
+                out.append(message)
+                self.sent_hash[mid] = short_hash(text_of(message.get("content")))
+        return out
+
+    def _said(self, message: dict[str, Any]) -> str:
+        """`message` as the text of a step's id holds it (`_Said`)."""
+        if len(message) == 1 and "id" in message:
+            return self._id_alone(message["id"])
+        return _escaped(canonical_json(message))
+
+    def _id_alone(self, mid: str) -> str:
+        """The message `mid` sent by its id alone, as the text of a step's id holds it."""
+        text = self._ref_text.get(mid)
+        if text is None:
+            text = self._ref_text[mid] = _escaped(canonical_json({"id": mid}))
+        return text
 
     def end(self, *, status: str, timestamp: str | None, score: float | None = None) -> Event:
         body: dict[str, Any] = {"session_id": self.session_id, "status": status}
@@ -457,10 +580,20 @@ class SessionLog:
             body["score"] = score
         return self._event("session_end", body, timestamp, "end")
 
-    def _event(self, kind: str, body: dict[str, Any], timestamp: str | None, tag: str) -> Event:
+    def _event(
+        self,
+        kind: str,
+        body: dict[str, Any],
+        timestamp: str | None,
+        tag: str,
+        *,
+        said: _Said | None = None,
+    ) -> Event:
         body = {"session_id": self.session_id, **body}
         event: Event = {
-            "id": event_id(self.session_id, kind, tag, body),
+            "id": event_id(self.session_id, kind, tag, body)
+            if said is None
+            else _step_id(self.session_id, tag, body, said),
             "type": kind,
             "body": body,
         }
