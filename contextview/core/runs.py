@@ -6,7 +6,8 @@ at positions ``start .. start + count - 1`` of that step's after context, in
 order. An agent that appends to its context sends one run and what it added.
 
 The SDK, the OTLP receiver and the transcript importers encode (`runs_in`,
-`run_element`, `encode_runs`); ingest expands (`expand_runs`). The format is the contract's; it must not change.
+`run_element`, `encode_runs`); ingest expands (`expand_runs`). The format is the
+contract's; it must not change.
 """
 
 from __future__ import annotations
