@@ -113,8 +113,9 @@ TASK_CHARS = 200
 
 
 def cut(line: str, limit: int) -> str:
-    """`line` as it is, or its first `limit` - 1 characters and an ellipsis."""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    """`line` as it is, or its first `limit` - 1 characters (less the spaces they end
+    with) and an ellipsis."""
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 def head_of(text: str, limit: int) -> str:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from contextview.core.layout import composition, one_line, placements, task_line, third_of
+from contextview.core.layout import (
+    composition,
+    first_line,
+    one_line,
+    placements,
+    task_line,
+    third_of,
+)
 from tests.core.factories import msg
 
 
@@ -68,3 +75,7 @@ def test_it_cuts_a_long_task_to_one_line_of_the_lists_width() -> None:
     line = one_line("word " * 100)
     assert len(line) == 200 and line.endswith("…") and "  " not in line
     assert one_line("short\n\ttask ") == "short task"
+    # Cut after a word, the ellipsis follows it.
+    assert first_line("line 7: order SO20260100007 shipped as TRK-400007", 40) == (
+        "line 7: order SO20260100007 shipped as…"
+    )
