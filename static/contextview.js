@@ -499,7 +499,15 @@
     const form = document.getElementById("annotate");
     if (!link || !form) return;
     ev.preventDefault();
-    form.querySelector("select[name=message]").value = link.dataset.annotate;
+    const target = form.querySelector("select[name=message]");
+    const id = link.dataset.annotate;
+    if (!Array.from(target.options).some(function (o) { return o.value === id; })) {
+      // A message of rows loaded after the page: the form lists the page's own.
+      const head = link.closest(".msg-head");
+      const role = head && head.querySelector(".role");
+      target.add(new Option((role ? role.textContent.trim() + " · " : "") + id, id));
+    }
+    target.value = id;
     form.scrollIntoView({ block: "center" });
     form.querySelector("textarea").focus();
   });

@@ -1095,9 +1095,6 @@ class StepView:
     after_count: int
     neighbors: dict[str, int | None]
     stats: dict[str, Any] | None
-    # Every message of the step, before and after, once each in order: what can be
-    # annotated.
-    annotatable: list[Message] = field(default_factory=list)
     # The tools the agent ran after this call (from OTLP tool spans).
     tool_runs: list[ToolRunView] = field(default_factory=list)
     # Each context's messages with their measured tokens (None: not counted yet).
@@ -1120,9 +1117,23 @@ class StepView:
             encoding=_encoding(self.session),
         )
 
-    @property
+    @cached_property
     def groups(self) -> list[RowGroup]:
         return row_groups(self.rows)
+
+    @cached_property
+    def annotatable(self) -> list[Message]:
+        """The messages the page shows, once each in order: what its annotation form
+        lists. A message of rows loaded later is added to the form by its row's link;
+        listing every message of a context of thousands would weigh more than the rest
+        of the page."""
+        shown: dict[str, Message] = {}
+        for group in self.groups:
+            for row in group.rows:
+                for cell in (row.left, row.right):
+                    if cell is not None:
+                        shown.setdefault(cell.message.id, cell.message)
+        return list(shown.values())
 
     @property
     def reported_error(self) -> dict[str, Any]:
@@ -1321,9 +1332,6 @@ def step_view(*, session: Session, step: Step) -> StepView:
         view.find_sources([s.message for s in before])
     for view in inferred_views:
         view.find_sources([s.message for s in change.previous or ()])
-    annotatable: dict[str, Message] = {}
-    for s in (*before, *after):
-        annotatable.setdefault(s.message.id, s.message)
     return StepView(
         session=session,
         step=step,
@@ -1338,7 +1346,6 @@ def step_view(*, session: Session, step: Step) -> StepView:
         after_count=len(after),
         neighbors=step_neighbors(session=session, index=step.index),
         stats=stats,
-        annotatable=list(annotatable.values()),
         tool_runs=tool_runs_of_step(session=session, step=step),
         before_cells=list(zip([s.message for s in before], tb, strict=True)),
         after_cells=list(zip([s.message for s in after], ta, strict=True)),

@@ -52,3 +52,26 @@ def test_a_900_message_compaction_reads_as_a_short_page(
         " return r.top >= 0 && r.bottom <= window.innerHeight; }"
     )
     assert watched.errors == []
+
+
+def test_a_message_of_rows_loaded_later_can_be_annotated_from_its_row(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> None:
+    session = seed_session(api, compaction_events())
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.goto(f"{live_server.url}/sessions/{session.pk}/steps/1/")
+    target = page.locator("#annotate select[name=message]")
+    # The form lists what the first view shows, not the 900 originals.
+    assert target.locator("option[value='t8']").count() == 1
+    assert target.locator("option[value='t208']").count() == 0
+    page.locator("#step-view .rows-more a").click()
+    page.wait_for_selector("#m-t208:not(.htmx-added)")
+    page.click("#m-t208 a.annotate-message")
+    assert target.input_value() == "t208"
+    page.fill("#annotate textarea", "The parcel the summary forgot")
+    page.click("#annotate button[type=submit]")
+    note = page.locator('#annotations-step li:has-text("The parcel the summary forgot")')
+    note.wait_for()
+    assert "t208" in note.locator(".where").inner_text()
+    assert watched.errors == []

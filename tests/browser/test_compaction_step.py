@@ -98,11 +98,11 @@ def test_it_names_each_message_an_annotation_can_be_on_by_its_role_and_words(
     target = page.locator("#annotate select[name=message]")
     task = target.locator("option[value='task']").inner_text()
     assert task == "user · Find why order SO20260101042 fails."
-    result = target.locator("option[value='result-17']").inner_text()
-    assert result == "tool · line 17: order SO20260100017 shipped as…"
+    result = target.locator("option[value='result-7']").inner_text()
+    assert result == "tool · line 7: order SO20260100007 shipped as…"
     # Picked from the list, the note is on that message.
     target.select_option(label=result)
-    assert target.input_value() == "result-17"
+    assert target.input_value() == "result-7"
     assert compaction_step.errors == []
 
 

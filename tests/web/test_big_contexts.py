@@ -56,6 +56,30 @@ def test_it_keeps_a_900_message_compaction_step_under_300_kb(
     assert "900 parcels, all in transit." in page
 
 
+def test_it_keeps_the_step_of_a_context_of_thousands_small_and_lists_what_it_shows(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    # An agent that resends a context of 6,000 messages and adds two at its next call.
+    history = [
+        {"id": f"m{k}", "role": ("user", "assistant")[k % 2], "content": f"message {k}"}
+        for k in range(6000)
+    ]
+    start = {"id": "long-start", "type": "session", "body": {"session_id": "long"}}
+    grown = [{"id": m["id"]} for m in history[:5998]] + history[5998:]
+    session = seed([start, step("long", 0, history[:5998]), step("long", 1, grown)])
+    page = login("viewer").get(f"/sessions/{session.pk}/steps/1/").content.decode()
+    assert len(page) < 300_000, len(page)
+    # The annotation form offers the messages the page shows (the two new ones among
+    # them), not all 6,000: a row loaded later adds its own when its link is used.
+    form = page[
+        page.index('<select name="message"') : page.index(
+            "</select>", page.index('<select name="message"')
+        )
+    ]
+    assert 'value="m5999"' in form and 'value="m5998"' in form
+    assert form.count("<option") < 50
+
+
 def test_it_loads_the_rest_of_a_long_run_a_page_at_a_time(
     login: Callable[..., Client], seed: Callable[..., Session]
 ) -> None:
