@@ -326,10 +326,11 @@ class ControlOut(Open):
 
 class ReportStepOut(StepOut):
     """A step of ``report.json``: its contexts by number, each distinct message once
-    (under ``messages`` in the first step that uses it; docs/api.md)."""
+    (under ``messages`` in the first step that uses it), three or more consecutive
+    numbers as ``[first, last]`` (docs/api.md)."""
 
-    before: list[int]  # type: ignore[assignment]
-    after: list[int]  # type: ignore[assignment]
+    before: list[int | list[int]]  # type: ignore[assignment]
+    after: list[int | list[int]]  # type: ignore[assignment]
     tools: int | None  # type: ignore[assignment]
     messages: dict[str, MessageOut] = Field(
         default_factory=dict, description="The messages this step is the first to use"

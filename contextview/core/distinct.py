@@ -40,3 +40,37 @@ class Distinct:
         """The values first seen since the last call, by number (as JSON keys are text)."""
         new, self._new = self._new, {}
         return new
+
+
+# The fewest consecutive numbers `ranged` writes as one range: two would be no shorter.
+RANGE_FROM = 3
+
+
+def ranged(numbers: list[int]) -> list[int | list[int]]:
+    """`numbers` with each run of RANGE_FROM or more consecutive ones, ascending, as
+    ``[first, last]``. A context resent at every call holds the numbers its messages
+    got as they came, in order, so a step of a context of thousands of messages is
+    written in a few items rather than thousands (`unranged` reads it back)."""
+    out: list[int | list[int]] = []
+    n, count = 0, len(numbers)
+    while n < count:
+        end = n + 1
+        while end < count and numbers[end] == numbers[end - 1] + 1:
+            end += 1
+        if end - n >= RANGE_FROM:
+            out.append([numbers[n], numbers[end - 1]])
+        else:
+            out.extend(numbers[n:end])
+        n = end
+    return out
+
+
+def unranged(items: list[int | list[int]]) -> list[int]:
+    """The numbers `ranged` wrote."""
+    out: list[int] = []
+    for item in items:
+        if isinstance(item, list):
+            out.extend(range(item[0], item[1] + 1))
+        else:
+            out.append(item)
+    return out

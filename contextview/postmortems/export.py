@@ -1,10 +1,11 @@
 """The training dataset export: one JSON line per step (seed 000 section 5, seed 003 3.2).
 
 Each line is ``(obs, operations, after, step reward, session outcome)``, with its
-messages by number: a session's lines come in step order, and each distinct message
-is written once, in the first line of its session that holds it (``messages``). Rows are
-produced a chunk of steps at a time, keyset-paginated, so a project of a million
-steps streams in constant memory.
+messages by number (a run of consecutive numbers as ``[first, last]``,
+``core.distinct.ranged``): a session's lines come in step order, and each distinct
+message is written once, in the first line of its session that holds it
+(``messages``). Rows are produced a chunk of steps at a time, keyset-paginated, so a
+project of a million steps streams in constant memory.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from contextview.core.distinct import Distinct
+from contextview.core.distinct import Distinct, ranged
 from contextview.projects.models import Project
 from contextview.sessions.models import Operation, Session, Step
 from contextview.sessions.selectors import (
@@ -91,9 +92,9 @@ def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
                 "agent": session.agent or None,
                 "mode": step.mode or session.mode or None,
                 "index": step.index,
-                "obs": list(map(numbered, before)),
+                "obs": ranged(list(map(numbered, before))),
                 "operations": ops.get(step.pk, []),
-                "after": list(map(numbered, after)),
+                "after": ranged(list(map(numbered, after))),
                 "messages": table.new(),
                 "reward": stats["reward"] if stats else None,
                 "flags": stats["flags"] if stats else None,

@@ -17,7 +17,7 @@ from functools import cache
 from typing import Any
 
 from contextview.core.diff import ContextDiff, diff_contexts, word_diff
-from contextview.core.distinct import Distinct
+from contextview.core.distinct import Distinct, ranged
 from contextview.core.layout import first_line
 from contextview.core.liveness import time_text
 from contextview.core.model import Message as CoreMessage
@@ -368,8 +368,15 @@ def step_by_reference(step: dict[str, Any], messages: Distinct, tools: Distinct)
     """A step as the read API gives it, with its messages and tool list by number:
     ``before``, ``after`` and ``tools`` name entries of the session's tables (numbered
     as the step was made, see ``report_json_chunks``), and the step carries the
-    entries first used in it (``messages``, ``tool_lists``)."""
-    return {**step, "messages": messages.new(), "tool_lists": tools.new()}
+    entries first used in it (``messages``, ``tool_lists``). A run of consecutive
+    numbers in a context is written as ``[first, last]`` (``core.distinct.ranged``)."""
+    return {
+        **step,
+        "before": ranged(step["before"]),
+        "after": ranged(step["after"]),
+        "messages": messages.new(),
+        "tool_lists": tools.new(),
+    }
 
 
 def report_json_chunks(session: Session) -> Iterator[str]:

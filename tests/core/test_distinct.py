@@ -1,6 +1,9 @@
 from __future__ import annotations
 
-from contextview.core.distinct import Distinct
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextview.core.distinct import Distinct, ranged, unranged
 
 
 def test_it_numbers_values_once_and_hands_out_each_new_one_once() -> None:
@@ -11,3 +14,19 @@ def test_it_numbers_values_once_and_hands_out_each_new_one_once() -> None:
     assert table.refs([b, {"id": "u3", "content": "hi"}]) == [1, 3]
     assert table.new() == {"3": {"id": "u3", "content": "hi"}}
     assert table.new() == {} and len(table) == 3
+
+
+@given(st.lists(st.integers(0, 60), max_size=40))
+def test_ranges_give_back_the_numbers_they_were_made_of(numbers: list[int]) -> None:
+    items = ranged(numbers)
+    assert unranged(items) == numbers
+    assert all(item[1] - item[0] >= 2 for item in items if isinstance(item, list))
+
+
+def test_a_context_resent_as_it_grew_is_a_range_or_two() -> None:
+    assert ranged([*range(1, 2001), 2005, 2006, *range(2010, 2013)]) == [
+        [1, 2000],
+        2005,
+        2006,
+        [2010, 2012],
+    ]

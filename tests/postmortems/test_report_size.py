@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from contextview.core.distinct import unranged
 from contextview.projects.services import membership_set
 from contextview.sessions.models import Session, Step
 from contextview.stats.services import session_stats_compute
@@ -31,6 +32,20 @@ def _growing(sid: str = "growing") -> list[dict[str, Any]]:
     return events
 
 
+def _by_runs(sid: str = "by-runs", start: int = 2000, steps: int = 40) -> list[dict[str, Any]]:
+    """A context of `start` short messages, then one tool result more a step, each step
+    sent as a run of the one before and its new message (the SDK's and importers' form)."""
+    first = [{"id": f"m{k}", "role": "user", "content": f"note {k}"} for k in range(start)]
+    events = [{"id": f"{sid}-start", "type": "session", "body": {"session_id": sid}}]
+    events.append(step(sid, 0, first))
+    for i in range(1, steps):
+        new = {"id": f"r{i}", "role": "tool", "content": f"result {i}"}
+        event = step(sid, i, [{"$run": [0, start + i - 1]}, new])
+        event["body"]["obs"]["$base"] = i - 1
+        events.append(event)
+    return events
+
+
 def _sizes(api: Api, events: list[dict[str, Any]]) -> tuple[int, int, int]:
     """(what the agent sent, report.json, the session's lines of the export), in bytes."""
     sent = json.dumps({"batch": events}).encode()
@@ -43,12 +58,35 @@ def _sizes(api: Api, events: list[dict[str, Any]]) -> tuple[int, int, int]:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("events", [_growing, compaction_events], ids=["growing", "compaction"])
+@pytest.mark.parametrize(
+    "events", [_growing, compaction_events, _by_runs], ids=["growing", "compaction", "by-runs"]
+)
 def test_it_keeps_reports_and_exports_a_few_times_the_transcript(api: Api, events: Any) -> None:
     sent, report, export = _sizes(api, events())
     print(f"sent {sent:,} B, report.json {report:,} B, steps.jsonl {export:,} B")
     assert report <= 3 * sent, (sent, report)
     assert export <= 2 * sent, (sent, export)
+
+
+@pytest.mark.django_db
+def test_it_writes_a_long_context_as_ranges_of_its_messages_numbers(api: Api) -> None:
+    _sizes(api, _by_runs())
+    report = json.loads(b"".join(api.get("/sessions/by-runs/report.json").streaming_content))
+    last = report["steps"][-1]
+    # 2,039 messages: those of the first step, numbered as they came, then one a step.
+    assert len(json.dumps(last["before"])) < 200, last["before"]
+    numbers = {}
+    for s in report["steps"]:
+        numbers.update(s["messages"])
+    ids = [numbers[str(n)]["id"] for n in unranged(last["before"])]
+    read = api.get("/sessions/by-runs/steps/39").json()
+    assert ids == [m["id"] for m in read["before"]] and len(ids) == 2039
+    (row,) = [
+        json.loads(line)
+        for line in b"".join(api.get("/export/steps.jsonl").streaming_content).splitlines()
+        if json.loads(line)["index"] == 39
+    ]
+    assert unranged(row["obs"]) == unranged(last["before"]) and len(json.dumps(row["obs"])) < 200
 
 
 @pytest.mark.django_db
