@@ -128,6 +128,17 @@ def _page(request: HttpRequest, **context: Any) -> dict[str, Any]:
     }
 
 
+def _remembered(request: HttpRequest) -> web.Access | None:
+    """The project the user last worked in (the sessions list keeps it), else their
+    first: a page of no project of its own (a 404, a refusal) still leads back there."""
+    if not request.user.is_authenticated:
+        return None
+    accesses = web.user_access(user=request.user)
+    session = getattr(request, "session", None)
+    chosen = session.get("project") if session is not None else None
+    return web.access_for(accesses, chosen) or (accesses[0] if accesses else None)
+
+
 def _project_or_404(request: HttpRequest, slug: str) -> web.Access:
     access = web.access_for(web.user_access(user=request.user), slug)
     if access is None:
@@ -164,7 +175,9 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if is_machine_path(request.path_info):
         # The API's own views answer their 404s; this is a route that does not exist.
         return JsonResponse({"error": f"no such endpoint: {request.path_info}"}, status=404)
-    context = _page(request, request_path=request.path, reason=_reason(exception))
+    context = _page(
+        request, request_path=request.path, reason=_reason(exception), access=_remembered(request)
+    )
     try:
         return render(request, "404.html", context, status=404)
     except Exception:  # noqa: BLE001 - a 404 must not become a 500 (static files not collected)
@@ -183,7 +196,9 @@ def _refusal(
         return HttpResponse(reason, status=status, content_type="text/plain")
     referer = request.headers.get("Referer", "")
     back = referer if url_has_allowed_host_and_scheme(referer, {request.get_host()}) else ""
-    context = _page(request, title=title, reason=reason, hint=hint, back=back)
+    context = _page(
+        request, title=title, reason=reason, hint=hint, back=back, access=_remembered(request)
+    )
     return render(request, "403.html", context, status=status)
 
 

@@ -52,6 +52,20 @@ def test_it_answers_a_missing_page_with_its_own_404(login: Callable[..., Client]
     assert client.get("/no/such/page").status_code == 404
 
 
+def test_it_leads_from_a_missing_or_refused_page_back_to_the_users_project(
+    login: Callable[..., Client], api: Api
+) -> None:
+    client = login("viewer")
+    slug = api.project.slug
+    client.get(f"/?project={slug}")  # the sessions list remembers the project
+    missing = client.get("/sessions/999999/").content.decode()
+    refused = client.post(f"/projects/{slug}/monitors/", {"name": "x"})
+    assert refused.status_code == 403
+    for page in (missing, refused.content.decode()):
+        nav = page.split('<nav class="top-links">', 1)[1].split("</nav>", 1)[0]
+        assert f'href="/projects/{slug}/overview/"' in nav and "Alerts" in nav, nav
+
+
 def test_it_answers_a_server_error_with_its_own_500_page(db: None) -> None:
     response = server_error(RequestFactory().get("/"))
     assert response.status_code == 500
