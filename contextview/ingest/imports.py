@@ -26,6 +26,8 @@ from django.db import DatabaseError, transaction
 from contextview.core.importers import (
     FORMATS,
     HEAD_BYTES,
+    IMPORTED,
+    IMPORTED_UNTIMED,
     Event,
     TranscriptError,
     batches,
@@ -45,7 +47,7 @@ from contextview.core.importers.folders import (
 )
 from contextview.ingest.services import batch_ingest, step_reply_complete
 from contextview.projects.models import Project
-from contextview.sessions.models import IMPORTED, IMPORTED_UNTIMED, Session
+from contextview.sessions.models import Session
 
 
 class ImportFailed(Exception):

@@ -53,7 +53,7 @@ from typing import Any
 
 import httpx
 
-from contextview.core.importers import claude_code
+from contextview.core.importers import IMPORTED, claude_code
 from contextview.sdk.transcripts import (
     Followed,
     NotSent,
@@ -74,7 +74,7 @@ STATE_VERSION = 1
 # Added to the metadata of the sessions it sends, as an import marks those it reads
 # (``Session.imported_from``): no agent listens to them, so the dashboard shows them as
 # read from a transcript, not as agents gone quiet, and offers no mode switch.
-MARK = {"imported": claude_code.FORMAT}
+MARK = {IMPORTED: claude_code.FORMAT}
 # A session id that is a file name as it is (Claude Code's are UUIDs).
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 

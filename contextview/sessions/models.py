@@ -29,6 +29,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from contextview.core import liveness
+from contextview.core.importers import IMPORTED, IMPORTED_UNTIMED
 from contextview.core.tokens import EncodingChoice, resolve_encoding
 from contextview.projects.models import ApiKey, Project
 from contextview.sessions import stats_storage, step_storage
@@ -38,12 +39,6 @@ class StatsStatus(models.TextChoices):
     PENDING = "pending"
     READY = "ready"
     FAILED = "failed"
-
-
-# The metadata key that marks a session read from a transcript (``Session.imported_from``).
-IMPORTED = "imported"
-# The one that marks a transcript that wrote no times (``Session.times_from_import``).
-IMPORTED_UNTIMED = "imported_untimed"
 
 
 class Session(models.Model):

@@ -118,25 +118,32 @@ def _step_or_404(session: Session, index: int) -> Step:
 
 def _page(request: HttpRequest, **context: Any) -> dict[str, Any]:
     """A page's context, with what every page needs: the user's projects for the
-    switcher, and the current one (from ``access``)."""
+    switcher (``accesses``, read when not given), and the current one (from ``access``)."""
     access: web.Access | None = context.get("access")
+    if "accesses" not in context:
+        context["accesses"] = web.user_access(user=request.user)
     return {
-        "accesses": web.user_access(user=request.user),
         "project": access.project if access else None,
         "firing_alerts": alerts_firing_count(project_ids=[access.project.pk]) if access else 0,
         **context,
     }
 
 
-def _remembered(request: HttpRequest) -> web.Access | None:
-    """The project the user last worked in (the sessions list keeps it), else their
-    first: a page of no project of its own (a 404, a refusal) still leads back there."""
-    if not request.user.is_authenticated:
-        return None
-    accesses = web.user_access(user=request.user)
+def _current_access(
+    request: HttpRequest, accesses: list[web.Access], asked: str | None = None
+) -> web.Access | None:
+    """The project a page without one in its address is about: the one `asked` for,
+    else the one the user last worked in (the sessions list keeps it), else their first."""
     session = getattr(request, "session", None)
-    chosen = session.get("project") if session is not None else None
+    chosen = asked or (session.get("project") if session is not None else None)
     return web.access_for(accesses, chosen) or (accesses[0] if accesses else None)
+
+
+def _page_of_no_project(request: HttpRequest, **context: Any) -> dict[str, Any]:
+    """`_page` for a page of no project of its own (a 404, a refusal): its top bar still
+    leads back to the project the user was working in."""
+    accesses = web.user_access(user=request.user)
+    return _page(request, accesses=accesses, access=_current_access(request, accesses), **context)
 
 
 def _project_or_404(request: HttpRequest, slug: str) -> web.Access:
@@ -175,9 +182,7 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if is_machine_path(request.path_info):
         # The API's own views answer their 404s; this is a route that does not exist.
         return JsonResponse({"error": f"no such endpoint: {request.path_info}"}, status=404)
-    context = _page(
-        request, request_path=request.path, reason=_reason(exception), access=_remembered(request)
-    )
+    context = _page_of_no_project(request, request_path=request.path, reason=_reason(exception))
     try:
         return render(request, "404.html", context, status=404)
     except Exception:  # noqa: BLE001 - a 404 must not become a 500 (static files not collected)
@@ -196,9 +201,7 @@ def _refusal(
         return HttpResponse(reason, status=status, content_type="text/plain")
     referer = request.headers.get("Referer", "")
     back = referer if url_has_allowed_host_and_scheme(referer, {request.get_host()}) else ""
-    context = _page(
-        request, title=title, reason=reason, hint=hint, back=back, access=_remembered(request)
-    )
+    context = _page_of_no_project(request, title=title, reason=reason, hint=hint, back=back)
     return render(request, "403.html", context, status=status)
 
 
@@ -265,8 +268,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_GET
 def sessions_page(request: HtmxHttpRequest) -> HttpResponse:
     accesses = web.user_access(user=request.user)
-    chosen = request.GET.get("project") or request.session.get("project")
-    access = web.access_for(accesses, chosen) or (accesses[0] if accesses else None)
+    access = _current_access(request, accesses, asked=request.GET.get("project"))
     if access is not None:
         request.session["project"] = access.project.slug
     filters, errors = web.SessionFilters.parse(request.GET)

@@ -22,6 +22,8 @@ from contextview.core.runs import RUN_KEY
 __all__ = [
     "FORMATS",
     "HEAD_BYTES",
+    "IMPORTED",
+    "IMPORTED_UNTIMED",
     "Event",
     "TranscriptError",
     "batches",
@@ -39,6 +41,11 @@ READERS: dict[str, Callable[..., Iterator[Event]]] = {
 }
 FORMATS = tuple(READERS)
 HEAD_BYTES = 1 << 16
+# The metadata key that marks a session read from a transcript, its format the value
+# (``Session.imported_from``): set by an import, and by the SDK's Claude Code hook.
+IMPORTED = "imported"
+# The one that marks a transcript that wrote no times (``Session.times_from_import``).
+IMPORTED_UNTIMED = "imported_untimed"
 # An OpenHands event's source: SWE-agent's history messages have none.
 _OPENHANDS_EVENT = re.compile(r'"source"\s*:\s*"(?:agent|user|environment)"')
 
