@@ -322,3 +322,22 @@ def test_it_keeps_a_large_compactions_statistics_in_the_row(api: Api) -> None:
         (stored,) = cursor.fetchone()
     assert stored > 3000
     assert _toast_bytes("cv_step_stats") == toast_before
+
+
+def test_it_keeps_a_sessions_sums_of_a_few_kilobytes_in_its_row(api: Api) -> None:
+    # The sums list the session's unreferenced results, amnesia links and refetches
+    # by message id: a few kB that do not compress to under 2 kB.
+    batch = [step("sums", 0, [{"id": "sys", "role": "system", "content": "You debug."}])]
+    assert api.ingest({"batch": batch}).status_code == 207
+    ids = [str(uuid.UUID(bytes=hashlib.sha256(b"%d" % n).digest()[:16])) for n in range(80)]
+    sums = {"unreferenced_results": [{"message_id": i, "tokens": 900} for i in ids]}
+    toast_before = _toast_bytes("cv_session")
+    Session.objects.filter(external_id="sums").update(aggregates=sums)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_column_size(aggregates) FROM cv_session WHERE external_id = 'sums'"
+        )
+        (stored,) = cursor.fetchone()
+    assert stored > 2500
+    assert _toast_bytes("cv_session") == toast_before
+    assert Session.objects.get(external_id="sums").aggregates == sums
