@@ -74,3 +74,74 @@ def unranged(items: list[int | list[int]]) -> list[int]:
         else:
             out.append(item)
     return out
+
+
+class Ranged:
+    """`ranged` of a stream of lists, each mostly the one before it with numbers added.
+
+    A session's contexts come in step order: a step's before is the after of the step
+    before it, and its after is its before with the reply added. The list given again
+    is answered from the last answer, and a list that starts with the last one
+    (compared at C speed) from the last answer and its new numbers alone, so a stream
+    costs its new numbers, not every context's length again. Any other list is
+    ranged whole. Answers are shared: callers only read them.
+    """
+
+    def __init__(self) -> None:
+        self._last: list[int] = []
+        self._answer: list[int | list[int]] = []
+
+    def __call__(self, numbers: list[int]) -> list[int | list[int]]:
+        last = self._last
+        if numbers is not last:
+            held = len(last)
+            if held and len(numbers) > held and numbers[:held] == last:
+                self._answer = _joined(self._answer, ranged(numbers[held:]))
+            else:
+                self._answer = ranged(numbers)
+            self._last = numbers
+        return self._answer
+
+
+def _joined(head: list[int | list[int]], tail: list[int | list[int]]) -> list[int | list[int]]:
+    """`ranged` of the numbers of `head` then those of `tail` (both `ranged`): only the
+    run that ends one and the run that starts the other can become one."""
+    if not head or not tail:
+        return head + tail
+    ends, end_run = _last_run(head)
+    starts, start_run = _first_run(tail)
+    if start_run[0] != end_run[1] + 1:
+        return head + tail
+    first, last = end_run[0], start_run[1]
+    run: list[int | list[int]] = (
+        [[first, last]] if last - first + 1 >= RANGE_FROM else list(range(first, last + 1))
+    )
+    return head[: len(head) - ends] + run + tail[starts:]
+
+
+def _last_run(items: list[int | list[int]]) -> tuple[int, tuple[int, int]]:
+    """(how many of the last items write the last run of consecutive numbers, that
+    run as (first, last)). A run shorter than RANGE_FROM is written number by number,
+    so it is at most RANGE_FROM - 1 numbers long."""
+    item = items[-1]
+    if isinstance(item, list):
+        return 1, (item[0], item[1])
+    n = 1
+    while (
+        n < len(items) and n < RANGE_FROM - 1 and isinstance(prior := items[-1 - n], int)
+    ) and prior == item - n:
+        n += 1
+    return n, (item - n + 1, item)
+
+
+def _first_run(items: list[int | list[int]]) -> tuple[int, tuple[int, int]]:
+    """`_last_run`, of the first items."""
+    item = items[0]
+    if isinstance(item, list):
+        return 1, (item[0], item[1])
+    n = 1
+    while (
+        n < len(items) and n < RANGE_FROM - 1 and isinstance(after := items[n], int)
+    ) and after == item + n:
+        n += 1
+    return n, (item, item + n - 1)

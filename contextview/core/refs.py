@@ -8,12 +8,17 @@ apart: stored as zigzag varints of successive differences, most cost one byte.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import accumulate
+from typing import Generic, TypeVar
 
 from contextview.core.sequences import common_prefix
 
 _MAX_ID = (1 << 63) - 1
+# What `decode_many` gives: each list's ids, the list it was decoded after (its
+# base), and how many of the base's first ids it shares.
+Decoded = dict[bytes, tuple[list[int], bytes | None, int]]
+Made = TypeVar("Made")
 
 
 def varint_append(out: bytearray, value: int) -> None:
@@ -83,7 +88,7 @@ def decode_refs(data: bytes, start: int = 0) -> list[int]:
     return ids
 
 
-def decode_many(blobs: Iterable[bytes]) -> dict[bytes, tuple[list[int], bytes | None, int]]:
+def decode_many(blobs: Iterable[bytes]) -> Decoded:
     """Each distinct reference list decoded once: `(ids, base, shared)`.
 
     A session's consecutive contexts mostly share their head; each list is
@@ -91,7 +96,7 @@ def decode_many(blobs: Iterable[bytes]) -> dict[bytes, tuple[list[int], bytes | 
     `shared` ids it repeats (`base` is that list, None when nothing is shared),
     so callers can build on what they made of `base` too.
     """
-    out: dict[bytes, tuple[list[int], bytes | None, int]] = {}
+    out: Decoded = {}
     previous: bytes | None = None
     for data in blobs:
         if data in out:
@@ -115,3 +120,36 @@ def _decode_after(
     if not shared:
         return decode_refs(data), None, 0
     return base_ids[:shared] + decode_refs(data[n:], base_ids[shared - 1]), base, shared
+
+
+class OnBases(Generic[Made]):
+    """A list made of each reference list `decode_many` decoded, each made only past
+    the head it shares with its base: the head is what its base's list became.
+
+    `make` turns ids into items (messages, what a report writes of them). Consecutive
+    contexts of a session share all but their last messages, so a session's lists
+    cost its new messages and a copy of each head at C speed, not every message of
+    every context again. Lists are made when first asked for, in that order (a base
+    before what builds on it), and shared with every caller: callers only read them.
+    """
+
+    def __init__(self, decoded: Decoded, make: Callable[[list[int]], list[Made]]) -> None:
+        self._decoded = decoded
+        self._make = make
+        self._made: dict[bytes, list[Made]] = {}
+
+    def __getitem__(self, data: bytes) -> list[Made]:
+        made = self._made.get(data)
+        if made is not None:
+            return made
+        waiting = [data]  # the lists to make, each on the one after it in here
+        base = self._decoded[data][1]
+        while base is not None and base not in self._made:
+            waiting.append(base)
+            base = self._decoded[base][1]
+        for key in reversed(waiting):
+            ids, base, shared = self._decoded[key]
+            made = self._made[base][:shared] if base is not None else []
+            made += self._make(ids[shared:])
+            self._made[key] = made
+        return self._made[data]

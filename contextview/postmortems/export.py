@@ -17,15 +17,16 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from contextview.core.distinct import Distinct, ranged
+from contextview.core.distinct import Distinct, Ranged
 from contextview.projects.models import Project
 from contextview.sessions.models import Operation, Session, Step
 from contextview.sessions.selectors import (
+    Contexts,
     StoredMessage,
     made_once,
     message_as_dict,
     sessions_filtered,
-    step_contexts,
+    step_refs,
 )
 
 CHUNK = 200
@@ -61,6 +62,7 @@ def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
     numbered: Callable[[StoredMessage], int] = made_once(
         lambda stored: table.ref(_message(stored)), key=lambda stored: stored.pk
     )
+    ranged = Ranged()  # the session's contexts, in step order
     last_index = -1
     while True:
         steps = list(
@@ -70,7 +72,8 @@ def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
         )
         if not steps:
             return
-        contexts = step_contexts(steps)
+        refs = step_refs(steps)
+        contexts = Contexts(r for pair in refs.values() for r in pair).made(numbered)
         ops: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for op in (
             Operation.objects.filter(step__in=steps).select_related("result").order_by("position")
@@ -85,16 +88,16 @@ def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
                 }
             )
         for step in steps:
-            before, after = contexts[step.pk]
+            before, after = refs[step.pk]
             stats = step.stats if step.stats_status == "ready" else None
             yield {
                 "session_id": session.external_id,
                 "agent": session.agent or None,
                 "mode": step.mode or session.mode or None,
                 "index": step.index,
-                "obs": ranged(list(map(numbered, before))),
+                "obs": ranged(contexts[before]),
                 "operations": ops.get(step.pk, []),
-                "after": ranged(list(map(numbered, after))),
+                "after": ranged(contexts[after]),
                 "messages": table.new(),
                 "reward": stats["reward"] if stats else None,
                 "flags": stats["flags"] if stats else None,

@@ -17,7 +17,7 @@ from functools import cache
 from typing import Any
 
 from contextview.core.diff import ContextDiff, diff_contexts, word_diff
-from contextview.core.distinct import Distinct, ranged
+from contextview.core.distinct import Distinct, Ranged
 from contextview.core.layout import first_line
 from contextview.core.liveness import time_text
 from contextview.core.model import Message as CoreMessage
@@ -364,12 +364,15 @@ def _diff_by_id(diff: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def step_by_reference(step: dict[str, Any], messages: Distinct, tools: Distinct) -> dict[str, Any]:
+def step_by_reference(
+    step: dict[str, Any], messages: Distinct, tools: Distinct, ranged: Ranged
+) -> dict[str, Any]:
     """A step as the read API gives it, with its messages and tool list by number:
     ``before``, ``after`` and ``tools`` name entries of the session's tables (numbered
     as the step was made, see ``report_json_chunks``), and the step carries the
     entries first used in it (``messages``, ``tool_lists``). A run of consecutive
-    numbers in a context is written as ``[first, last]`` (``core.distinct.ranged``)."""
+    numbers in a context is written as ``[first, last]`` (`ranged`, the session's
+    stream of them: ``core.distinct.Ranged``)."""
     return {
         **step,
         "before": ranged(step["before"]),
@@ -397,8 +400,9 @@ def report_json_chunks(session: Session) -> Iterator[str]:
     def numbered(stored: StoredMessage, tokens: dict[int, int]) -> int:
         return messages.ref(message_as_dict(stored, tokens))
 
+    ranged = Ranged()
     for n, step in enumerate(session_export(session, numbered, tools.ref)):
-        yield ("," if n else "") + json.dumps(step_by_reference(step, messages, tools))
+        yield ("," if n else "") + json.dumps(step_by_reference(step, messages, tools, ranged))
     yield "]}"
 
 

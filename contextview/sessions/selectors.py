@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from django.db import connection
@@ -21,7 +22,7 @@ from contextview.core.messages import message_payload
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
 from contextview.core.parts import READ_FIELDS, split_payload
-from contextview.core.refs import decode_many, decode_refs
+from contextview.core.refs import OnBases, decode_many, decode_refs
 from contextview.core.session import SessionWalk
 from contextview.core.stats import budget_of, reported_before
 from contextview.core.textsafe import restore, restore_json
@@ -45,6 +46,9 @@ from contextview.stats.blob_info import tokens_sql
 MESSAGE_COLUMNS = (
     "m.msg_id, m.role, m.partition, m.tool, m.pinned, m.expirable, m.extra, b.text, b.parts"
 )
+
+Made = TypeVar("Made")
+Key = TypeVar("Key")
 
 
 def messages_of_pks_sql(columns: str, joins: str = "") -> str:
@@ -128,28 +132,54 @@ def messages_by_pk(pks: Iterable[int]) -> dict[int, StoredMessage]:
     }
 
 
+def step_refs(steps: Sequence[Step]) -> dict[int, tuple[bytes, bytes]]:
+    """The stored references of each step's (by pk) before and after contexts."""
+    return {s.pk: (bytes(s.before_refs), s.after_context_refs()) for s in steps}
+
+
 def step_contexts(
     steps: Sequence[Step],
 ) -> dict[int, tuple[list[StoredMessage], list[StoredMessage]]]:
     """Before and after contexts of several steps, loaded with one query for all messages."""
-    refs = {s.pk: (bytes(s.before_refs), s.after_context_refs()) for s in steps}
-    contexts = contexts_by_refs(r for pair in refs.values() for r in pair)
+    refs = step_refs(steps)
+    contexts = Contexts(r for pair in refs.values() for r in pair)
     return {pk: (contexts[before], contexts[after]) for pk, (before, after) in refs.items()}
 
 
 def contexts_by_refs(refs: Iterable[bytes]) -> dict[bytes, list[StoredMessage]]:
+    """Contexts by their stored references (see ``Contexts``)."""
+    contexts = Contexts(refs)
+    return {data: contexts[data] for data in contexts.decoded}
+
+
+class Contexts:
     """Contexts by their stored references, with one query for all their messages.
 
-    Each distinct reference list is decoded and resolved once: consecutive steps
-    mostly share one (a step's after is the next one's before). The lists are
-    shared by every step that has those references; callers only read them.
+    Each distinct reference list is decoded and resolved once, and only past the
+    head it shares with the list before it (``core.refs.OnBases``): consecutive
+    steps mostly share one (a step's after is the next one's before), and the next
+    one's holds all of it. The lists are shared by every step that has those
+    references; callers only read them.
     """
-    decoded = {data: ids for data, (ids, _, _) in decode_many(refs).items()}
-    wanted: set[int] = set()
-    for ids in decoded.values():
-        wanted.update(ids)
-    of = messages_by_pk(wanted).__getitem__
-    return {data: list(map(of, ids)) for data, ids in decoded.items()}
+
+    def __init__(self, refs: Iterable[bytes]) -> None:
+        self.decoded = decode_many(refs)
+        wanted: set[int] = set()
+        for ids, _, shared in self.decoded.values():
+            wanted.update(ids[shared:])  # a shared head is in its base
+        # every message the contexts hold, by pk
+        self.stored = messages_by_pk(wanted)
+        self._lists = OnBases(self.decoded, lambda ids: list(map(self.stored.__getitem__, ids)))
+
+    def __getitem__(self, refs: bytes) -> list[StoredMessage]:
+        return self._lists[refs]
+
+    def made(self, make: Callable[[StoredMessage], Made]) -> OnBases[Made]:
+        """Each context as `make` of each of its messages, made for the messages past
+        the head it shares with its base only (a stream that numbers them as it
+        meets them asks for the contexts in its order)."""
+        stored = self.stored
+        return OnBases(self.decoded, lambda ids: [make(stored[pk]) for pk in ids])
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,19 +295,28 @@ def step_changes(
     session: Session,
     steps: Sequence[Step],
     contexts: dict[int, tuple[list[StoredMessage], list[StoredMessage]]],
+    messages: Callable[[int], tuple[list[CoreMessage], list[CoreMessage]]] | None = None,
 ) -> dict[int, StepChange]:
     """The inferred operations of each step (by pk), from its predecessor's stored after.
 
-    `contexts` are the steps' own before and after (``step_contexts``). A predecessor
-    among `steps` lends its after, so only the others are read; and a context resent
-    whole then holds the very message objects of the after it extends, which the
-    inference compares at C speed rather than field by field.
+    `contexts` are the steps' own before and after (``step_contexts``), and `messages`
+    gives their messages by step pk, where the caller has them (``Contexts.made``). A
+    predecessor among `steps` lends its after, so only the others are read; and a
+    context resent whole then holds the very message objects of the after it
+    extends, which the inference compares at C speed rather than field by field.
 
     The statistics worker infers the same from the same stored contexts
     (``contextview.core.session.SessionWalk``), so what a step shows and what its
     stats measure agree, whatever order the steps arrived in.
     """
+    if messages is None:
+        made = {
+            pk: ([s.message for s in before], [s.message for s in after])
+            for pk, (before, after) in contexts.items()
+        }
+        messages = made.__getitem__
     afters = {st.index: contexts[st.pk][1] for st in steps}
+    said = {st.index: messages(st.pk)[1] for st in steps}
     missing = {st.index - 1 for st in steps if st.index > 0} - afters.keys()
     if missing:
         refs = {
@@ -288,15 +327,14 @@ def step_changes(
         }
         read = contexts_by_refs(refs.values())
         afters.update((index, read[r]) for index, r in refs.items())
+        said.update((index, [s.message for s in read[r]]) for index, r in refs.items())
     previous = {st.index - 1: afters[st.index - 1] for st in steps if st.index - 1 in afters}
-    walk = SessionWalk(
-        afters={index: [s.message for s in after] for index, after in previous.items()}
-    )
+    walk = SessionWalk(afters={index: said[index] for index in previous})
     out: dict[int, StepChange] = {}
     for st in steps:
         inferred = walk.infer(
             st.index,
-            [s.message for s in contexts[st.pk][0]],
+            messages(st.pk)[0],
             compacted=(st.obs_extra or {}).get(COMPACTED) is True,
         )
         out[st.pk] = StepChange(previous=previous.get(st.index - 1), inferred=inferred)
@@ -532,10 +570,6 @@ def step_as_dict(*, session: Session, step: Step) -> dict[str, Any]:
     return steps_as_dicts(session=session, steps=[step])[0]
 
 
-Made = TypeVar("Made")
-Key = TypeVar("Key")
-
-
 def made_once(make: Callable[[Key], Made], key: Callable[[Key], Hashable]) -> Callable[[Key], Made]:
     """`make`, made once per distinct `key` (a stored message's pk, a tool list's blob)
     and given again after that.
@@ -572,13 +606,14 @@ def steps_shown(
     contexts (given its token counts by blob) and `tool_list` of the tools their calls
     were sent with, each made once per distinct message or list, when the first step
     that holds it is made (a stream that numbers them names each new one in that step)."""
-    contexts = step_contexts(steps)
-    distinct = {s.pk: s for b, a in contexts.values() for s in (*b, *a)}
+    refs = step_refs(steps)
+    read = Contexts(r for pair in refs.values() for r in pair)
+    contexts = {pk: (read[before], read[after]) for pk, (before, after) in refs.items()}
     # Token counts exist per encoding; a session's steps are counted in one.
     encoding = session.encoding_choice().name
-    tokens = token_counts(blob_pks=(s.blob_pk for s in distinct.values()), encoding=encoding)
-    shown: Callable[[StoredMessage], Any] = made_once(
-        lambda stored: message(stored, tokens), key=lambda stored: stored.pk
+    tokens = token_counts(blob_pks=(s.blob_pk for s in read.stored.values()), encoding=encoding)
+    shown = read.made(
+        made_once(lambda stored: message(stored, tokens), key=lambda stored: stored.pk)
     )
     ops: dict[int, list[Operation]] = defaultdict(list)
     for op in (
@@ -590,14 +625,20 @@ def steps_shown(
     )
     for a in archived_originals(session_id=session.pk, steps=[s.pk for s in steps], explicit=True):
         grouped[a.step_id][(a.op_position, a.result_msg_id)].append(a.original_msg_id)
-    changes = step_changes(session=session, steps=steps, contexts=contexts)
+    said = read.made(attrgetter("message"))
+    changes = step_changes(
+        session=session,
+        steps=steps,
+        contexts=contexts,
+        messages=lambda pk: (said[refs[pk][0]], said[refs[pk][1]]),
+    )
     tool_lists = step_tools(steps)
     tools: Callable[[int], Any] = made_once(
         lambda blob: tool_list(tool_lists[blob]), key=lambda blob: blob
     )
     outputs = step_outputs(steps)
     for step in steps:
-        before, after = contexts[step.pk]
+        before, after = refs[step.pk]
         inferred = changes[step.pk].inferred
         obs_extra = restore_json(step.obs_fields())
         yield (
@@ -612,8 +653,8 @@ def steps_shown(
                 "trace_id": _text_field(obs_extra, step_storage.TRACE_ID),
                 "span_id": _text_field(obs_extra, step_storage.SPAN_ID),
                 "outcome": restore_json(step.outcome),
-                "before": list(map(shown, before)),
-                "after": list(map(shown, after)),
+                "before": shown[before],
+                "after": shown[after],
                 "after_given": step.after_given,
                 "ops": [
                     op_as_dict(

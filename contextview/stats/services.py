@@ -31,7 +31,7 @@ from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
 from contextview.core.needs import LossTracker
 from contextview.core.parts import Reading
-from contextview.core.refs import decode_many
+from contextview.core.refs import OnBases, decode_many
 from contextview.core.session import SessionWalk, WalkedStep
 from contextview.core.stats import ContextMeter, TextCache, folds_of_ops
 from contextview.core.tokens import EncodingChoice, TokenCounter
@@ -666,8 +666,9 @@ def _survivors_frozen() -> None:
 class _Chunk:
     """What a chunk of steps is computed from, read in bulk."""
 
-    # each distinct context (by its stored references), shared by its steps
-    contexts: dict[bytes, list[CoreMessage]]
+    # each distinct context (by its stored references), made when first asked for
+    # and shared by its steps
+    contexts: OnBases[CoreMessage]
     tokens_of: Callable[[CoreMessage], int]
     ops: dict[int, list[CoreOperation]]  # by step pk
     folds: dict[int, list[CoreFold]]  # by step pk
@@ -991,11 +992,7 @@ def _chunk_read(
         return found
 
     message_of = {pk: s.message for pk, s in stored.items()}.__getitem__
-    contexts: dict[bytes, list[CoreMessage]] = {}
-    for data, (pks, base, shared) in decoded.items():
-        context = contexts[base][:shared] if base is not None else []
-        context += map(message_of, pks[shared:])
-        contexts[data] = context
+    contexts = OnBases(decoded, lambda pks: list(map(message_of, pks)))
 
     ops_by_step: dict[int, list[CoreOperation]] = defaultdict(list)
     for step_pk, op_name, targets, form, result_id, reason, params, _ in op_rows:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextview.core.distinct import Distinct, ranged, unranged
+from contextview.core.distinct import Distinct, Ranged, ranged, unranged
 
 
 def test_it_numbers_values_once_and_hands_out_each_new_one_once() -> None:
@@ -30,3 +30,43 @@ def test_a_context_resent_as_it_grew_is_a_range_or_two() -> None:
         2006,
         [2010, 2012],
     ]
+
+
+@given(
+    st.lists(st.integers(0, 30), max_size=12),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["again", "extend", "continue", "other"]),
+            st.lists(st.integers(0, 30)),
+        ),
+        max_size=12,
+    ),
+)
+def test_a_stream_of_growing_contexts_is_ranged_as_each_alone(
+    first: list[int], moves: list[tuple[str, list[int]]]
+) -> None:
+    # A session's contexts as a report meets them: the same list again (a step's
+    # before is the after before it), the last one with numbers added (its reply,
+    # new messages numbered as they came), or another (a compaction). The stream's
+    # answers are those of each list alone.
+    stream = Ranged()
+    numbers = first
+    assert stream(numbers) == ranged(numbers)
+    for move, more in moves:
+        if move == "extend":
+            numbers = numbers + more
+        elif move == "continue":  # the messages that came next, numbered as they came
+            start = numbers[-1] + 1 if numbers else 0
+            numbers = numbers + list(range(start, start + len(more)))
+        elif move == "other":
+            numbers = more
+        assert stream(numbers) == ranged(numbers), (move, numbers)
+
+
+def test_a_context_that_grew_by_one_message_continues_its_last_range() -> None:
+    stream = Ranged()
+    context = list(range(1, 101))
+    assert stream(context) == [[1, 100]]
+    assert stream([*context, 101]) == [[1, 101]]
+    assert stream([*context, 101, 205, 206]) == [[1, 101], 205, 206]
+    assert stream([*context, 101, 205, 206, 207]) == [[1, 101], [205, 207]]

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contextview.core.refs import decode_many, decode_refs, encode_refs
+from contextview.core.refs import OnBases, decode_many, decode_refs, encode_refs
 
 MAX_ID = (1 << 63) - 1
 
@@ -73,3 +75,32 @@ def test_a_context_that_grew_is_decoded_from_where_it_grew() -> None:
     before, after = encode_refs(head), encode_refs([*head, 10_000_500])
     decoded = decode_many([before, after])
     assert decoded[after] == ([*head, 10_000_500], before, 200)
+
+
+@given(
+    ids_lists,
+    st.lists(st.tuples(st.integers(0, 60), ids_lists), max_size=8),
+    st.randoms(use_true_random=False),
+)
+def test_lists_made_on_their_bases_are_what_each_list_makes_alone(
+    first: list[int], edits: list[tuple[int, list[int]]], rng: Any
+) -> None:
+    contexts = [first]
+    for keep, tail in edits:
+        contexts.append(contexts[-1][:keep] + tail)
+    blobs = [encode_refs(c) for c in contexts]
+    made = OnBases(decode_many(blobs), lambda ids: [f"m{i}" for i in ids])
+    asked = list(zip(blobs, contexts, strict=True))
+    rng.shuffle(asked)  # in any order: a list's base is made first when it is not yet
+    for blob, ids in asked:
+        assert made[blob] == [f"m{i}" for i in ids]
+
+
+def test_a_context_that_grew_makes_only_what_it_added() -> None:
+    head = list(range(1, 201))
+    before, after = encode_refs(head), encode_refs([*head, 500, 501])
+    asked: list[list[int]] = []
+    made = OnBases(decode_many([before, after]), lambda ids: asked.append(ids) or ids)
+    assert made[after] == [*head, 500, 501]
+    assert made[after] is made[after]  # made once, then shared
+    assert asked == [head, [500, 501]]
