@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import Any
 
 from contextview.core.errors import InputError
@@ -267,15 +268,18 @@ def derive_step(
     after_raw: Any,
     latest: Mapping[str, Message],
     archive: Mapping[str, Message],
+    obs_resolved: int = 0,
 ) -> StepResult:
     """A step's before, operations and after, from the raw event parts.
 
     `latest` is what the session recorded so far (id -> message) and `archive` its
-    folded originals (id -> message). Raises InputError for an event that cannot be
-    taken; a given after that differs from the derivation wins and is flagged.
+    folded originals (id -> message); the first `obs_resolved` items of `obs` are
+    messages already (a base's, ``core.runs.expand_runs``). Raises InputError for an
+    event that cannot be taken; a given after that differs from the derivation wins
+    and is flagged.
     """
     seen = Overlay(latest)
-    before = parse_message_list(obs, field="body.obs.messages", latest=seen)
+    before = parse_message_list(obs, field="body.obs.messages", latest=seen, resolved=obs_resolved)
     _record(seen.local, before)
 
     ops = normalize_operations(ops_raw, field=ops_field, latest=seen)
@@ -283,8 +287,9 @@ def derive_step(
     applied = apply_operations(before, ops, archive=archive, strict=not after_given)
     _record(seen.local, _results(applied.ops))
     # What a reload brought back is what its id now stands for.
-    reloaded = set(applied.reloaded)
-    _record(seen.local, [m for m in applied.after if m.id in reloaded])
+    if applied.reloaded:
+        reloaded = set(applied.reloaded)
+        _record(seen.local, [m for m in applied.after if m.id in reloaded])
 
     if not after_given:
         # Without operations the after is the before, recorded already.
@@ -326,8 +331,10 @@ def derive_step(
 
 
 def _record(into: dict[str, Message], messages: Sequence[Message]) -> None:
-    for m in messages:
-        into[m.id] = m
+    into.update(zip(map(_ID, messages), messages, strict=True))
+
+
+_ID = attrgetter("id")
 
 
 def _results(ops: Sequence[Operation]) -> list[Message]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
+from operator import attrgetter
 from typing import Any
 
 from contextview.core.errors import NEVER_RECORDED, InputError
@@ -262,17 +263,24 @@ def parse_message_list(
     field: str,
     latest: Mapping[str, Message],
     inherit_partition: bool = False,
+    resolved: int = 0,
 ) -> list[Message]:
-    """A context: a list of messages whose ids are unique within it."""
+    """A context: a list of messages whose ids are unique within it. Its first
+    `resolved` items are messages already (those of a base context a ``$run`` named,
+    most of a resent context): taken and their ids checked at C speed."""
     if raw is None:
         raise InputError(field, "field required")
     if not isinstance(raw, list):
         raise InputError(field, "must be a list of messages")
-    messages: list[Message] = []
+    messages: list[Message] = raw[:resolved]
+    held = set(map(_ID, messages))
+    if len(held) != len(messages):
+        _duplicate_raised(messages, field)
     seen: dict[str, int] = {}
-    for i, item in enumerate(raw):
-        # A message of a base context (a `$run`) is resolved already: most of a resent
-        # context, so it skips the call and the field name built for errors.
+    for i in range(resolved, len(raw)):
+        item = raw[i]
+        # A message of a base context (a `$run`) is resolved already: it skips the
+        # call and the field name built for errors.
         m = (
             item
             if type(item) is Message
@@ -280,8 +288,23 @@ def parse_message_list(
                 item, field=f"{field}[{i}]", latest=latest, inherit_partition=inherit_partition
             )
         )
+        if m.id in held:
+            first = next(j for j, x in enumerate(messages) if x.id == m.id)
+            raise InputError(f"{field}[{i}].id", f"duplicate id '{m.id}' (also at [{first}])")
         first = seen.setdefault(m.id, i)
         if first != i:
             raise InputError(f"{field}[{i}].id", f"duplicate id '{m.id}' (also at [{first}])")
         messages.append(m)
     return messages
+
+
+_ID = attrgetter("id")
+
+
+def _duplicate_raised(messages: list[Message], field: str) -> None:
+    """Raise for the first message whose id an earlier one has."""
+    seen: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        first = seen.setdefault(m.id, i)
+        if first != i:
+            raise InputError(f"{field}[{i}].id", f"duplicate id '{m.id}' (also at [{first}])")

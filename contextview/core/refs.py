@@ -44,9 +44,11 @@ def varint_read(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def encode_refs(ids: Iterable[int]) -> bytes:
+def encode_refs(ids: Iterable[int], *, after: int = 0) -> bytes:
+    """`ids` encoded; `after`: the id before the first, when they continue a list
+    encoded already (its bytes and these, joined, are the whole list's)."""
     out = bytearray()
-    previous = 0
+    previous = after
     for value in ids:
         if not 0 < value <= _MAX_ID:
             raise ValueError(f"reference {value!r} is not a positive 64-bit id")

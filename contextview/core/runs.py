@@ -76,16 +76,19 @@ def encode_runs(context: Sequence[T], positions: Sequence[int | None]) -> list[T
     return out
 
 
-def expand_runs(raw: Any, base: Sequence[Message], *, field: str) -> Any:
+def expand_runs(raw: Any, base: Sequence[Message], *, field: str) -> tuple[Any, int]:
     """A context sent against a base: each ``{"$run": [start, count]}`` element
-    replaced by the messages at those positions of `base` (the base step's after).
+    replaced by the messages at those positions of `base` (the base step's after);
+    and how many of its first items are such messages, resolved already (a context
+    that extends its base starts with a run of all of it).
 
     Anything that is not a list is returned as it is, for `parse_message_list` to
     report.
     """
     if not isinstance(raw, list):
-        return raw
+        return raw, 0
     out: list[Any] = []
+    resolved = 0
     for i, item in enumerate(raw):
         if type(item) is not dict or RUN_KEY not in item:
             out.append(item)
@@ -104,5 +107,7 @@ def expand_runs(raw: Any, base: Sequence[Message], *, field: str) -> Any:
             raise InputError(
                 where, f"[{start}, {count}] is outside the base context of {len(base)} messages"
             )
+        if resolved == len(out):
+            resolved += count
         out.extend(base[start : start + count])
-    return out
+    return out, resolved

@@ -136,9 +136,10 @@ class SessionWalk:
                 raise InputError(
                     "body.obs.$base", f"step {base} {NEVER_RECORDED} for this session", 422
                 )
-            obs = expand_runs(obs, context, field="body.obs.messages")
+            obs, resolved = expand_runs(obs, context, field="body.obs.messages")
         return derive_step(
             obs=obs,
+            obs_resolved=resolved if base is not None else 0,
             ops_raw=ops_raw,
             ops_field=ops_field,
             after_raw=after_raw,

@@ -20,9 +20,10 @@ import hashlib
 import json
 import operator
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import compress
 from typing import Any
 
 from django.db import transaction
@@ -293,13 +294,15 @@ class _Store:
             self.new_blobs.setdefault(bh, message)
         return h
 
-    def hash_all(self, messages: Iterable[CoreMessage]) -> None:
+    def hash_all(self, messages: Sequence[CoreMessage]) -> None:
         """`hash` each message not hashed yet: most of a resent context was, as the
         same objects (taken from a base run), so that costs one lookup each."""
         hashed = self.hash_of
-        for m in messages:
-            if id(m) not in hashed:
-                self.hash(m)
+        # Only those not hashed yet reach the loop; the others are passed over at C speed.
+        for m in compress(
+            messages, map(operator.not_, map(hashed.__contains__, map(id, messages)))
+        ):
+            self.hash(m)
 
     def tools_hash(self, tools: list[dict[str, Any]]) -> bytes:
         h = blob_hash(tools)
@@ -869,11 +872,15 @@ def _derive_or_refuse(
     for fold in result.folds:
         store.hash_all(fold.originals)
     # Only a recording that changes what an id stands for needs writing.
+    # Most of them are what their ids stood for already, the very objects: those are
+    # passed over at C speed.
     hash_of = store.hash
+    recorded = result.recorded
+    others = map(operator.is_not, map(walk.latest.get, recorded), recorded.values())
     changed = {
         mid: m
-        for mid, m in result.recorded.items()
-        if (old := walk.latest.get(mid)) is not m and (old is None or hash_of(old) != hash_of(m))
+        for mid, m in compress(recorded.items(), others)
+        if (old := walk.latest.get(mid)) is None or hash_of(old) != hash_of(m)
     }
     walk.record(body.index, result)
     state.step_hashes[body.index] = body_hash
@@ -999,14 +1006,46 @@ def _record_session_messages(
     )
 
 
-def _context_refs(store: _Store, row: _StepRow) -> tuple[bytes, bytes | None]:
-    """A step's before and after as stored references; an after that is the before
-    (no operation changed it, the usual case) is None."""
-    before = store.pks(row.result.before)
-    if _same_objects(row.result.after, row.result.before):
-        return encode_refs(before), None
-    after = store.pks(row.result.after)
-    return encode_refs(before), None if after == before else encode_refs(after)
+class _ContextRefs:
+    """The stored references of a batch's contexts (message pks, encoded), each made
+    on the last context of its session where it extends that one.
+
+    A step's before is mostly the after of the step before it with the reply and a
+    tool result added, the same message objects (taken from the base a run named):
+    checked at C speed, its references are that context's and those of what was
+    added, so a session's steps cost what they add, not their context's length each.
+    """
+
+    def __init__(self, store: _Store) -> None:
+        self._store = store
+        # per session pk: the last context, its pks and their encoding
+        self._last: dict[int, tuple[Sequence[CoreMessage], list[int], bytes]] = {}
+
+    def of(self, session_pk: int, context: Sequence[CoreMessage]) -> tuple[list[int], bytes]:
+        last = self._last.get(session_pk)
+        if last is not None and len(context) >= len(last[0]) > 0:
+            held, pks, data = last
+            if context is held or all(map(operator.is_, context, held)):
+                if len(context) > len(held):
+                    added = self._store.pks(context[len(held) :])
+                    data += encode_refs(added, after=pks[-1])
+                    pks = pks + added
+                self._last[session_pk] = (context, pks, data)
+                return pks, data
+        pks = self._store.pks(context)
+        data = encode_refs(pks)
+        self._last[session_pk] = (context, pks, data)
+        return pks, data
+
+    def step(self, row: _StepRow) -> tuple[bytes, bytes | None]:
+        """A step's before and after as stored references; an after that is the
+        before (no operation changed it, the usual case) is None."""
+        session = row.session.pk
+        before, before_data = self.of(session, row.result.before)
+        if _same_objects(row.result.after, row.result.before):
+            return before_data, None
+        after, after_data = self.of(session, row.result.after)
+        return before_data, None if after == before else after_data
 
 
 def _usage(usage: BaseModel | None) -> tuple[bytes | None, str | None]:
@@ -1034,7 +1073,8 @@ def _same_objects(a: Sequence[CoreMessage], b: Sequence[CoreMessage]) -> bool:
 def _insert_steps(
     cursor: Any, project: Project, store: _Store, rows: list[_StepRow], now: datetime
 ) -> list[int]:
-    contexts = [_context_refs(store, r) for r in rows]
+    refs = _ContextRefs(store)
+    contexts = [refs.step(r) for r in rows]
     usages = [_usage(r.body.usage) for r in rows]
     cursor.execute(
         "INSERT INTO cv_step (project_id, session_id, index, timestamp, received_at, mode, "

@@ -146,6 +146,30 @@ def test_it_rejects_a_duplicate_id_in_a_list() -> None:
     assert e.value.status == 400
 
 
+def test_a_message_sent_in_full_may_not_repeat_an_id_of_the_base_run_before_it() -> None:
+    # A context sent against the step before it: its first messages are that step's,
+    # resolved already (a `$run`), then what the agent added.
+    base = [msg("sys", "You debug orders.", "system"), msg("u1", "Where is SO1?", "user")]
+    with pytest.raises(InputError) as e:
+        parse_message_list(
+            [*base, {"id": "a1", "content": "Looking."}, {"id": "u1", "content": "again"}],
+            field="body.obs.messages",
+            latest={},
+            resolved=2,
+        )
+    assert str(e.value) == "body.obs.messages[3].id: duplicate id 'u1' (also at [1])"
+    with pytest.raises(InputError) as e:
+        parse_message_list([*base, base[1]], field="body.obs.messages", latest={}, resolved=3)
+    assert str(e.value) == "body.obs.messages[2].id: duplicate id 'u1' (also at [1])"
+    taken = parse_message_list(
+        [*base, {"id": "a1", "content": "Looking."}],
+        field="body.obs.messages",
+        latest={},
+        resolved=2,
+    )
+    assert [m.id for m in taken] == ["sys", "u1", "a1"] and taken[0] is base[0]
+
+
 @pytest.mark.parametrize("raw", [{"messages": []}, "u1", None])
 def test_it_rejects_an_obs_that_is_not_a_list(raw: object) -> None:
     with pytest.raises(InputError) as e:

@@ -104,3 +104,10 @@ def test_a_context_that_grew_makes_only_what_it_added() -> None:
     assert made[after] == [*head, 500, 501]
     assert made[after] is made[after]  # made once, then shared
     assert asked == [head, [500, 501]]
+
+
+@given(ids_lists, ids_lists)
+def test_a_list_encoded_in_two_parts_joins_to_the_whole(head: list[int], tail: list[int]) -> None:
+    # What ingest does with a context that extends the one before it.
+    joined = encode_refs(head) + encode_refs(tail, after=head[-1] if head else 0)
+    assert joined == encode_refs(head + tail)

@@ -59,7 +59,11 @@ def test_encoding_then_expanding_gives_the_original_context(
 ) -> None:
     base, context = pair
     wire = encode_runs(context, base_positions(context, base))
-    assert expand_runs(wire, base, field=FIELD) == context
+    expanded, resolved = expand_runs(wire, base, field=FIELD)
+    assert expanded == context
+    # the messages taken from the base before the first sent in full
+    lead = next((i for i, e in enumerate(wire) if not isinstance(e, dict)), len(wire))
+    assert resolved == sum(e[RUN_KEY][1] for e in wire[:lead])
     runs = [e for e in wire if isinstance(e, dict)]
     assert all(e[RUN_KEY][1] >= MIN_RUN for e in runs)
     assert len(wire) == len(context) - sum(e[RUN_KEY][1] - 1 for e in runs)

@@ -68,7 +68,7 @@ class ResolvingServer:
         if base is None and any(RUN_KEY in m for m in messages):
             return 400, "body.obs.$base: runs need a base"
         try:  # the server's own expansion
-            messages = expand_runs(messages, base or [], field=field)
+            messages, _ = expand_runs(messages, base or [], field=field)
         except InputError as exc:
             return exc.status, str(exc)
         full: list[Message] = []
