@@ -165,6 +165,35 @@ def test_it_refuses_a_file_that_is_no_transcript(api: Api) -> None:
     assert not Session.objects.exists()
 
 
+# What `codex exec --json` prints (its JSONL mode), as Codex 0.4x writes it.
+CODEX_EXEC = b"""\
+{"type":"thread.started","thread_id":"0199a213-81c0-7800-8aa1-bbab2a035a53"}
+{"type":"turn.started"}
+{"type":"item.completed","item":{"id":"item_0","type":"reasoning","text":"**Listing**"}}
+{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"ls",\
+"aggregated_output":"AGENTS.md\\n","exit_code":0,"status":"completed"}}
+{"type":"item.completed","item":{"id":"item_2","type":"agent_message","text":"Done."}}
+{"type":"turn.completed","usage":{"input_tokens":24763,"cached_input_tokens":24448,\
+"output_tokens":122}}
+"""
+
+
+@pytest.mark.parametrize("fields", [{}, {"format": "codex"}])
+def test_it_says_where_the_transcript_of_a_codex_exec_run_is(
+    api: Api, fields: dict[str, str]
+) -> None:
+    # The events say what the agent did, not what the model was sent: the rollout does.
+    response = upload(api, ("run.jsonl", CODEX_EXEC), **fields)
+    assert response.status_code == 422
+    assert response.json()["error"] == (
+        "run.jsonl: file: is the event stream of `codex exec --json`, which tells what the "
+        "agent did but not what the model was sent at each call; import the session's "
+        "rollout instead: the file whose name ends in "
+        "0199a213-81c0-7800-8aa1-bbab2a035a53.jsonl under ~/.codex/sessions"
+    )
+    assert not Session.objects.exists()
+
+
 def test_it_names_the_broken_line_and_stores_nothing_of_the_file(api: Api) -> None:
     name, data = fixture("claude_code.jsonl")
     lines = data.splitlines(keepends=True)

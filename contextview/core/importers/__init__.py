@@ -68,8 +68,8 @@ def detect(head: bytes, *, whole: bool = False) -> str | None:
     first = _first_line(head)
     if isinstance(first, dict) and b"\n" in head.strip():
         # JSON Lines: the first line is an object of its own.
-        if codex.looks_like(first):
-            return codex.FORMAT
+        if codex.looks_like(first) or codex.exec_stream(first):
+            return codex.FORMAT  # the second to say where its transcript is
         if claude_code.looks_like(first):
             return claude_code.FORMAT
         if openhands.looks_like_event(first) or openhands.looks_like_row(first):

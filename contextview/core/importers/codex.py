@@ -182,6 +182,44 @@ def looks_like(first: dict[str, Any]) -> bool:
     return (part_kind(first) in LINE_TYPES and "payload" in first) or _legacy_meta(first)
 
 
+# What ``codex exec --json`` prints: events of what the agent did (the thread and
+# its turns, the commands it ran, its messages, each turn's usage), not what the
+# model was sent at each call; the session's rollout, which Codex writes beside it,
+# holds that.
+EXEC_EVENTS = frozenset(
+    {
+        "thread.started",
+        "turn.started",
+        "turn.completed",
+        "turn.failed",
+        "item.started",
+        "item.updated",
+        "item.completed",
+    }
+)
+
+
+def exec_stream(first: dict[str, Any]) -> bool:
+    """Whether a JSONL file that opens with `first` is ``codex exec --json`` output."""
+    return first.get("type") in EXEC_EVENTS and "payload" not in first
+
+
+def _exec_refused(line: dict[str, Any]) -> TranscriptError:
+    """What an import of ``codex exec --json`` output says: where the transcript is."""
+    thread = line.get("thread_id")
+    named = (
+        f"the file whose name ends in {thread}.jsonl"
+        if isinstance(thread, str) and re.fullmatch(r"[0-9A-Za-z-]{1,64}", thread)
+        else "its rollout-*.jsonl file"
+    )
+    return TranscriptError(
+        "file",
+        "is the event stream of `codex exec --json`, which tells what the agent did but "
+        "not what the model was sent at each call; import the session's rollout "
+        f"instead: {named} under ~/.codex/sessions",
+    )
+
+
 def looks_like_document(doc: Any) -> bool:
     """A session as the TypeScript Codex CLI saved it, in one JSON document."""
     return isinstance(doc, dict) and isinstance(doc.get("session"), dict) and "items" in doc
@@ -606,7 +644,11 @@ def read(
     reader = _Reader(session_id or None, fallback)
     source = _RolloutLines(stream, live)
     try:
+        first = True
         for lineno, line in own_lines(source, format=FORMAT, recognised=_recognised):
+            if first and exec_stream(line):
+                raise _exec_refused(line)
+            first = False
             yield from reader.line(lineno, line)
         if not live:
             yield from reader.finish()
