@@ -9,11 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from operator import attrgetter
 from typing import Any
 
 from contextview.core.errors import InputError
-from contextview.core.messages import Overlay, parse_id, parse_message_list, sent_by_id
+from contextview.core.messages import (
+    Overlay,
+    message_id,
+    parse_id,
+    parse_message_list,
+    sent_by_id,
+)
 from contextview.core.model import (
     REPLACING_OPS,
     Applied,
@@ -331,10 +336,7 @@ def derive_step(
 
 
 def _record(into: dict[str, Message], messages: Sequence[Message]) -> None:
-    into.update(zip(map(_ID, messages), messages, strict=True))
-
-
-_ID = attrgetter("id")
+    into.update(zip(map(message_id, messages), messages, strict=True))
 
 
 def _results(ops: Sequence[Operation]) -> list[Message]:

@@ -127,9 +127,10 @@ def _last_run(items: list[int | list[int]]) -> tuple[int, tuple[int, int]]:
     if isinstance(item, list):
         return 1, (item[0], item[1])
     n = 1
-    while (
-        n < len(items) and n < RANGE_FROM - 1 and isinstance(prior := items[-1 - n], int)
-    ) and prior == item - n:
+    while n < min(len(items), RANGE_FROM - 1):
+        prior = items[-1 - n]
+        if not isinstance(prior, int) or prior != item - n:
+            break
         n += 1
     return n, (item - n + 1, item)
 
@@ -140,8 +141,9 @@ def _first_run(items: list[int | list[int]]) -> tuple[int, tuple[int, int]]:
     if isinstance(item, list):
         return 1, (item[0], item[1])
     n = 1
-    while (
-        n < len(items) and n < RANGE_FROM - 1 and isinstance(after := items[n], int)
-    ) and after == item + n:
+    while n < min(len(items), RANGE_FROM - 1):
+        later = items[n]
+        if not isinstance(later, int) or later != item + n:
+            break
         n += 1
     return n, (item, item + n - 1)

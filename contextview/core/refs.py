@@ -144,7 +144,7 @@ class OnBases(Generic[Made]):
         made = self._made.get(data)
         if made is not None:
             return made
-        waiting = [data]  # the lists to make, each on the one after it in here
+        waiting = [data]  # the lists to make, each made on the one that follows it here
         base = self._decoded[data][1]
         while base is not None and base not in self._made:
             waiting.append(base)

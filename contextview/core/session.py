@@ -130,6 +130,7 @@ class SessionWalk:
         the session cannot take. `base` is the step whose after the obs's runs
         (``$run``) refer to.
         """
+        resolved = 0  # how many of the obs's first items are messages of the base
         if base is not None:
             context = self.afters.get(base)
             if context is None:
@@ -139,7 +140,7 @@ class SessionWalk:
             obs, resolved = expand_runs(obs, context, field="body.obs.messages")
         return derive_step(
             obs=obs,
-            obs_resolved=resolved if base is not None else 0,
+            obs_resolved=resolved,
             ops_raw=ops_raw,
             ops_field=ops_field,
             after_raw=after_raw,
