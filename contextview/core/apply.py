@@ -7,8 +7,10 @@ stored), so they can never disagree about what the agent saw.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import compress
 from typing import Any
 
 from contextview.core.errors import InputError
@@ -261,7 +263,8 @@ class StepResult:
     after_mismatch: bool
     errors: list[str]
     # Every message this step recorded (obs, operation results, after): what an id
-    # sent alone in a later step refers to. The last one wins per id.
+    # sent alone in a later step refers to. The last one wins per id. A message of
+    # the base a run named that its id stands for already is not recorded again.
     recorded: dict[str, Message]
 
 
@@ -285,7 +288,12 @@ def derive_step(
     """
     seen = Overlay(latest)
     before = parse_message_list(obs, field="body.obs.messages", latest=seen, resolved=obs_resolved)
-    _record(seen.local, before)
+    # A base's messages are what their ids stand for already, mostly the very
+    # objects: only the others are recorded again (passed over at C speed).
+    head = before[:obs_resolved]
+    stands = map(operator.is_not, map(latest.get, map(message_id, head)), head)
+    _record(seen.local, list(compress(head, stands)))
+    _record(seen.local, before[obs_resolved:])
 
     ops = normalize_operations(ops_raw, field=ops_field, latest=seen)
     after_given = after_raw is not None
