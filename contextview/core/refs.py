@@ -124,6 +124,15 @@ def _decode_after(
     return base_ids[:shared] + decode_refs(data[n:], base_ids[shared - 1]), base, shared
 
 
+def held_ids(decoded: Decoded) -> set[int]:
+    """Every id the lists `decode_many` decoded hold, read past each list's shared
+    head only (the head is in its base)."""
+    held: set[int] = set()
+    for ids, _, shared in decoded.values():
+        held.update(ids[shared:])
+    return held
+
+
 class OnBases(Generic[Made]):
     """A list made of each reference list `decode_many` decoded, each made only past
     the head it shares with its base: the head is what its base's list became.

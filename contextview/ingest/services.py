@@ -1023,9 +1023,9 @@ class _ContextRefs:
 
     def of(self, session_pk: int, context: Sequence[CoreMessage]) -> tuple[list[int], bytes]:
         last = self._last.get(session_pk)
-        if last is not None and len(context) >= len(last[0]) > 0:
+        if last is not None and last[0]:
             held, pks, data = last
-            if context is held or all(map(operator.is_, context, held)):
+            if _starts_with(context, held):
                 if len(context) > len(held):
                     added = self._store.pks(context[len(held) :])
                     data += encode_refs(added, after=pks[-1])
@@ -1067,7 +1067,12 @@ def _output_blobs(store: _Store, row: _StepRow) -> bytes | None:
 def _same_objects(a: Sequence[CoreMessage], b: Sequence[CoreMessage]) -> bool:
     """Whether two contexts are the same message objects, compared at C speed: a
     step without operations has its before as its after."""
-    return len(a) == len(b) and all(map(operator.is_, a, b))
+    return len(a) == len(b) and _starts_with(a, b)
+
+
+def _starts_with(context: Sequence[CoreMessage], head: Sequence[CoreMessage]) -> bool:
+    """Whether `context` starts with the very message objects of `head` (C speed)."""
+    return context is head or (len(context) >= len(head) and all(map(operator.is_, context, head)))
 
 
 def _insert_steps(

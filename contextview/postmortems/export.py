@@ -21,12 +21,11 @@ from contextview.core.distinct import Distinct, Ranged
 from contextview.projects.models import Project
 from contextview.sessions.models import Operation, Session, Step
 from contextview.sessions.selectors import (
-    Contexts,
     StoredMessage,
     made_once,
     message_as_dict,
     sessions_filtered,
-    step_refs,
+    step_contexts,
 )
 
 CHUNK = 200
@@ -72,8 +71,7 @@ def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
         )
         if not steps:
             return
-        refs = step_refs(steps)
-        contexts = Contexts(r for pair in refs.values() for r in pair).made(numbered)
+        contexts = step_contexts(steps).made(numbered)
         ops: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for op in (
             Operation.objects.filter(step__in=steps).select_related("result").order_by("position")
@@ -88,16 +86,16 @@ def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
                 }
             )
         for step in steps:
-            before, after = refs[step.pk]
+            before, after = contexts(step.pk)
             stats = step.stats if step.stats_status == "ready" else None
             yield {
                 "session_id": session.external_id,
                 "agent": session.agent or None,
                 "mode": step.mode or session.mode or None,
                 "index": step.index,
-                "obs": ranged(contexts[before]),
+                "obs": ranged(before),
                 "operations": ops.get(step.pk, []),
-                "after": ranged(contexts[after]),
+                "after": ranged(after),
                 "messages": table.new(),
                 "reward": stats["reward"] if stats else None,
                 "flags": stats["flags"] if stats else None,

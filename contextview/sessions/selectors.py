@@ -22,7 +22,7 @@ from contextview.core.messages import message_payload
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
 from contextview.core.parts import READ_FIELDS, split_payload
-from contextview.core.refs import OnBases, decode_many, decode_refs
+from contextview.core.refs import OnBases, decode_many, decode_refs, held_ids
 from contextview.core.session import SessionWalk
 from contextview.core.stats import budget_of, reported_before
 from contextview.core.textsafe import restore, restore_json
@@ -132,18 +132,9 @@ def messages_by_pk(pks: Iterable[int]) -> dict[int, StoredMessage]:
     }
 
 
-def step_refs(steps: Sequence[Step]) -> dict[int, tuple[bytes, bytes]]:
-    """The stored references of each step's (by pk) before and after contexts."""
-    return {s.pk: (bytes(s.before_refs), s.after_context_refs()) for s in steps}
-
-
-def step_contexts(
-    steps: Sequence[Step],
-) -> dict[int, tuple[list[StoredMessage], list[StoredMessage]]]:
+def step_contexts(steps: Sequence[Step]) -> StepContexts:
     """Before and after contexts of several steps, loaded with one query for all messages."""
-    refs = step_refs(steps)
-    contexts = Contexts(r for pair in refs.values() for r in pair)
-    return {pk: (contexts[before], contexts[after]) for pk, (before, after) in refs.items()}
+    return StepContexts(steps)
 
 
 def contexts_by_refs(refs: Iterable[bytes]) -> dict[bytes, list[StoredMessage]]:
@@ -164,11 +155,8 @@ class Contexts:
 
     def __init__(self, refs: Iterable[bytes]) -> None:
         self.decoded = decode_many(refs)
-        wanted: set[int] = set()
-        for ids, _, shared in self.decoded.values():
-            wanted.update(ids[shared:])  # a shared head is in its base
         # every message the contexts hold, by pk
-        self.stored = messages_by_pk(wanted)
+        self.stored = messages_by_pk(held_ids(self.decoded))
         self._lists = OnBases(self.decoded, lambda ids: list(map(self.stored.__getitem__, ids)))
 
     def __getitem__(self, refs: bytes) -> list[StoredMessage]:
@@ -180,6 +168,38 @@ class Contexts:
         meets them asks for the contexts in its order)."""
         stored = self.stored
         return OnBases(self.decoded, lambda ids: [make(stored[pk]) for pk in ids])
+
+
+class StepContexts:
+    """The before and after contexts of steps, by step pk (``Contexts``)."""
+
+    def __init__(self, steps: Sequence[Step]) -> None:
+        self.refs = {s.pk: (bytes(s.before_refs), s.after_context_refs()) for s in steps}
+        self.read = Contexts(r for pair in self.refs.values() for r in pair)
+        self._messages = self.made(attrgetter("message"))
+
+    def __getitem__(self, step_pk: int) -> tuple[list[StoredMessage], list[StoredMessage]]:
+        before, after = self.refs[step_pk]
+        return self.read[before], self.read[after]
+
+    def values(self) -> Iterator[tuple[list[StoredMessage], list[StoredMessage]]]:
+        return (self[pk] for pk in self.refs)
+
+    def messages(self, step_pk: int) -> tuple[list[CoreMessage], list[CoreMessage]]:
+        """A step's before and after as the core's messages."""
+        return self._messages(step_pk)
+
+    def made(
+        self, make: Callable[[StoredMessage], Made]
+    ) -> Callable[[int], tuple[list[Made], list[Made]]]:
+        """Each step's before and after as `make` of each message (``Contexts.made``)."""
+        lists = self.read.made(make)
+
+        def of(step_pk: int) -> tuple[list[Made], list[Made]]:
+            before, after = self.refs[step_pk]
+            return lists[before], lists[after]
+
+        return of
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,32 +311,21 @@ def left_the_context(*, session: Session, ids: Iterable[str]) -> set[str]:
 
 
 def step_changes(
-    *,
-    session: Session,
-    steps: Sequence[Step],
-    contexts: dict[int, tuple[list[StoredMessage], list[StoredMessage]]],
-    messages: Callable[[int], tuple[list[CoreMessage], list[CoreMessage]]] | None = None,
+    *, session: Session, steps: Sequence[Step], contexts: StepContexts
 ) -> dict[int, StepChange]:
     """The inferred operations of each step (by pk), from its predecessor's stored after.
 
-    `contexts` are the steps' own before and after (``step_contexts``), and `messages`
-    gives their messages by step pk, where the caller has them (``Contexts.made``). A
-    predecessor among `steps` lends its after, so only the others are read; and a
-    context resent whole then holds the very message objects of the after it
-    extends, which the inference compares at C speed rather than field by field.
+    `contexts` are the steps' own before and after (``step_contexts``). A predecessor
+    among `steps` lends its after, so only the others are read; and a context resent
+    whole then holds the very message objects of the after it extends, which the
+    inference compares at C speed rather than field by field.
 
     The statistics worker infers the same from the same stored contexts
     (``contextview.core.session.SessionWalk``), so what a step shows and what its
     stats measure agree, whatever order the steps arrived in.
     """
-    if messages is None:
-        made = {
-            pk: ([s.message for s in before], [s.message for s in after])
-            for pk, (before, after) in contexts.items()
-        }
-        messages = made.__getitem__
     afters = {st.index: contexts[st.pk][1] for st in steps}
-    said = {st.index: messages(st.pk)[1] for st in steps}
+    said = {st.index: contexts.messages(st.pk)[1] for st in steps}
     missing = {st.index - 1 for st in steps if st.index > 0} - afters.keys()
     if missing:
         refs = {
@@ -334,7 +343,7 @@ def step_changes(
     for st in steps:
         inferred = walk.infer(
             st.index,
-            messages(st.pk)[0],
+            contexts.messages(st.pk)[0],
             compacted=(st.obs_extra or {}).get(COMPACTED) is True,
         )
         out[st.pk] = StepChange(previous=previous.get(st.index - 1), inferred=inferred)
@@ -606,13 +615,13 @@ def steps_shown(
     contexts (given its token counts by blob) and `tool_list` of the tools their calls
     were sent with, each made once per distinct message or list, when the first step
     that holds it is made (a stream that numbers them names each new one in that step)."""
-    refs = step_refs(steps)
-    read = Contexts(r for pair in refs.values() for r in pair)
-    contexts = {pk: (read[before], read[after]) for pk, (before, after) in refs.items()}
+    contexts = StepContexts(steps)
     # Token counts exist per encoding; a session's steps are counted in one.
     encoding = session.encoding_choice().name
-    tokens = token_counts(blob_pks=(s.blob_pk for s in read.stored.values()), encoding=encoding)
-    shown = read.made(
+    tokens = token_counts(
+        blob_pks=(s.blob_pk for s in contexts.read.stored.values()), encoding=encoding
+    )
+    shown = contexts.made(
         made_once(lambda stored: message(stored, tokens), key=lambda stored: stored.pk)
     )
     ops: dict[int, list[Operation]] = defaultdict(list)
@@ -625,20 +634,14 @@ def steps_shown(
     )
     for a in archived_originals(session_id=session.pk, steps=[s.pk for s in steps], explicit=True):
         grouped[a.step_id][(a.op_position, a.result_msg_id)].append(a.original_msg_id)
-    said = read.made(attrgetter("message"))
-    changes = step_changes(
-        session=session,
-        steps=steps,
-        contexts=contexts,
-        messages=lambda pk: (said[refs[pk][0]], said[refs[pk][1]]),
-    )
+    changes = step_changes(session=session, steps=steps, contexts=contexts)
     tool_lists = step_tools(steps)
     tools: Callable[[int], Any] = made_once(
         lambda blob: tool_list(tool_lists[blob]), key=lambda blob: blob
     )
     outputs = step_outputs(steps)
     for step in steps:
-        before, after = refs[step.pk]
+        before, after = shown(step.pk)
         inferred = changes[step.pk].inferred
         obs_extra = restore_json(step.obs_fields())
         yield (
@@ -653,8 +656,8 @@ def steps_shown(
                 "trace_id": _text_field(obs_extra, step_storage.TRACE_ID),
                 "span_id": _text_field(obs_extra, step_storage.SPAN_ID),
                 "outcome": restore_json(step.outcome),
-                "before": shown[before],
-                "after": shown[after],
+                "before": before,
+                "after": after,
                 "after_given": step.after_given,
                 "ops": [
                     op_as_dict(

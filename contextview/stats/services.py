@@ -31,7 +31,7 @@ from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
 from contextview.core.needs import LossTracker
 from contextview.core.parts import Reading
-from contextview.core.refs import OnBases, decode_many
+from contextview.core.refs import OnBases, decode_many, held_ids
 from contextview.core.session import SessionWalk, WalkedStep
 from contextview.core.stats import ContextMeter, TextCache, folds_of_ops
 from contextview.core.tokens import EncodingChoice, TokenCounter
@@ -962,8 +962,7 @@ def _chunk_read(
     # The inferred folds of the chunk's steps are worked out again.
     chunk_folds = [f for f in fold_rows if f[0] >= first_index and not f[8]]
     wanted = {op[4] for op in op_rows if op[4]} | {f[6] for f in chunk_folds}
-    for pks, _, shared in decoded.values():
-        wanted.update(pks[shared:])  # a shared head was added with its base
+    wanted |= held_ids(decoded)
     stored = messages_cached(wanted, encoding=encoding)
 
     # Tokens of every content this chunk shows, keyed by the message object.

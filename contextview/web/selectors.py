@@ -1584,7 +1584,7 @@ def restore_preview(*, session: Session, step: Step, ids: Sequence[str]) -> Rest
     restoring = [i for i in wanted if i in latest]
     unknown = [i for i in wanted if i not in latest]
     fold_steps = list(Step.objects.filter(pk__in={f.step_id for f in latest.values()}))
-    contexts = step_contexts(fold_steps) if fold_steps else {}
+    contexts = step_contexts(fold_steps)
     stored = messages_by_pk(f.original_id for f in latest.values())
 
     positions = {s.message.id: k for k, s in enumerate(after)}

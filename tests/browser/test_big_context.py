@@ -17,14 +17,21 @@ from tests.web.test_big_contexts import compaction_events
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+def _compaction_step(
+    api: Api, open_page: Callable[..., Watched], live_server: Any
+) -> tuple[Watched, str, Any]:
+    """The compaction step opened by a viewer: (the watched page, its address, the answer)."""
+    session = seed_session(api, compaction_events())
+    watched = open_page(api.project, "viewer")
+    url = f"{live_server.url}/sessions/{session.pk}/steps/1/"
+    return watched, url, watched.page.goto(url)
+
+
 def test_a_900_message_compaction_reads_as_a_short_page(
     api: Api, open_page: Callable[..., Watched], live_server: Any
 ) -> None:
-    session = seed_session(api, compaction_events())
-    watched = open_page(api.project, "viewer")
+    watched, url, response = _compaction_step(api, open_page, live_server)
     page = watched.page
-    url = f"{live_server.url}/sessions/{session.pk}/steps/1/"
-    response = page.goto(url)
     assert len(response.body()) < 300_000
     page.wait_for_selector("#occupancy-chart .main-svg")
     # Two steps: the step axis is marked at each step, not at 0.2, 0.4 ...
@@ -57,10 +64,8 @@ def test_a_900_message_compaction_reads_as_a_short_page(
 def test_a_message_of_rows_loaded_later_can_be_annotated_from_its_row(
     api: Api, open_page: Callable[..., Watched], live_server: Any
 ) -> None:
-    session = seed_session(api, compaction_events())
-    watched = open_page(api.project, "viewer")
+    watched, _, _ = _compaction_step(api, open_page, live_server)
     page = watched.page
-    page.goto(f"{live_server.url}/sessions/{session.pk}/steps/1/")
     target = page.locator("#annotate select[name=message]")
     # The form lists what the first view shows, not the 900 originals.
     assert target.locator("option[value='t8']").count() == 1
