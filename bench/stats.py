@@ -24,6 +24,13 @@ Parts (each printed as a table row, then all as one JSON line):
   by the worker's service as it arrives (as a live agent's steps are): the time
   each one takes, at the end of a long session. It grows with what the step
   brings, not with the steps before it.
+* ``worker-pool`` (with ``--database-url`` and ``--processes`` N > 1): N copies of the
+  session, each computed warm by a process of its own at the same time, as the N
+  statistics worker processes of a stack (``STATS_QUEUES``, 2 in ``scripts/run``) take
+  the sessions of a fleet of agents: steps per second in all, from the first process
+  starting its session to the last one done, and the slowest process's own figure.
+  One session is computed by one process at a time (its steps are walked in order):
+  this is what the pool does with many sessions, not one session faster.
 * ``latency`` (with ``--url`` and ``--key`` of a running server whose worker is
   idle): one step posted at a time, the time until the read API says ``ready``.
 """
@@ -233,6 +240,66 @@ def _ingested(
     return Session.objects.get(project=project, external_id=sid), events[len(head) :]
 
 
+def bench_pool(steps: int, max_context: int, database_url: str, processes: int) -> dict[str, Any]:
+    """``worker-pool`` (see the module); Django is set up by `bench_worker`."""
+    import multiprocessing
+
+    sessions = [_ingested(f"bench-pool{n}", steps, max_context)[0].pk for n in range(processes)]
+    # Spawned: each a new interpreter with empty caches, as a worker process starts.
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager, context.Pool(processes) as pool:
+        ready, start = manager.Queue(), manager.Event()
+        waiting = [
+            pool.apply_async(_pool_member, (database_url, pk, ready, start)) for pk in sessions
+        ]
+        for _ in sessions:
+            ready.get(timeout=120)  # each process set up and waiting
+        # The monotonic clock is the machine's: comparable across the processes.
+        started = time.monotonic()
+        start.set()
+        results = [w.get(timeout=600) for w in waiting]
+    elapsed = max(done_at for _, done_at in results) - started
+    slowest = max(seconds for seconds, _ in results)
+    return {
+        "part": "worker-pool",
+        "processes": processes,
+        "steps": steps * processes,
+        "seconds": round(elapsed, 3),
+        "steps_per_s": round(steps * processes / elapsed),
+        "slowest_process_steps_per_s": round(steps / slowest),
+    }
+
+
+def _pool_member(database_url: str, session_pk: int, ready: Any, start: Any) -> tuple[float, float]:
+    """One process of ``worker-pool``: (seconds its session took, when it was done).
+
+    Warm as the worker part's runs are: the process has computed a session before
+    (its memory grown, its connection's catalogs read, which cost a new process's
+    first session some 0.4 s more), its caches are empty.
+    """
+    from bench.owndb import django_setup
+
+    django_setup(database_url)
+    from django.db import connection
+
+    from contextview.celery import worker_process_ready
+    from contextview.sessions.models import StepStats
+    from contextview.stats.services import caches_clear, session_stats_compute
+
+    worker_process_ready()  # as a worker process is when it takes its first task
+    session_stats_compute(session_id=session_pk)
+    StepStats.objects.filter(session_id=session_pk).delete()
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE cv_step_stats")
+    caches_clear()
+    ready.put(session_pk)
+    start.wait()
+    began = time.monotonic()
+    session_stats_compute(session_id=session_pk)
+    done_at = time.monotonic()
+    return done_at - began, done_at
+
+
 def bench_live(steps: int, max_context: int, trials: int) -> dict[str, Any]:
     """``worker-live`` (see the module); Django is set up by `bench_worker`."""
     from contextview.ingest.services import batch_ingest
@@ -315,6 +382,12 @@ def main(argv: list[str] | None = None) -> int:
         "--trials", type=int, default=20, help="live steps and latency trials (default 20)"
     )
     parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="processes of the worker-pool part, a session each (default 1: no such part)",
+    )
+    parser.add_argument(
         "--repeat", type=int, default=5, help="worker runs, warm and hot, best kept (default 5)"
     )
     args = parser.parse_args(argv)
@@ -328,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.database_url:
         rows += bench_worker(args.steps, args.max_context, args.database_url, args.repeat)
         rows.append(bench_live(args.steps, args.max_context, args.trials))
+        if args.processes > 1:
+            rows.append(bench_pool(args.steps, args.max_context, args.database_url, args.processes))
     if args.url:
         host = args.url.split("//", 1)[-1].split(":", 1)[0].split("/", 1)[0]
         if host not in ("127.0.0.1", "localhost", "[::1]"):
