@@ -21,7 +21,13 @@ from contextview.core.importers import FORMATS
 from contextview.core.model import PARTITIONS
 from contextview.core.monitors import METRICS
 from contextview.core.replay import KEEP_LAST, MAX_TOKENS, policy_from_json
-from contextview.ingest.body import BodyError, batch_parse, json_body, request_body
+from contextview.ingest.body import (
+    BodyError,
+    batch_parse,
+    json_body,
+    json_charset_refused,
+    request_body,
+)
 from contextview.ingest.imports import ImportFailed, transcript_import
 from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.schemas import Envelope
@@ -207,10 +213,12 @@ def _content_type_refused(request: HttpRequest, content_type: str) -> JsonRespon
 
     A read-only key never gets this far: KeyAuth refuses it on every write route.
     """
-    sent = (request.META.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
+    header = request.META.get("CONTENT_TYPE") or ""
+    sent = header.split(";")[0].strip().lower()
     if sent != content_type:
         return _error(415, f"Content-Type must be {content_type}, not {sent!r}")
-    return None
+    charset = json_charset_refused(header) if sent == "application/json" else None
+    return None if charset is None else _error(415, charset)
 
 
 _ENVELOPE_DOC = {

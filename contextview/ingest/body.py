@@ -345,12 +345,28 @@ def _not_json(message: str, text: str, i: int) -> None:
 # deflate under that name: 32 + MAX_WBITS would read zlib and gzip, not raw, so
 # deflate is told apart by its first two bytes.
 _GZIP = 16 + zlib.MAX_WBITS
-ENCODINGS = ("identity", "gzip", "deflate")
+# The batch API takes gzip (contract: another encoding is a 415); OTLP also takes
+# deflate, which the OpenTelemetry exporters offer as their other compression.
+INGEST_ENCODINGS = ("identity", "gzip")
+OTLP_ENCODINGS = ("identity", "gzip", "deflate")
 
 
-def request_body(request: HttpRequest, limit: int) -> bytes:
-    """The request body, inflated if gzip or deflate, refusing past ``limit``
-    without reading on.
+def json_charset_refused(content_type: str) -> str | None:
+    """Why a JSON body's declared charset is refused (JSON is UTF-8, RFC 8259), from
+    the whole Content-Type header; None when it names none, or UTF-8."""
+    for parameter in content_type.split(";")[1:]:
+        name, _, value = parameter.partition("=")
+        charset = value.strip().strip('"')
+        if name.strip().lower() == "charset" and charset.lower() not in ("utf-8", "utf8"):
+            return f"charset must be utf-8, not {charset!r}: JSON is UTF-8"
+    return None
+
+
+def request_body(
+    request: HttpRequest, limit: int, encodings: tuple[str, ...] = INGEST_ENCODINGS
+) -> bytes:
+    """The request body, inflated if in one of `encodings` (gzip, deflate), refusing
+    past ``limit`` without reading on.
 
     Shared by every endpoint that takes a body (ingest, OTLP); raises BodyError
     (400, 413 or 415) naming what is wrong.
@@ -361,9 +377,10 @@ def request_body(request: HttpRequest, limit: int) -> bytes:
     except ValueError:
         raise BodyError(400, "Content-Length is not a number") from None
     encoding = (request.META.get("HTTP_CONTENT_ENCODING") or "identity").strip().lower()
-    if encoding not in ENCODINGS:
+    if encoding not in encodings:
+        names = [name for name in encodings if name != "identity"]
         raise BodyError(
-            415, f"Content-Encoding {encoding!r} is not supported; use gzip, deflate or none"
+            415, f"Content-Encoding {encoding!r} is not supported; use {', '.join(names)} or none"
         )
     if length > limit:
         raise BodyError(413, f"body of {length} bytes is over the limit of {limit} bytes")

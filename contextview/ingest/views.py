@@ -28,7 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from contextview.ingest.body import BodyError, request_body
+from contextview.ingest.body import OTLP_ENCODINGS, BodyError, json_charset_refused, request_body
 from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.traces import ServerBusy, traces_ingest
 from contextview.projects.selectors import apikey_authenticate
@@ -81,6 +81,9 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
             f"Content-Type must be {PROTOBUF} or {JSON}, not {content_type!r}",
             as_json=True,
         )
+    charset = json_charset_refused(request.META.get("CONTENT_TYPE") or "") if as_json else None
+    if charset is not None:
+        return _error(415, code_pb2.INVALID_ARGUMENT, charset, as_json=True)
     wait = rate_limit_check(key_prefix=key.prefix)
     if wait is not None:
         return _error(
@@ -91,7 +94,7 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
             **{"Retry-After": str(wait)},
         )
     try:
-        body = request_body(request, settings.OTLP_MAX_BYTES)
+        body = request_body(request, settings.OTLP_MAX_BYTES, OTLP_ENCODINGS)
     except BodyError as exc:
         return _error(exc.status, code_pb2.INVALID_ARGUMENT, exc.message, as_json=as_json)
     try:

@@ -226,6 +226,26 @@ def test_it_refuses_other_content_types_and_encodings(api: Api) -> None:
     assert plain.status_code == 415
     brotli = api.ingest({"batch": []}, HTTP_CONTENT_ENCODING="br")
     assert brotli.status_code == 415
+    # JSON is UTF-8: a body declared in another charset is refused as such, not
+    # read as UTF-8 and called "not JSON".
+    latin = api.client.generic(
+        "POST",
+        "/api/v1/ingest",
+        '{"batch": []}'.encode("latin-1"),
+        content_type="application/json; charset=latin-1",
+        **api.auth,
+    )
+    assert latin.status_code == 415
+    assert latin.json()["error"] == "charset must be utf-8, not 'latin-1': JSON is UTF-8"
+    for charset in ("utf-8", "UTF-8", '"utf-8"'):
+        sent = api.client.generic(
+            "POST",
+            "/api/v1/ingest",
+            b'{"batch": []}',
+            content_type=f"application/json; charset={charset}",
+            **api.auth,
+        )
+        assert sent.status_code == 207, charset
 
 
 def test_it_takes_gzip(api: Api) -> None:
@@ -233,10 +253,12 @@ def test_it_takes_gzip(api: Api) -> None:
     assert got == [{"id": "s-step-0", "status": 201}]
 
 
-def test_it_takes_deflate(api: Api) -> None:
+def test_it_refuses_an_encoding_other_than_gzip_with_415(api: Api) -> None:
+    # The contract: gzip is accepted, another encoding is a 415 (deflate is OTLP's).
     data = zlib.compress(json.dumps({"batch": [step("s", 0, [SYSTEM])]}).encode())
-    got = results(api.ingest(None, raw=data, HTTP_CONTENT_ENCODING="deflate"))
-    assert got == [{"id": "s-step-0", "status": 201}]
+    answer = api.ingest(None, raw=data, HTTP_CONTENT_ENCODING="deflate")
+    assert answer.status_code == 415
+    assert answer.json()["error"] == "Content-Encoding 'deflate' is not supported; use gzip or none"
 
 
 @override_settings(INGEST_MAX_BYTES=64 * 1024)

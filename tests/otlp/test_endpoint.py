@@ -226,6 +226,7 @@ def test_it_stores_nothing_for_a_span_sent_again(key: str, memory: Any) -> None:
          "application/json", {}, 400),
         (b"[1, 2]", "application/json", {}, 400),
         (b"", "text/plain", {}, 415),
+        (b"{}", "application/json; charset=latin-1", {}, 415),
         (b"", PROTOBUF, {"HTTP_CONTENT_ENCODING": "br"}, 415),
         (b"not gzip", PROTOBUF, {"HTTP_CONTENT_ENCODING": "gzip"}, 400),
         (b"not deflate", PROTOBUF, {"HTTP_CONTENT_ENCODING": "deflate"}, 400),
