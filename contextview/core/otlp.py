@@ -362,6 +362,12 @@ def _int(value: Any) -> int | None:
     return None
 
 
+def _shown(value: Any) -> str:
+    """A value an error names, cut short."""
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
 def _text(value: Any) -> str | None:
     return value[:MAX_NAME] if isinstance(value, str) and value else None
 
@@ -568,6 +574,8 @@ def genai_message(raw: Any, name: str) -> dict[str, Any]:
         raise SpanError(name, "each message must be an object")
     out: dict[str, Any] = {"role": raw.get("role")}
     parts = raw.get("parts")
+    if parts is not None and not isinstance(parts, list):
+        raise SpanError(name, f"a message's parts must be a list, not {_shown(parts)}")
     if isinstance(parts, list):
         out["content"] = content_of([genai_part(p) for p in parts])
     elif isinstance(raw.get("content"), str | list):
@@ -1852,11 +1860,18 @@ def _filled(
 
 
 def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
+    """The provider's usage of an LLM call's span; SpanError for a count that is no
+    count (a text, a negative number), which would leave the step without its usage."""
+
     def first(*names: str) -> int | None:
         for name in names:
-            value = _int(attrs.get(name))
-            if value is not None:
-                return value
+            raw = attrs.get(name)
+            if raw is None:
+                continue
+            value = _int(raw)
+            if value is None:
+                raise SpanError(name, f"must be a whole number of tokens, not {_shown(raw)}")
+            return value
         return None
 
     prompt = first(

@@ -32,6 +32,7 @@ import hashlib
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -125,7 +126,11 @@ def session_lock_key(*, project_id: int, session_id: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> TracesOutcome:
+def traces_ingest(
+    *, project: Project, request: ExportTraceServiceRequest, refused: Sequence[str] = ()
+) -> TracesOutcome:
+    """Store the LLM calls of an export; `refused`: why each span that could not be
+    read into it was left out (counted with those refused here)."""
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(
@@ -138,7 +143,9 @@ def traces_ingest(*, project: Project, request: ExportTraceServiceRequest) -> Tr
             # stored already are left out before their contexts are read (`_unseen`
             # checks again once the sessions are locked).
             decoded = decode_request(request, stored=_stored(project, span_lookup_ids(request)))
-            outcome = TracesOutcome(spans=decoded.spans)
+            outcome = TracesOutcome(
+                spans=decoded.spans + len(refused), rejected=len(refused), errors=list(refused)
+            )
             for refused in decoded.refused:
                 outcome.rejected += 1
                 outcome.errors.append(f"span {refused.span_id}: {refused.error}")

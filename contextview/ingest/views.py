@@ -98,11 +98,11 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
     except BodyError as exc:
         return _error(exc.status, code_pb2.INVALID_ARGUMENT, exc.message, as_json=as_json)
     try:
-        export = _decode_json(body) if as_json else _decode_protobuf(body)
+        export, unread = _decode_json(body) if as_json else (_decode_protobuf(body), [])
     except ValueError as exc:
         return _error(400, code_pb2.INVALID_ARGUMENT, str(exc), as_json=as_json)
     try:
-        outcome = traces_ingest(project=key.project, request=export)
+        outcome = traces_ingest(project=key.project, request=export, refused=unread)
     except ServerBusy:
         return _error(
             503,
@@ -152,35 +152,51 @@ def _ids_to_base64(node: dict[str, Any], where: str) -> None:
                 raise ValueError(f"{where}.{name}: {value!r} is not hex") from None
 
 
+def _span_ids_to_base64(span: dict[str, Any], where: str) -> None:
+    """A span's ids and its links', as protobuf's JSON mapping reads them."""
+    _ids_to_base64(span, where)
+    for k, link in enumerate(_items(span, "links", "links")):
+        if isinstance(link, dict):
+            _ids_to_base64(link, f"{where}.links[{k}]")
+
+
 def _items(node: dict[str, Any], camel: str, snake: str) -> list[Any]:
     found = node.get(camel, node.get(snake))
     return found if isinstance(found, list) else []
 
 
-def _decode_json(body: bytes) -> ExportTraceServiceRequest:
+def _decode_json(body: bytes) -> tuple[ExportTraceServiceRequest, list[str]]:
+    """The export, and why each span left out of it was (an id that is not hex): a
+    span refused costs only itself, as one the decoder refuses later does."""
     try:
         data = json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"body is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError("body must be a JSON object with resourceSpans")
+    refused: list[str] = []
     for r, resource in enumerate(_items(data, "resourceSpans", "resource_spans")):
         if not isinstance(resource, dict):
             continue
         for s, scope in enumerate(_items(resource, "scopeSpans", "scope_spans")):
             if not isinstance(scope, dict):
                 continue
-            for i, span in enumerate(_items(scope, "spans", "spans")):
-                if not isinstance(span, dict):
-                    continue
+            spans = _items(scope, "spans", "spans")
+            kept = []
+            for i, span in enumerate(spans):
                 where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
-                _ids_to_base64(span, where)
-                for k, link in enumerate(_items(span, "links", "links")):
-                    if isinstance(link, dict):
-                        _ids_to_base64(link, f"{where}.links[{k}]")
+                if isinstance(span, dict):
+                    try:
+                        _span_ids_to_base64(span, where)
+                    except ValueError as exc:
+                        refused.append(str(exc))
+                        continue
+                kept.append(span)
+            if len(kept) < len(spans):
+                spans[:] = kept
     export = ExportTraceServiceRequest()
     try:
         json_format.ParseDict(data, export, ignore_unknown_fields=True)
     except (json_format.ParseError, binascii.Error, RecursionError) as exc:
         raise ValueError(f"body is not an ExportTraceServiceRequest in OTLP JSON: {exc}") from None
-    return export
+    return export, refused

@@ -222,8 +222,6 @@ def test_it_stores_nothing_for_a_span_sent_again(key: str, memory: Any) -> None:
     ("body", "content_type", "headers", "expected"),
     [
         (b"\xff\xff\xff", PROTOBUF, {}, 400),
-        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
-         "application/json", {}, 400),
         (b"[1, 2]", "application/json", {}, 400),
         (b"", "text/plain", {}, 415),
         (b"{}", "application/json; charset=latin-1", {}, 415),
@@ -249,10 +247,26 @@ def test_it_names_the_encodings_it_takes_when_refusing_one(key: str) -> None:
     )
 
 
-def test_it_names_the_span_field_of_a_bad_hex_id(key: str) -> None:
-    body = b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}'
-    response = post(key, body, "application/json")
-    assert "resourceSpans[0].scopeSpans[0].spans[0].traceId" in status(response).message
+def test_a_span_whose_id_is_not_hex_is_refused_alone_naming_the_field(
+    key: str, memory: Any
+) -> None:
+    agent, exporter = memory
+    agent.call([text("user", "first")], conversation="hex")
+    agent.call([text("user", "first"), text("user", "second")], conversation="hex")
+    data = otlp_json(request_of(exporter.get_finished_spans()))
+    spans = data["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans.insert(1, {**spans[1], "traceId": "zz", "name": "odd one"})
+    spans.append({**spans[0], "spanId": "beef", "links": [{"traceId": "ab" * 16, "spanId": "x"}]})
+    response = post(key, json.dumps(data).encode(), "application/json")
+    assert response.status_code == 200
+    out = json.loads(response.content)["partialSuccess"]
+    assert out["rejectedSpans"] == "2"
+    assert out["errorMessage"] == (
+        "resourceSpans[0].scopeSpans[0].spans[1].traceId: 'zz' is not hex; "
+        "resourceSpans[0].scopeSpans[0].spans[3].links[0].spanId: 'x' is not hex"
+    )
+    # The spans around them are stored, as those refused by the decoder leave others.
+    assert read_step(key, "hex", 1)["before"][-1]["content"] == "second"
 
 
 def test_it_refuses_a_missing_or_bad_key_and_a_read_only_one(db: None) -> None:
@@ -769,20 +783,56 @@ def test_statistics_left_by_a_step_that_is_gone_give_way_to_the_one_at_its_index
             "llm.input_messages.².message.role": "user",
             "llm.input_messages.².message.content": "never read",
         },
-        # a token count written with such a digit
-        {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.conversation.id": "odd-index",
-            "gen_ai.input.messages": json.dumps([text("user", "hi")]),
-            "gen_ai.usage.input_tokens": "²",
-        },
     ],
 )
 def test_it_reads_no_number_from_digits_int_refuses(key: str, attributes: dict[str, str]) -> None:
-    # Both were answered 500 and the export lost.
+    # It was answered 500 and the export lost.
     body = _span_json(*attributes.items())
     response = post(key, body, "application/json")
     assert response.status_code == 200, response.content
     assert json.loads(response.content) == {}
     step = read_step(key, "odd-index", 0)
     assert [m["content"] for m in step["before"]] == ["hi"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "shown"),
+    [
+        # a digit to str.isdigit alone (it was answered 500 and the export lost)
+        ("gen_ai.usage.input_tokens", "²", "'²'"),
+        ("gen_ai.usage.output_tokens", "lots", "'lots'"),
+        ("llm.token_count.prompt", "-5", "'-5'"),
+    ],
+)
+def test_a_token_count_that_is_no_count_refuses_its_span_naming_it(
+    key: str, name: str, value: Any, shown: str
+) -> None:
+    # Read as no usage, the step lost its usage and no one was told.
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.conversation.id": "odd-count",
+        "gen_ai.input.messages": json.dumps([text("user", "hi")]),
+        name: value,
+    }
+    response = post(key, _span_json(*attributes.items()), "application/json")
+    assert response.status_code == 200, response.content
+    refused = json.loads(response.content)["partialSuccess"]
+    assert refused["rejectedSpans"] == "1"
+    assert refused["errorMessage"].endswith(
+        f"{name}: must be a whole number of tokens, not {shown}"
+    )
+
+
+def test_a_message_whose_parts_are_no_list_refuses_its_span(key: str) -> None:
+    # Read as a message of no content, its text was lost without a word.
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.conversation.id": "odd-parts",
+        "gen_ai.input.messages": json.dumps([{"role": "user", "parts": "notalist"}]),
+    }
+    response = post(key, _span_json(*attributes.items()), "application/json")
+    refused = json.loads(response.content)["partialSuccess"]
+    assert refused["rejectedSpans"] == "1"
+    assert refused["errorMessage"].endswith(
+        "gen_ai.input.messages: a message's parts must be a list, not 'notalist'"
+    )
