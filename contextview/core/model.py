@@ -11,6 +11,8 @@ from typing import Any
 
 from contextview.core.parts import Reading, reading
 
+# The longest name a session's mode may have (its column, ingest, the mode switch).
+MAX_MODE = 64
 PARTITIONS = ("system", "task", "memory", "tool", "retrieval", "question", "other")
 
 ROLE_PARTITION = {

@@ -20,6 +20,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from contextview.core.model import MAX_MODE
 from contextview.core.times import RFC3339, python_readable
 
 
@@ -102,7 +103,7 @@ class SessionBody(Lenient):
     agent: ShortText | None = None
     model: ShortText | None = None
     encoding: Annotated[str, Field(max_length=64)] | None = None
-    mode: Annotated[str, Field(max_length=64)] | None = None
+    mode: Annotated[str, Field(max_length=MAX_MODE)] | None = None
     budget: Budget | None = None
     context_window: ContextWindow | None = None
     pinned: list[str] | None = None
@@ -141,7 +142,7 @@ class Output(Lenient):
 class StepBody(Lenient):
     session_id: SessionId
     index: Annotated[int, Number, Field(ge=0, le=2**31 - 1)]
-    mode: Annotated[str, Field(max_length=64)] | None = None
+    mode: Annotated[str, Field(max_length=MAX_MODE)] | None = None
     obs: Obs
     action: dict[str, Any] | None = None
     actions: list[Any] | None = None

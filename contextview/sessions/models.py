@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from contextview.core import liveness
 from contextview.core.importers import IMPORTED, IMPORTED_UNTIMED
+from contextview.core.model import MAX_MODE
 from contextview.core.tokens import EncodingChoice, resolve_encoding
 from contextview.projects.models import ApiKey, Project
 from contextview.sessions import stats_storage, step_storage
@@ -54,7 +55,7 @@ class Session(models.Model):
     agent = models.CharField(max_length=200, blank=True, default="")
     model = models.CharField(max_length=200, blank=True, default="")
     encoding = models.CharField(max_length=64, blank=True, default="")
-    mode = models.CharField(max_length=64, blank=True, default="")
+    mode = models.CharField(max_length=MAX_MODE, blank=True, default="")
     budget = models.JSONField(null=True, blank=True)
     # The model's window in tokens: occupancy is measured against it without a budget.
     context_window = models.IntegerField(null=True, blank=True)
@@ -278,7 +279,7 @@ class Step(models.Model):
     index = models.IntegerField()
     timestamp = models.DateTimeField()
     received_at = models.DateTimeField(default=timezone.now)
-    mode = models.CharField(max_length=64, blank=True, default="")
+    mode = models.CharField(max_length=MAX_MODE, blank=True, default="")
     reason = models.TextField(blank=True, default="")
     reported_before = models.BigIntegerField(null=True, blank=True)
     reported_after = models.BigIntegerField(null=True, blank=True)

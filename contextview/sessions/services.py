@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from contextview.core.errors import InputError
+from contextview.core.model import MAX_MODE
 from contextview.core.model import Message as CoreMessage
 from contextview.core.numbers import digits_value
 from contextview.projects.models import ApiKey
@@ -124,8 +125,11 @@ def directive_create(
     """A new pending directive; raises InputError naming the field that is wrong."""
     payload: dict[str, Any]
     if type == Directive.Type.SET_MODE:
-        if not isinstance(mode, str) or not mode.strip() or len(mode) > 64:
+        if not isinstance(mode, str) or not mode.strip():
             raise InputError("mode", "a mode name is required (for example 'sliding')")
+        if len(mode) > MAX_MODE:
+            # as long as a session's mode may be (ingest's schema)
+            raise InputError("mode", f"must be at most {MAX_MODE} characters, not {len(mode)}")
         payload = {"mode": text_storable("mode", mode.strip())}
     elif type == Directive.Type.RESTORE:
         if (

@@ -89,6 +89,10 @@ def test_it_names_what_is_wrong_with_a_directive(api: Api) -> None:
     assert bad_type.status_code == 400 and bad_type.json()["error"].startswith("type:")
     no_mode = api.post("/sessions/chat/directives", {"type": "set_mode"})
     assert no_mode.status_code == 400 and no_mode.json()["error"].startswith("mode:")
+    # A name too long is told as such, not as no name at all.
+    long_mode = api.post("/sessions/chat/directives", {"type": "set_mode", "mode": "x" * 500})
+    assert long_mode.status_code == 400
+    assert long_mode.json()["error"] == "mode: must be at most 64 characters, not 500"
     unknown = api.post("/sessions/chat/directives", {"type": "restore", "targets": ["sys"]})
     assert unknown.status_code == 422 and "sys" in unknown.json()["error"]
     for index in (999, 2**70):
