@@ -757,11 +757,12 @@ def step_stats(
 
     occupancy: dict[str, float | None] = {"before": None, "after": None}
     limit = budget.limit
+    # With provider usage the window holds what the log does not show as well (system
+    # prompt, tool schemas): the provider's count, carried to the after, is what the
+    # occupancy and every flag on it read.
+    hidden = unseen or 0
+    seen_after = max(0, after_tokens + hidden)
     if budget.max_tokens is not None:
-        # With provider usage the window holds what the log does not show as well
-        # (system prompt, tool schemas): the provider's count, carried to the after.
-        hidden = unseen or 0
-        seen_after = max(0, after_tokens + hidden)
         occupancy = {
             "before": max(0, before_tokens + hidden) / budget.max_tokens,
             "after": seen_after / budget.max_tokens,
@@ -769,7 +770,7 @@ def step_stats(
         for flag, at in OCCUPANCY_THRESHOLDS:
             if seen_after > budget.max_tokens * at:
                 flags.add(flag)
-    exceeded = limit is not None and after_tokens > limit
+    exceeded = limit is not None and seen_after > limit
     if exceeded:
         flags.add("budget_exceeded")
     if any(after_parts.get(name, 0) > n for name, n in budget.partitions.items()):
@@ -827,7 +828,7 @@ def step_stats(
         reward -= PENALTY_RELOAD_REGRET
 
     if exceeded and limit is not None:
-        overflow = (after_tokens - limit) / limit if limit > 0 else 1.0
+        overflow = (seen_after - limit) / limit if limit > 0 else 1.0
         reward -= PENALTY_BUDGET * (1 + min(1.0, overflow))
 
     new_call = _new_call(step.before, step.prev_ids)

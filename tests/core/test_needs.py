@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from contextview.core.calls import result_call
 from contextview.core.model import Fold, Message, Operation
 from contextview.core.needs import LossTracker, link_needs, new_positions
@@ -284,3 +286,21 @@ def test_it_reports_unseen_tokens_from_provider_usage_and_no_estimate_error() ->
         StepInput(before=context, after=context, reported_before=100), tokens_of=words
     )
     assert "token_estimate_off" in agent["flags"] and "unseen_tokens" not in agent
+
+
+def test_the_occupancy_flags_read_the_providers_count_alike() -> None:
+    # 4 words seen, 9,950 tokens read by the model: over 90% of 10,000 and over the
+    # budget's 9,900 both, as one count (budget_exceeded read the 4 words alone).
+    context = [msg("u", "one two three four", "user")]
+    budget = {"max_tokens": 10_000, "reserved_tokens": 100}
+    read = {"input_tokens": 9_950}
+    out = step_stats(
+        StepInput(before=context, after=context, usage=read, budget=budget), tokens_of=words
+    )
+    assert out["occupancy"]["after"] == pytest.approx(0.995)
+    assert {"over_70", "over_90", "budget_exceeded"} <= set(out["flags"])
+    under = step_stats(
+        StepInput(before=context, after=context, usage={"input_tokens": 9_850}, budget=budget),
+        tokens_of=words,
+    )
+    assert "over_90" in under["flags"] and "budget_exceeded" not in under["flags"]
