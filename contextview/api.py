@@ -306,6 +306,18 @@ _IMPORT_DOC = {
 }
 
 
+# The import's `live` field as a form sends it (absent or empty: not live).
+_LIVE_VALUES = {
+    "": False,
+    "0": False,
+    "false": False,
+    "no": False,
+    "1": True,
+    "true": True,
+    "yes": True,
+}
+
+
 @api.post(
     "/import",
     summary="Import transcripts agents wrote (Claude Code, Codex, OpenHands, SWE-agent, ATIF)",
@@ -331,13 +343,17 @@ def transcript_upload(request: HttpRequest) -> HttpResponse:
         files = uploaded_transcripts(request)
     except ImportFailed as exc:
         return _error(exc.status, exc.message)
+    # The form is read now (a body that is no form was refused above).
+    live = _LIVE_VALUES.get(request.POST.get("live", "").strip().lower())
     try:
+        if live is None:
+            return _error(400, "live: must be 1 (a transcript still being written) or 0")
         outcome = transcript_import(
             project=key.project,
             files=[(f.name or "transcript", f) for f in files],
             format=request.POST.get("format") or None,
             session_id=request.POST.get("session_id") or None,
-            live=request.POST.get("live", "").lower() in ("1", "true", "yes"),
+            live=live,
         )
     except ImportFailed as exc:
         # With the transcripts of the request that were stored, when some were.

@@ -126,6 +126,10 @@ def transcript_format(*, stream: IO[bytes], name: str, format: str | None) -> st
     head = stream.read(HEAD_BYTES)
     whole = len(head) < HEAD_BYTES
     stream.seek(0)
+    if whole and not head.strip():
+        raise ImportFailed(
+            422, f"{name}: the file is empty, so its format cannot be told; pass format to say it"
+        )
     try:
         found = detect(head, whole=whole)
     except TranscriptError as exc:

@@ -577,9 +577,31 @@ def test_it_leaves_a_half_written_last_line_of_a_live_transcript_for_later(api: 
     name, data = fixture("claude_code.jsonl")
     lines = data.splitlines(keepends=True)
     half = b"".join(lines[:9]) + lines[9][:40]  # no newline yet
-    assert upload(api, (name, half)).status_code == 422  # not live: a broken line
+    refused = upload(api, (name, half))
+    assert refused.status_code == 422  # not live: a broken line, which says what to do
+    assert refused.json()["error"].startswith(f"{name}: line 10: is not valid JSON: ")
+    assert refused.json()["error"].endswith(
+        "(the last line is unfinished: a transcript still being written is imported with "
+        "live=1 (--live), which leaves that line for the next import)"
+    )
+    assert upload(api, (name, half), live="maybe").json() == {
+        "error": "live: must be 1 (a transcript still being written) or 0"
+    }
     assert upload(api, (name, half), live="1").status_code == 201
     assert upload(api, (name, data)).status_code == 201
+
+
+def test_a_line_that_is_not_utf8_is_named_so_and_a_bom_is_passed_over(api: Api) -> None:
+    name, data = fixture("claude_code.jsonl")
+    lines = data.splitlines(keepends=True)
+    # NUL bytes made json.loads guess UTF-32 and speak of code points.
+    broken = b"".join(lines[:3]) + b"\x00" * 100 + b"\xff\xfe\n" + b"".join(lines[3:])
+    refused = upload(api, (name, broken), format="claude-code")
+    assert refused.status_code == 422
+    assert refused.json()["error"] == (
+        f"{name}: line 4: is not UTF-8 text (byte 100 of the line: invalid start byte)"
+    )
+    assert upload(api, (name, b"\xef\xbb\xbf" + data)).status_code == 201
 
 
 def test_it_refuses_a_multipart_body_it_cannot_read_with_400_naming_it(api: Api) -> None:
@@ -926,3 +948,13 @@ def test_it_keeps_steps_whose_metrics_say_nothing_as_calls_of_their_own(api: Api
     response = upload(api, ("trajectory.json", json.dumps(doc).encode()))
     assert response.status_code == 201, response.content
     assert response.json()["sessions"][0]["steps"] == 3
+
+
+def test_an_empty_file_is_called_empty(api: Api) -> None:
+    refused = upload(api, ("blank.jsonl", b" \n\n"))
+    assert refused.status_code == 422
+    assert refused.json()["error"] == (
+        "blank.jsonl: the file is empty, so its format cannot be told; pass format to say it"
+    )
+    # With its format, an empty transcript is one with no call yet: nothing to add.
+    assert upload(api, ("blank.jsonl", b""), format="claude-code").json() == {"sessions": []}

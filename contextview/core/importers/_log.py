@@ -187,6 +187,14 @@ def reading(where: str) -> None:
     _PLACE.set(where)
 
 
+# What an error on a last line without its newline adds: a file copied while its agent
+# was writing it ends so (the import API's `live`, the commands' --live).
+UNFINISHED_HINT = (
+    "the last line is unfinished: a transcript still being written is imported with "
+    "live=1 (--live), which leaves that line for the next import"
+)
+
+
 def json_lines(
     stream: Iterable[bytes], *, live: bool = False
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -198,17 +206,21 @@ def json_lines(
     for lineno, raw in enumerate(stream, start=1):
         if not raw.strip():
             continue
+        unfinished = not raw.endswith(b"\n")  # only the last line can be
         try:
-            value = json_loads(raw)
+            # UTF-8, as JSONL is (json.loads would guess UTF-16 or 32 from NUL bytes).
+            value = json_loads(raw.decode("utf-8-sig"))
         except NotFinite as exc:
             raise line_error(lineno, str(exc)) from None
         except ValueError as exc:
-            if live and not raw.endswith(b"\n"):
+            if live and unfinished:
                 return  # the last line, still being written
             if isinstance(exc, UnicodeDecodeError):
-                where = f"{exc.reason} at byte {exc.start}"
-                raise line_error(lineno, f"is not UTF-8 ({where})") from None
-            raise line_error(lineno, f"is not valid JSON: {exc}") from None
+                raise line_error(
+                    lineno, f"is not UTF-8 text (byte {exc.start} of the line: {exc.reason})"
+                ) from None
+            hint = f" ({UNFINISHED_HINT})" if unfinished else ""
+            raise line_error(lineno, f"is not valid JSON: {exc}{hint}") from None
         except RecursionError:
             raise line_error(lineno, TOO_DEEP) from None
         if not isinstance(value, dict):
