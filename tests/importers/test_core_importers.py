@@ -567,8 +567,12 @@ def test_a_document_that_is_not_a_rollout_is_refused_naming_what_it_holds() -> N
         list(read(io.BytesIO(json.dumps(doc, indent=2).encode()), format="codex"))
     doc = _typescript_rollout()
     doc["items"][0]["content"] = {"text": "not a list of parts"}
-    events = list(read(io.BytesIO(json.dumps(doc).encode()), format="codex"))
-    assert len(replay(events)[doc["session"]["id"]]) == 2
+    # A content that is neither text nor parts was stored as its JSON, without a word.
+    with pytest.raises(
+        TranscriptError,
+        match=r"^items\[0\]: content: must be a text or a list of parts, not \{'text'",
+    ):
+        list(read(io.BytesIO(json.dumps(doc).encode()), format="codex"))
 
 
 def _sdk_events() -> list[dict[str, Any]]:

@@ -269,6 +269,37 @@ _CC = {"sessionId": "cc-bad", "timestamp": "2026-11-30T09:00:00Z"}
 _OH_CALL = {"tool_call_id": "c1", "function_name": "bash", "model_response": {"id": "r1"}}
 BAD_SHAPES = [
     (
+        "session.jsonl",
+        _lines(
+            {**_CC, "type": "user", "uuid": "u1", "message": {"role": "user", "content": [None]}},
+        ),
+        # it was stored as a part of its own
+        "line 1: message.content[0]: must be a content block (an object), not None",
+    ),
+    (
+        "rollout.jsonl",
+        _lines(
+            {"type": "session_meta", "payload": {"id": "cx-bad"}},
+            {"type": "response_item", "payload": {"type": "message", "role": "user", "content": 5}},
+        ),
+        # it was stored as the text "5"
+        "line 2: content: must be a text or a list of parts, not 5",
+    ),
+    (
+        "rollout.jsonl",
+        _lines(
+            {"type": "session_meta", "payload": {"id": "cx-bad"}},
+            {
+                "type": "response_item",
+                "payload": {"type": "message", "role": "user", "content": "q"},
+            },
+            {"type": "response_item", "payload": {"type": "reasoning", "summary": []}},
+            {"type": "event_msg", "payload": {"type": "token_count", "info": "x"}},
+        ),
+        # the call's usage and window were dropped without a word
+        "line 4: payload.info: must be an object or null, not 'x'",
+    ),
+    (
         "rollout.jsonl",
         _lines(
             {"type": "session_meta", "payload": {"id": "cx-bad"}},
@@ -456,7 +487,7 @@ def test_it_refuses_a_small_file_nested_too_deep_naming_where(
 def test_it_refuses_content_nested_past_what_ingest_takes_naming_the_step(api: Api) -> None:
     # Read, but deeper than an event sent to ingest may nest: stored, no page could show it.
     name, data = fixture("claude_code.jsonl")
-    deep = b"[" * 150 + b"]" * 150
+    deep = b'{"type": "odd", "deep": ' + b"[" * 150 + b"]" * 150 + b"}"
     data = data.replace(b'"content": [', b'"content": [' + deep + b", ", 1)
     response = upload(api, (name, data))
     assert response.status_code == 422, response.content

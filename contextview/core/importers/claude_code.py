@@ -81,6 +81,7 @@ from contextview.core.importers._log import (
     json_lines,
     line_error,
     own_lines,
+    short_repr,
     token_count,
 )
 from contextview.core.importers._task import plain_text
@@ -647,6 +648,14 @@ class _Reader:
         content = message.get("content")
         if not isinstance(content, str | list):
             raise line_error(lineno, "message.content: must be a string or a list of blocks")
+        if isinstance(content, list):
+            for n, block in enumerate(content):
+                if not isinstance(block, dict):
+                    raise line_error(
+                        lineno,
+                        f"message.content[{n}]: must be a content block (an object), "
+                        f"not {short_repr(block)}",
+                    )
         if kind == "assistant":
             yield from self.assistant(lineno, s, entry, message, content)
             return

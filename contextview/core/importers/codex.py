@@ -49,6 +49,7 @@ from contextview.core.importers._log import (
     line_error,
     own_lines,
     short_hash,
+    short_repr,
     text_of,
     token_count,
     usage_cached_inside,
@@ -266,13 +267,20 @@ def _prompt_tokens(prompt: str) -> int:
     return (len(prompt.encode("utf-8", "surrogatepass")) + 3) // 4
 
 
-def message_of(mid: str, item: dict[str, Any]) -> dict[str, Any]:
-    """One history item as a contract message, its parts as Codex wrote them."""
+def message_of(mid: str, item: dict[str, Any], lineno: int, path: str = "") -> dict[str, Any]:
+    """One history item as a contract message, its parts as Codex wrote them; the item
+    is on line `lineno`, at `path` in it (ending in a dot), for the error of a content
+    that is none."""
     kind = part_kind(item)
     if kind == "message":
         content = item.get("content")
-        if not isinstance(content, str | list):
-            content = text_of(content)
+        if content is None:
+            content = ""
+        elif not isinstance(content, str | list):
+            raise line_error(
+                lineno,
+                f"{path}content: must be a text or a list of parts, not {short_repr(content)}",
+            )
         return {"id": mid, "role": item.get("role") or "user", "content": content}
     if kind in TOOL_OUTPUTS:
         output = item.get("output")
@@ -304,8 +312,10 @@ USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens")
 
 
 def _counts(raw: Any, where: str) -> dict[str, int] | None:
-    if not isinstance(raw, dict):
+    if raw is None:
         return None
+    if not isinstance(raw, dict):
+        raise TranscriptError(where, f"must be an object of token counts, not {short_repr(raw)}")
     return {key: token_count(raw.get(key), f"{where}.{key}") or 0 for key in USAGE_KEYS}
 
 
@@ -315,8 +325,10 @@ def _usage(
     """The usage of the call a ``token_count`` closes, the model's window, and the
     session's running totals. Some rollouts give only the totals
     (``total_token_usage``): the call's usage is then what they grew by."""
-    if not isinstance(info, dict):
+    if info is None:  # the first token_count of a session, before any call
         return None, None, totals
+    if not isinstance(info, dict):
+        raise line_error(lineno, f"payload.info: must be an object or null, not {short_repr(info)}")
     window = info.get("model_context_window")
     window = window if isinstance(window, int) and not isinstance(window, bool) else None
     where = f"line {lineno}: payload.info"
@@ -501,7 +513,7 @@ class _Reader:
         if part_kind(item) in NOT_SENT:
             return
         log = self.session(lineno)
-        message = message_of(f"l{lineno}", item)
+        message = message_of(f"l{lineno}", item, lineno)
         prompt = _prompt(item)
         if prompt is not None:
             self.prompts[message["id"]] = _prompt_tokens(prompt)
@@ -563,7 +575,9 @@ class _Reader:
                 raise line_error(lineno, f"payload.replacement_history[{n}]: must be an object")
             if part_kind(item) in NOT_SENT:
                 continue
-            message = message_of(f"l{lineno}.{n}", item)
+            message = message_of(
+                f"l{lineno}.{n}", item, lineno, f"payload.replacement_history[{n}]."
+            )
             same = by_hash.get(short_hash(text_of(message["content"])))
             if same:
                 mid = same.pop(0)
