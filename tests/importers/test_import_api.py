@@ -267,6 +267,12 @@ def _lines(*objects: dict[str, Any]) -> bytes:
 
 _CC = {"sessionId": "cc-bad", "timestamp": "2026-11-30T09:00:00Z"}
 _OH_CALL = {"tool_call_id": "c1", "function_name": "bash", "model_response": {"id": "r1"}}
+# A Codex rollout's first call, up to the token_count that closes it.
+_CX_CALL = (
+    {"type": "session_meta", "payload": {"id": "cx-bad"}},
+    {"type": "response_item", "payload": {"type": "message", "role": "user", "content": "q"}},
+    {"type": "response_item", "payload": {"type": "reasoning", "summary": []}},
+)
 BAD_SHAPES = [
     (
         "session.jsonl",
@@ -287,27 +293,14 @@ BAD_SHAPES = [
     ),
     (
         "rollout.jsonl",
-        _lines(
-            {"type": "session_meta", "payload": {"id": "cx-bad"}},
-            {
-                "type": "response_item",
-                "payload": {"type": "message", "role": "user", "content": "q"},
-            },
-            {"type": "response_item", "payload": {"type": "reasoning", "summary": []}},
-            {"type": "event_msg", "payload": {"type": "token_count", "info": "x"}},
-        ),
+        _lines(*_CX_CALL, {"type": "event_msg", "payload": {"type": "token_count", "info": "x"}}),
         # the call's usage and window were dropped without a word
         "line 4: payload.info: must be an object or null, not 'x'",
     ),
     (
         "rollout.jsonl",
         _lines(
-            {"type": "session_meta", "payload": {"id": "cx-bad"}},
-            {
-                "type": "response_item",
-                "payload": {"type": "message", "role": "user", "content": "q"},
-            },
-            {"type": "response_item", "payload": {"type": "reasoning", "summary": []}},
+            *_CX_CALL,
             {
                 "type": "event_msg",
                 "payload": {
