@@ -419,6 +419,33 @@ def test_it_keeps_what_claude_code_logs_between_a_boundary_and_its_summary() -> 
     assert "m-1" not in ids(list(step.folds[0].originals))
 
 
+@pytest.mark.parametrize(
+    ("meta", "reason"),
+    [
+        ({"trigger": "manual"}, "compaction (trigger: manual)"),
+        (None, "compaction (trigger: unknown)"),
+        (
+            {"trigger": "auto", "preTokens": 167731},
+            "compaction (trigger: auto, 167731 tokens reported before)",
+        ),
+    ],
+)
+def test_a_claude_code_compaction_gives_the_tokens_before_it_where_the_log_does(
+    meta: dict[str, Any] | None, reason: str
+) -> None:
+    # A boundary without preTokens was "None tokens reported before".
+    lines = (FIXTURES / "claude_code.jsonl").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if '"compact_boundary"' in line)
+    boundary = json.loads(lines[at])
+    boundary.pop("compactMetadata", None)
+    if meta is not None:
+        boundary["compactMetadata"] = meta
+    lines[at] = json.dumps(boundary)
+    data = ("\n".join(lines) + "\n").encode()
+    steps = [e["body"] for e in read(io.BytesIO(data), format="claude-code") if e["type"] == "step"]
+    assert [s["reason"] for s in steps if s.get("reason")] == [reason]
+
+
 def _inline(agent: str, inner: dict[str, Any]) -> dict[str, Any]:
     """A sub-agent's entry as Claude Code 2.1 logs it inside its parent's transcript."""
     return {

@@ -79,6 +79,14 @@ def json_loads(data: bytes | str) -> Any:
     return json.loads(data, parse_constant=_not_finite, parse_float=_finite)
 
 
+def compaction_reason(trigger: str, tokens: Any) -> str:
+    """The reason of the operations a log's compaction becomes: what set it off and,
+    where the log gave it, the tokens reported before it."""
+    if isinstance(tokens, int) and not isinstance(tokens, bool):
+        return f"compaction (trigger: {trigger}, {tokens} tokens reported before)"
+    return f"compaction (trigger: {trigger})"
+
+
 def line_error(lineno: int, message: str) -> TranscriptError:
     return TranscriptError(f"line {lineno}", message)
 

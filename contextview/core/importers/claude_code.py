@@ -78,6 +78,7 @@ from contextview.core.importers._log import (
     Event,
     SessionLog,
     TranscriptError,
+    compaction_reason,
     json_lines,
     line_error,
     own_lines,
@@ -730,8 +731,7 @@ class _Reader:
         s.compaction = None
         log = s.log
         trigger = meta.get("trigger") or "unknown"
-        pre = meta.get("preTokens", meta.get("pre_tokens"))
-        reason = f"compaction (trigger: {trigger}, {pre} tokens reported before)"
+        reason = compaction_reason(trigger, meta.get("preTokens", meta.get("pre_tokens")))
         kept = meta.get("$kept") or set()
         left = [m for m in log.context[: meta["$at"]] if m not in kept]
         if not left:

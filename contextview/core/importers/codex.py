@@ -44,6 +44,7 @@ from contextview.core.importers._log import (
     Event,
     SessionLog,
     TranscriptError,
+    compaction_reason,
     json_lines,
     json_whole,
     line_error,
@@ -554,9 +555,7 @@ class _Reader:
         log = self.session(lineno)
         history = payload.get("replacement_history")
         summary_text = payload.get("message")
-        reason = (
-            f"compaction (trigger: codex compact, {self.last_input_tokens} tokens reported before)"
-        )
+        reason = compaction_reason("codex compact", self.last_input_tokens)
         by_hash: dict[str, list[str]] = {}
         for mid in log.context:
             h = log.hash_of(mid) if mid != INSTRUCTIONS else None
