@@ -182,6 +182,35 @@ def test_it_turns_codex_compacted_into_a_summary_and_the_reinjected_messages_int
     assert "12400 tokens reported before" in compacted["reason"]
 
 
+def test_a_codex_sessions_task_is_what_its_user_message_event_says() -> None:
+    # A text Codex injects that no known prefix names came first and was the task.
+    def item(text: str) -> dict[str, Any]:
+        content = [{"type": "input_text", "text": text}]
+        return {
+            "type": "response_item",
+            "payload": {"type": "message", "role": "user", "content": content},
+        }  # noqa: E501
+
+    lines = [
+        {"type": "session_meta", "payload": {"id": "cx-task"}},
+        item("<collaboration_mode>default</collaboration_mode>"),
+        item("Why does order SO20260101007 time out?"),
+        {
+            "type": "event_msg",
+            "payload": {
+                "type": "user_message",
+                "message": "Why does order SO20260101007 time out?",
+            },
+        },  # noqa: E501
+        {"type": "response_item", "payload": {"type": "reasoning", "summary": []}},
+        {"type": "event_msg", "payload": {"type": "user_message", "message": "and the next one?"}},  # noqa: E501
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    events = list(read(io.BytesIO(data), format="codex"))
+    [session] = [e["body"] for e in events if e["type"] == "session"]
+    assert session["metadata"]["task"] == "Why does order SO20260101007 time out?"
+
+
 def test_it_makes_openhands_condensation_a_summary_of_the_forgotten_events() -> None:
     events = events_of("openhands.json")
     steps = replay(events)["openhands"]

@@ -27,8 +27,9 @@ a first line with the session's ``id`` and ``timestamp``, then the items themsel
 and before those, the TypeScript Codex CLI (2025) saved a session as one JSON document
 (``rollout-<date>-<id>.json``: ``{"session": {"id", "timestamp", "instructions"},
 "items": [...]}``), read as those lines: the session, then each item.
-The session's task (``metadata.task``) is its first prompt of its own: a user message
-that is none of the texts Codex injects (`SESSION_PREFIXES`), and not a fork's copy.
+The session's task (``metadata.task``) is its first prompt of its own: the first
+``user_message`` event (what the user typed), else a user message that is none of the
+texts Codex injects (`SESSION_PREFIXES`), and not a fork's copy.
 """
 
 from __future__ import annotations
@@ -371,8 +372,10 @@ class _Reader:
         # as logged before the first prompt
         self.initial: set[str] = set()
         self.prompted = False
-        # whether the session's task was heard (its first prompt of its own)
+        # whether the session's task was heard (its first prompt of its own), and
+        # whether from a user_message event (which no prompt overrides)
         self.asked = False
+        self.told = False
         # the session's own id (as its first session_meta names it) and when it was made
         self.own_id: Any = None
         self.created: int | None = None
@@ -430,6 +433,9 @@ class _Reader:
                 self.model = payload["model"]
         elif kind == "event_msg":
             self.own_turn(payload)
+            said = payload.get("message")
+            if payload.get("type") == "user_message" and isinstance(said, str):
+                self.user_said(lineno, said)
             if payload.get("type") == "thread_rolled_back":
                 yield from self.finish()
                 self.rolled_back(lineno, payload.get("num_turns"))
@@ -533,6 +539,16 @@ class _Reader:
             self.asked = True
             log.asked(prompt)
         log.add(message)
+
+    def user_said(self, lineno: int, text: str) -> None:
+        """A ``user_message`` event: what the user typed, as Codex's own interface shows
+        it. The first of the session's own is its task, whatever the user messages
+        around it hold (a text Codex injects that `SESSION_PREFIXES` does not know)."""
+        if self.replaying or self.told or not text.strip():
+            return
+        self.told = True
+        self.asked = True
+        self.session(lineno).asked(text)
 
     def rolled_back(self, lineno: int, turns: Any) -> None:
         """A ``thread_rolled_back`` event: the user undid the last `turns` turns, and
