@@ -1,7 +1,10 @@
-"""The one error the core raises for bad input, naming the field at fault, and the
-phrase its answers share for what a session never recorded."""
+"""The one error the core raises for bad input, naming the field at fault, the
+phrase its answers share for what a session never recorded, and how an error shows
+the value at fault."""
 
 from __future__ import annotations
+
+from typing import Any
 
 # What an answer says of an id or a base step the session does not have; the SDK
 # looks for this phrase to send the content again.
@@ -24,3 +27,9 @@ class InputError(Exception):
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message}"
+
+
+def short_repr(value: Any) -> str:
+    """A value as an error shows what the input held: its repr, cut to 40 characters."""
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."

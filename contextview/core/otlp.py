@@ -114,6 +114,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from contextview.core.errors import short_repr
 from contextview.core.numbers import digits_value
 from contextview.core.runs import BASE_KEY, encode_runs, run_element, runs_in
 from contextview.core.textsafe import text_problem
@@ -362,12 +363,6 @@ def _int(value: Any) -> int | None:
     return None
 
 
-def _shown(value: Any) -> str:
-    """A value an error names, cut short."""
-    shown = repr(value)
-    return shown if len(shown) <= 40 else shown[:37] + "..."
-
-
 def _text(value: Any) -> str | None:
     return value[:MAX_NAME] if isinstance(value, str) and value else None
 
@@ -575,7 +570,7 @@ def genai_message(raw: Any, name: str) -> dict[str, Any]:
     out: dict[str, Any] = {"role": raw.get("role")}
     parts = raw.get("parts")
     if parts is not None and not isinstance(parts, list):
-        raise SpanError(name, f"a message's parts must be a list, not {_shown(parts)}")
+        raise SpanError(name, f"a message's parts must be a list, not {short_repr(parts)}")
     if isinstance(parts, list):
         out["content"] = content_of([genai_part(p) for p in parts])
     elif isinstance(raw.get("content"), str | list):
@@ -1870,7 +1865,7 @@ def usage_of(attrs: Mapping[str, Any]) -> dict[str, int] | None:
                 continue
             value = _int(raw)
             if value is None:
-                raise SpanError(name, f"must be a whole number of tokens, not {_shown(raw)}")
+                raise SpanError(name, f"must be a whole number of tokens, not {short_repr(raw)}")
             return value
         return None
 

@@ -26,6 +26,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from contextview.core.errors import short_repr
 from contextview.core.layout import one_line
 from contextview.core.messages import canonical_json
 from contextview.core.runs import BASE_KEY, encode_runs, run_element, runs_in
@@ -271,12 +272,6 @@ def _what_line_is(lineno: int, line: dict[str, Any]) -> str:
         return f"line {lineno} has type {short_repr(kind)}"
     fields = ", ".join(short_repr(k) for k in list(line)[:6]) or "none"
     return f"line {lineno} has no type; its fields: {fields}"
-
-
-def short_repr(value: Any) -> str:
-    """A value as an error shows what a log held: its repr, cut to 40 characters."""
-    shown = repr(value)
-    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def json_document(stream: IO[bytes]) -> Any:

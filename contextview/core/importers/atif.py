@@ -35,13 +35,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import IO, Any
 
+from contextview.core.errors import short_repr
 from contextview.core.importers._log import (
     Event,
     SessionLog,
     TranscriptError,
     json_document,
     reading,
-    short_repr,
     token_count,
     usage_cached_inside,
 )

@@ -74,6 +74,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from contextview.core.errors import short_repr
 from contextview.core.importers._log import (
     Event,
     SessionLog,
@@ -82,7 +83,6 @@ from contextview.core.importers._log import (
     json_lines,
     line_error,
     own_lines,
-    short_repr,
     token_count,
 )
 from contextview.core.importers._task import plain_text

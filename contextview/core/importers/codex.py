@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import IO, Any
 
+from contextview.core.errors import short_repr
 from contextview.core.importers._log import (
     Event,
     SessionLog,
@@ -51,7 +52,6 @@ from contextview.core.importers._log import (
     line_error,
     own_lines,
     short_hash,
-    short_repr,
     text_of,
     token_count,
     usage_cached_inside,
