@@ -982,3 +982,13 @@ def test_an_empty_file_is_called_empty(api: Api) -> None:
     )
     # With its format, an empty transcript is one with no call yet: nothing to add.
     assert upload(api, ("blank.jsonl", b""), format="claude-code").json() == {"sessions": []}
+
+
+def test_json_lines_sent_as_a_one_document_format_are_told_apart(api: Api) -> None:
+    name, data = fixture("claude_code.jsonl")
+    refused = upload(api, (name, data), format="swe-agent")
+    assert refused.status_code == 422
+    assert refused.json()["error"].endswith(
+        "(column 1): a value follows the first one, where this format is one JSON document "
+        "(JSON lines are another format's)"
+    )

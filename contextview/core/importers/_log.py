@@ -284,17 +284,26 @@ def json_whole(data: bytes, where: str | None = None) -> Any:
     line a syntax error is on), or that of the part of a transcript named `where`."""
     place = where or "file"
     try:
-        return json_loads(data)
+        # UTF-8, as JSON is (json.loads would guess UTF-16 or 32 from NUL bytes).
+        return json_loads(data.decode("utf-8-sig"))
     except NotFinite as exc:
         raise TranscriptError(place, f"holds {exc.text}, not a number JSON allows") from None
     except UnicodeDecodeError as exc:
-        raise TranscriptError(place, f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise TranscriptError(
+            place, f"is not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
     except json.JSONDecodeError as exc:
         if where is None:
             place, at = f"line {exc.lineno}", f"column {exc.colno}"
         else:
             at = f"line {exc.lineno} column {exc.colno}"
-        raise TranscriptError(place, f"is not valid JSON: {exc.msg} ({at})") from None
+        more = (
+            ": a value follows the first one, where this format is one JSON document "
+            "(JSON lines are another format's)"
+            if exc.msg == "Extra data"
+            else ""
+        )
+        raise TranscriptError(place, f"is not valid JSON: {exc.msg} ({at}){more}") from None
     except RecursionError:
         raise TranscriptError(place, TOO_DEEP) from None
 
