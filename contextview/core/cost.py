@@ -176,8 +176,12 @@ def prices_from_json(text: str) -> dict[str, Price]:
             if value is None and field == "cache_write":
                 values[field] = None
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
+            if value is None:
                 raise ValueError(f"{model}.{field}: a price per million tokens is required")
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(
+                    f"{model}.{field}: must be a price per million tokens (a number), not {value!r}"
+                )
             if value < 0 or not math.isfinite(value):
                 raise ValueError(f"{model}.{field}: must be a finite price of 0 or more")
             values[field] = float(value)

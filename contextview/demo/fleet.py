@@ -1072,8 +1072,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         log=lambda line: print(line, flush=True),
     )
     delivered = client.flush(60)
-    stats = client.stats
     client.close()
+    # Read once closed: an agent still finishing its step when Ctrl-C stopped the fleet
+    # may have recorded into the closing client, which counts what it dropped.
+    stats = client.stats
     print(
         f"fleet: {len(names)} agents in {time.monotonic() - started:.1f} s; "
         + ", ".join(f"{k} {v}" for k, v in stats.items()),

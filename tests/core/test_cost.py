@@ -65,11 +65,14 @@ def test_it_reads_a_price_table_and_names_what_is_wrong() -> None:
     assert table == {"house-llm": Price(1.0, 0.5, 2.0)}
     for text, error in [
         ("[]", "must be a JSON object"),
-        ('{"m": {"input": 1, "output": 2}}', "m.cached_input"),
+        ('{"m": {"input": 1, "output": 2}}',
+         "m.cached_input: a price per million tokens is required"),
+        ('{"m": {"input": "x", "cached_input": 0, "output": 2}}',
+         r"m.input: must be a price per million tokens \(a number\), not 'x'"),
         ('{"m": {"input": -1, "cached_input": 0, "output": 2}}', "m.input: must be a finite"),
         ('{"m": {"input": 1, "cached_input": 0, "output": 2, "outptu": 1}}', "outptu"),
         ("{nope", "not JSON"),
-    ]:
+    ]:  # fmt: skip
         with pytest.raises(ValueError, match=error):
             prices_from_json(text)
 
