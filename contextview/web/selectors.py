@@ -487,6 +487,8 @@ class StepRow:
     occupancy: float | None
     flags: list[str]
     ops: list[str] = field(default_factory=list)
+    # what the provider counted beyond the log (its occupancy counts it too)
+    unseen: int = 0
 
 
 def step_rows(
@@ -536,6 +538,7 @@ def step_rows(
                 occupancy=_float(occupancy.get("after")),
                 flags=flags if isinstance(flags, list) else [],
                 ops=ops.get(r["id"], []),
+                unseen=_unseen(stats.get("unseen_tokens")),
             )
         )
     if before is not None:
@@ -549,6 +552,11 @@ def last_step_index(*, session: Session) -> int:
     """The highest step index the session has (-1 without steps)."""
     last = Step.objects.filter(session=session).order_by("-index").values_list("index", flat=True)
     return last.first() if last.exists() else -1
+
+
+def _unseen(value: Any) -> int:
+    """A step's ``unseen_tokens`` as the list shows it: 0 when none were counted."""
+    return value if type(value) is int and value > 0 else 0
 
 
 def _float(value: Any) -> float | None:

@@ -78,3 +78,17 @@ def test_it_shows_the_context_by_kind_and_where_the_pinned_text_and_task_sit(
     assert '<span class="where where-start">start</span> task' in places
     assert f'<span class="where where-middle">middle</span> pinned <q>{PINNED}</q>' in places
     assert 'href="#m-note"' in places
+
+
+def test_the_step_list_shows_the_unseen_tokens_its_occupancy_counts(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    # The list read "36 → 36 13%": the occupancy counts what the provider saw, the
+    # tokens only what the log holds, and nothing said so.
+    session = seed(layout_session())
+    stats = Step.objects.with_stats().get(session=session, index=0).stats
+    page = login("viewer").get(f"/sessions/{session.pk}/").content.decode()
+    row = page[page.index('id="step-row-0"') :].split("</tr>")[0]
+    assert f"+{stats['unseen_tokens']:,} unseen</span>" in row
+    seen = stats["tokens"]["after"] + stats["unseen_tokens"]
+    assert f"{round(100 * seen / 128_000)}%" in row  # gpt-4o's window

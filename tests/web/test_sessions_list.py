@@ -113,7 +113,9 @@ def test_it_reads_a_page_of_sessions_with_as_many_queries_for_fifty_as_for_two(
     assert queries(48) == two  # a full page of 50
     assert "Older sessions" not in client.get("/").content.decode()
     _post(api, [step("ticket-one-more", 0, [SYSTEM])])
-    assert 'rel="next"' in client.get("/").content.decode()  # still paged by 50
+    assert 'rel="next">Older sessions →' in client.get("/").content.decode()  # still by 50
+    # Sorted by another column, the next page holds no older sessions.
+    assert 'rel="next">Next page →' in client.get("/?sort=tokens").content.decode()
 
 
 def test_the_migration_gives_sessions_stored_before_it_their_task(api: Api) -> None:
