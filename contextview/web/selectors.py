@@ -202,13 +202,17 @@ class SessionFilters(_Filters):
             return value
 
         sort = one_of("sort", list(SORTS))
+        since, until = day("since"), day("until")
+        first, last = _date(since), _date(until)
+        if first and last and first > last:
+            errors.append(f"since: {since} is after until ({until}); no day is in that range")
         filters = cls(
             agent=get("agent"),
             mode=get("mode", 64),
             status=one_of("status", STATUSES),
             flag=one_of("flag", FLAGS),
-            since=day("since"),
-            until=day("until"),
+            since=since,
+            until=until,
             q=get("q"),
             sort="" if sort == "started" else sort,
             alert=get("alert", 20) if digits_value(get("alert", 20)) is not None else "",
@@ -1809,7 +1813,8 @@ class TrendRange:
         tz = timezone.get_current_timezone()
         chosen = params.get("range") or ""
         since, until = _date(params.get("since") or ""), _date(params.get("until") or "")
-        if since and until and since > until:
+        first, last = _date(since), _date(until)
+        if first and last and first > last:
             since, until = until, since  # picked the wrong way round: the days between
         if chosen == "custom" or (chosen not in RANGES and (since or until)):
             end = datetime.combine(until + timedelta(days=1), time.min, tz) if until else now

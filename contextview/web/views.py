@@ -1174,6 +1174,8 @@ def sessions_compare_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "ids": picked[:2] + [""] * (2 - len(picked[:2])),
         "missing": missing,
         "too_many": picked if too_many else [],
+        # One picked (one box checked in the list): the other is still to be given.
+        "one": picked[0] if len(picked) == 1 else "",
         "recent": web.recent_session_ids(project=access.project),
     }
     sessions = [s for s in found if s is not None]

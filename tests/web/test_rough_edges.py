@@ -103,11 +103,26 @@ def test_it_refuses_to_compare_more_than_two_sessions(
 ) -> None:
     for sid in ("a", "b", "c"):
         seed(order_session_events(sid))
-    response = login("viewer").get(f"/projects/{api.project.slug}/compare/?s=a&s=b&s=c")
+    client = login("viewer")
+    response = client.get(f"/projects/{api.project.slug}/compare/?s=a&s=b&s=c")
     assert response.status_code == 400
     page = response.content.decode()
     assert "Compare takes two sessions; 3 were picked (a, b, c)" in page
     assert 'id="compare-chart"' not in page
+    # One checked box showed the form and nothing else.
+    one = client.get(f"/projects/{api.project.slug}/compare/?s=a").content.decode()
+    assert "Compare takes two sessions; only a was picked. Give the second above" in one
+
+
+def test_a_date_range_that_ends_before_it_starts_says_so(
+    login: Callable[..., Client], order_session: Session
+) -> None:
+    response = login("viewer").get("/?since=2026-12-01&until=2026-11-01")
+    assert response.status_code == 400
+    assert (
+        "since: 2026-12-01 is after until (2026-11-01); no day is in that range"
+        in response.content.decode()
+    )
 
 
 def test_it_says_which_filter_values_were_wrong(
