@@ -1813,8 +1813,7 @@ class TrendRange:
         tz = timezone.get_current_timezone()
         chosen = params.get("range") or ""
         since, until = _date(params.get("since") or ""), _date(params.get("until") or "")
-        first, last = _date(since), _date(until)
-        if first and last and first > last:
+        if since and until and since > until:
             since, until = until, since  # picked the wrong way round: the days between
         if chosen == "custom" or (chosen not in RANGES and (since or until)):
             end = datetime.combine(until + timedelta(days=1), time.min, tz) if until else now
