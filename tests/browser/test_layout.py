@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 
 from contextview.core.stats import FLAGS
 from contextview.demo.scenarios import mode_customer_chat
+from contextview.postmortems.services import annotation_create
 from contextview.sessions.models import Session
 from tests.api_client import Api, step
 from tests.browser.conftest import Watched, open_session, seed_session
@@ -123,6 +125,13 @@ def test_it_fits_every_page_in_a_phones_width(
     forgetful = seed_session(api, amnesia_session("forgetful-phone"))
     seed_session(api, layout_session(LONG_ID))
     watched = open_page(api.project, "admin")
+    # A note of one long word (a URL, a hash) ran past its card and widened the page.
+    annotation_create(
+        session=forgetful,
+        author=User.objects.get(username="admin-in-browser"),
+        body=f"see {LONG_ID * 3}",
+        step_index=2,
+    )
     page = watched.page
     page.set_viewport_size(PHONE)
     base, slug = live_server.url, api.project.slug
