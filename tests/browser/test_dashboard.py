@@ -84,7 +84,7 @@ def test_it_walks_through_a_session_in_the_browser(
     page.click(".fold-view button[type=submit]")
     page.wait_for_selector(".restore-view")
     assert page.locator(".preview li.restored").count() == 1
-    assert "400-token budget" in page.locator(".restore-view").inner_text()
+    assert "of the budget (400 tokens)" in page.locator(".restore-view").inner_text()
     page.click(".restore-send button[type=submit]")
     page.wait_for_selector("#directives-panel .state-pending")
     assert "restore tool_result_32 at step 0" in page.locator("#directives-panel").inner_text()

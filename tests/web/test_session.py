@@ -226,7 +226,8 @@ def test_it_opens_a_fold_and_previews_a_restore(
 
     preview = client.get(f"/sessions/{order_session.pk}/steps/1/restore/?id=tool_result_32", **HTMX)
     text = preview.content.decode()
-    assert 'class="restored"' in text and "tokens</strong> of a 400-token budget" in text
+    assert 'class="restored"' in text
+    assert "of the budget (400 tokens). What they were folded into" in text
     # A viewer sees the preview but cannot send it.
     assert "Send to agent" not in text and "needs an editor" in text
     # The fold's form posts the checked ids: a compaction's hundreds are too many for
@@ -275,7 +276,7 @@ def test_a_restore_preview_counts_what_the_provider_counted_beyond_the_log(
     occupancy = int(re.search(r'<td class="num">(\d+)%</td>', row).group(1))
     assert occupancy >= 50
     text = client.get(f"/sessions/{session.pk}/steps/1/restore/?id=log", **HTMX).content.decode()
-    shown = int(re.search(r"-token context window \((?:&lt;)?(\d+)%\)", text).group(1))
+    shown = int(re.search(r", (?:&lt;)?(\d+)% of the context window", text).group(1))
     # Putting a message back cannot leave the context smaller than the step's own.
     assert shown >= occupancy
     assert "the provider counted at this step beyond the log" in text
