@@ -32,6 +32,7 @@ from django.utils.safestring import SafeString, mark_safe
 from contextview.core.cost import Cost, Total, call_cost, summed_cost, total_cost
 from contextview.core.diff import diff_contexts
 from contextview.core.entities import entity_sources
+from contextview.core.importers import IMPORTED
 from contextview.core.layout import head_of, message_label
 from contextview.core.liveness import Liveness, directive_expiry, liveness
 from contextview.core.model import Message
@@ -82,6 +83,10 @@ from contextview.web.layout import StepLayout, step_layout
 User = AbstractBaseUser | AnonymousUser
 
 STATUSES = [s.value for s in Session.Status]
+# The list's status filter also picks the sessions read from a transcript, which it
+# shows as "imported" whatever their stored status.
+IMPORTED_STATUS = "imported"
+LIST_STATUSES = [*STATUSES, IMPORTED_STATUS]
 MODES = ["full", "sliding", "summary", "rag", "hybrid"]
 
 
@@ -209,7 +214,7 @@ class SessionFilters(_Filters):
         filters = cls(
             agent=get("agent"),
             mode=get("mode", 64),
-            status=one_of("status", STATUSES),
+            status=one_of("status", LIST_STATUSES),
             flag=one_of("flag", FLAGS),
             since=since,
             until=until,
@@ -240,12 +245,15 @@ def _like(text: str) -> str:
 
 def session_queryset(*, project: Project, filters: SessionFilters) -> QuerySet[Session]:
     """The project's sessions that match the list's filters (the list and its export)."""
+    imported = filters.status == IMPORTED_STATUS
     qs = sessions_filtered(
         project=project,
         agent=filters.agent or None,
         mode=filters.mode or None,
-        status=filters.status or None,
+        status=None if imported else filters.status or None,
     )
+    if imported:
+        qs = qs.filter(metadata__has_key=IMPORTED)
     if filters.flag:
         qs = qs.filter(**{f"aggregates__flag_counts__{filters.flag}__gt": 0})
     if filters.alert:

@@ -297,7 +297,7 @@ def sessions_page(request: HtmxHttpRequest) -> HttpResponse:
             "filters": filters,
             "errors": errors,
             "agents": agents,
-            "statuses": web.STATUSES,
+            "statuses": web.LIST_STATUSES,
             "modes": modes,
             "flags": web.FLAGS,
             "sorts": web.SORTS,

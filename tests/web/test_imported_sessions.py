@@ -53,6 +53,10 @@ def test_it_shows_an_imported_session_as_imported_without_a_mode_switch(
         assert re.search(r'title="Imported from a claude-code transcript[^"]*">n/a</span>', row)
     live = _row(listing, "live-bot")
     assert ">running<" in live and ">stale<" in live and ">imported<" not in live
+    # The status filter finds them by what the list shows them as (no status did).
+    picked = client.get(f"/?project={api.project.slug}&status=imported").content.decode()
+    assert "<option selected>imported</option>" in picked
+    assert re.findall(r'aria-label="compare ([^"]+)"', picked) == ["cc-ledger", "cc-refund"]
 
     imported = Session.objects.get(project=api.project, external_id="cc-refund")
     page = client.get(f"/sessions/{imported.pk}/").content.decode()
