@@ -122,6 +122,8 @@ def test_a_transcript_without_times_shows_when_it_was_imported_not_an_age_or_tim
     row = _row(listing, "swe_agent")
     assert f"<span>{today}</span>" not in row  # no start: it is the import's
     assert "wrote no times" in row
+    # Listed among the others by its import, which the empty start says.
+    assert "the list orders it by when it was imported" in row
     assert re.search(r">imported</span> <time[^>]*>(just now|[^<]* ago)<", row)
     timed = _row(listing, "cc-refund")
     assert "<span>2026-12-01</span>" in timed and ">imported</span> <time" not in timed
