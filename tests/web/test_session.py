@@ -227,7 +227,7 @@ def test_it_opens_a_fold_and_previews_a_restore(
     preview = client.get(f"/sessions/{order_session.pk}/steps/1/restore/?id=tool_result_32", **HTMX)
     text = preview.content.decode()
     assert 'class="restored"' in text
-    assert "of the budget (400 tokens). What they were folded into" in text
+    assert "of the budget (400 tokens). Anything they were folded into" in text
     # A viewer sees the preview but cannot send it.
     assert "Send to agent" not in text and "needs an editor" in text
     # The fold's form posts the checked ids: a compaction's hundreds are too many for
