@@ -80,6 +80,18 @@ def json_loads(data: bytes | str) -> Any:
     return json.loads(data, parse_constant=_not_finite, parse_float=_finite)
 
 
+def json_utf8(data: bytes) -> Any:
+    """`json_loads` of a log's bytes read as UTF-8, as JSON and JSONL are (json.loads
+    would guess UTF-16 or 32 from NUL bytes), a byte order mark passed over."""
+    return json_loads(data.decode("utf-8-sig"))
+
+
+def not_utf8(exc: UnicodeDecodeError, within: str = "") -> str:
+    """What an error says of bytes `json_utf8` could not read; `within`: of what the
+    byte's offset is ("of the line"), when not of the whole file."""
+    return f"is not UTF-8 text (byte {exc.start}{' ' + within if within else ''}: {exc.reason})"
+
+
 def compaction_reason(trigger: str, tokens: Any) -> str:
     """The reason of the operations a log's compaction becomes: what set it off and,
     where the log gave it, the tokens reported before it."""
@@ -217,17 +229,14 @@ def json_lines(
             continue
         unfinished = not raw.endswith(b"\n")  # only the last line can be
         try:
-            # UTF-8, as JSONL is (json.loads would guess UTF-16 or 32 from NUL bytes).
-            value = json_loads(raw.decode("utf-8-sig"))
+            value = json_utf8(raw)
         except NotFinite as exc:
             raise line_error(lineno, str(exc)) from None
         except ValueError as exc:
             if live and unfinished:
                 return  # the last line, still being written
             if isinstance(exc, UnicodeDecodeError):
-                raise line_error(
-                    lineno, f"is not UTF-8 text (byte {exc.start} of the line: {exc.reason})"
-                ) from None
+                raise line_error(lineno, not_utf8(exc, "of the line")) from None
             hint = f" ({UNFINISHED_HINT})" if unfinished else ""
             raise line_error(lineno, f"is not valid JSON: {exc}{hint}") from None
         except RecursionError:
@@ -284,14 +293,11 @@ def json_whole(data: bytes, where: str | None = None) -> Any:
     line a syntax error is on), or that of the part of a transcript named `where`."""
     place = where or "file"
     try:
-        # UTF-8, as JSON is (json.loads would guess UTF-16 or 32 from NUL bytes).
-        return json_loads(data.decode("utf-8-sig"))
+        return json_utf8(data)
     except NotFinite as exc:
         raise TranscriptError(place, f"holds {exc.text}, not a number JSON allows") from None
     except UnicodeDecodeError as exc:
-        raise TranscriptError(
-            place, f"is not UTF-8 text (byte {exc.start}: {exc.reason})"
-        ) from None
+        raise TranscriptError(place, not_utf8(exc)) from None
     except json.JSONDecodeError as exc:
         if where is None:
             place, at = f"line {exc.lineno}", f"column {exc.colno}"
