@@ -156,8 +156,8 @@ _ALTERNATIVES = (
     ("filename", rf"(?<![.\-/@])[A-Za-z0-9_\-]+\.(?:{_FILE_EXTENSIONS})(?![A-Za-z0-9_\-/@])"),
     (
         "ident",
-        r"(?<![.\-/@])(?=[A-Za-z]*[0-9_.\-])(?>[A-Za-z][A-Za-z0-9]*(?:[_.\-][A-Za-z0-9]+)*)"
-        r"(?::[0-9]{2,5}(?![0-9]))?(?![A-Za-z0-9_\-/@])",
+        r"(?<![.\-/@+])(?=[A-Za-z]*[0-9_.\-])(?>[A-Za-z][A-Za-z0-9]*(?:[_.\-][A-Za-z0-9]+)*)"
+        r"(?::[0-9]{2,5}(?![0-9%]))?(?![A-Za-z0-9_\-/@+])",
     ),
     (
         "errname",
@@ -172,7 +172,10 @@ _ALTERNATIVES = (
 _LINE_NUMBER_AFTER = re.compile(r"→|\t")
 # Ids that tools and providers give their own calls and messages: plumbing, not
 # something the task is about.
-_CALL_ID = re.compile(r"(?:toolu|tooluse|call|fc|msg|chatcmpl|run|resp)[_\-][A-Za-z0-9_\-]{6,}")
+_CALL_ID = re.compile(
+    r"(?:toolu|tooluse|chatcmpl)[_\-][A-Za-z0-9_\-]+"
+    r"|(?:call|fc|msg|run|resp)[_\-][A-Za-z0-9_\-]{6,}"
+)
 # Names of encodings, hashes and types that carry a digit but identify nothing.
 _CODE_WORDS = frozenset(
     """
@@ -199,7 +202,17 @@ _ID_BEFORE = re.compile(
 )
 _LINE_BEFORE = re.compile(r"(?i:line|行) ?$")
 # A snake_case name of an error ("rate_limit_error") is an error code.
-_ERROR_WORD = re.compile(r"(?i:_error|_err|_exception|_fail)")
+_ERROR_WORD = re.compile(r"(?i:_error|_err|_exception|_fail|_failure|_failed)$")
+# ... but a flag, a handler or a field about errors is none: is_error, load_errors,
+# handle_error, jump_to_error.
+_NOT_ERROR_CODE = re.compile(
+    r"(?i:(?:is|has|on|handle|show|hide|log|raise|set|get|clear|reset|with|no|load|jump"
+    r"|render|format|parse|check|emit|report|to|max|min|num|last|first)_)"
+)
+# A JSON key, after a name: the name is a field's.
+_JSON_KEY_NEXT = re.compile(r"[\"']\s*:")
+# A character written as an escape: \u001b, \x1b.
+_ESCAPE = re.compile(r"u[0-9A-Fa-f]{4}|x[0-9A-Fa-f]{2}")
 # Every entity starts at the start of an ASCII token (or at a status word such as
 # 状态码), and a token starting with a lowercase letter is only worth the full
 # scan when a digit or one of _@/:.- follows, or it is a status word. Testing
@@ -212,7 +225,7 @@ _TOKEN_START = (
 _ENTITY = re.compile(
     _TOKEN_START + "(?:" + "|".join(f"(?P<{name}>{rx})" for name, rx in _ALTERNATIVES) + ")"
 )
-_URL_TRAILING = ".,;:!?'\")]}>"
+_URL_TRAILING = ".,;:!?'\")]}>\\"
 _CAPS_SNAKE = re.compile(r"(?=[A-Z0-9.]*_)[A-Z][A-Z0-9]*(?:[_.][A-Z0-9]+)+")
 _ERRNAME = re.compile(dict(_ALTERNATIVES)["errname"])
 # errno names carry no digit or underscore but are error codes all the same.
@@ -235,7 +248,7 @@ _ERRNO = frozenset(
 _QUOTED = re.compile(
     r""""(?<![A-Za-z0-9\\]")(?P<dq>[^"\n]{1,200})(?<!\\)"
     | '(?<![A-Za-z0-9\\]')(?P<sq>[^'\n]{1,200})(?<!\\)'(?![A-Za-z0-9])
-    | `(?P<bq>[^`\n]{1,200})`
+    | `(?<!``)(?!`)(?P<bq>[^`\n]{1,200})`(?!`)
     | “(?P<cdq>[^”\n]{1,200})”
     | ‘(?P<csq>[^’\n]{1,200})’
     | 「(?P<cjq>[^」\n]{1,200})」
@@ -245,7 +258,11 @@ _QUOTED = re.compile(
 )
 # A quoted bare word ("success", 'shipped') is data, not something someone
 # chose to quote; an identifier inside quotes is found as an identifier anyway.
-_BARE_WORD = re.compile(r"[A-Za-z][A-Za-z_\-]*|[0-9.,:\-]+")
+_BARE_WORD = re.compile(r"[A-Za-z][A-Za-z_\-]*|[0-9.,:\-]+|#[0-9A-Fa-f]{3,8}")
+# Nor is a quote that holds no letter or digit ("}]},"), or an escaped quote or
+# starts or ends at an escaped line break: quotes paired across a JSON string held
+# in another, not a phrase.
+_NOT_A_PHRASE = re.compile(r'^[^\w]*$|\\"|^\\[nrt]|\\[nrt]$')
 # JSON and Python reprs quote every key and value; those quotes mean nothing. A
 # key or value follows "{", "[" or a quoted key's ":", or sits between commas;
 # prose quotes ('he said, "hi there".', 'remember the phrase: "blue harbor"') do
@@ -253,7 +270,7 @@ _BARE_WORD = re.compile(r"[A-Za-z][A-Za-z_\-]*|[0-9.,:\-]+")
 # (`  message: "order not found"`).
 _JSON_OPENER = re.compile(r"(?:[\[{]|[\"']\s*:)\s*$")
 _OBJECT_KEY = re.compile(r"[{,(\[][ \t]*[\w.$\-]+[ \t]*:[ \t]*$")
-_FIELD_KEY = re.compile(r"[ \t]*(?:- )?[\w.\-]+:[ \t]*")
+_FIELD_KEY = re.compile(r"(?:[ \t]*[0-9]+(?:→|\t))?[ \t]*(?:- )?[\w.\-]+:[ \t]*")
 _JSON_COMMA = re.compile(r",\s*$")
 _JSON_KEY_AFTER = re.compile(r"\s*:")
 _JSON_ITEM_AFTER = re.compile(r"\s*[,\]}]")
@@ -318,6 +335,49 @@ _STYLE_BEFORE = re.compile(
 )
 
 
+# A terminal's escape sequence ("\x1b[0m", "\e[1;31m" as code writes it): its
+# numbers and "m" are no metres.
+_ANSI_BEFORE = re.compile(r"(?:\x1b|\\e|\\033|\\x1[bB]|\\u001[bB])\[[0-9;]*$")
+# A length, a share or a duration in a style declaration ("width: 8px", "height:
+# calc(100vh - 50px)", "border-radius: 50%", "transition: opacity 0.2s"): layout, not
+# a quantity anyone asked about.
+_SIDES = ("", "-top", "-right", "-bottom", "-left", "-inline", "-block")
+_CSS_PROPERTIES = frozenset(
+    [
+        *(f"{edge}{side}" for edge in ("margin", "padding", "inset") for side in _SIDES),
+        *(f"border{side}{part}" for side in _SIDES for part in ("", "-width", "-radius")),
+        *(f"border-{v}-{h}-radius" for v in ("top", "bottom") for h in ("left", "right")),
+        *(f"{size}{dim}" for size in ("", "min-", "max-") for dim in ("width", "height")),
+        *"""top right bottom left gap row-gap column-gap font font-size line-height
+        letter-spacing word-spacing text-indent outline outline-offset outline-width flex
+        flex-basis grid-template-columns grid-template-rows box-shadow text-shadow
+        transform translate transition transition-duration transition-delay animation
+        animation-duration animation-delay background-size background-position
+        stroke-width""".split(),
+    ]
+)
+_CSS_UNITS = frozenset("px % em rem vh vw vmin vmax pt fr s ms deg".split())
+
+
+def _layout(text: str, start: int, unit: str) -> bool:
+    """Whether the quantity at `start`, in `unit`, is a terminal's colour code or a
+    length in a style: looked at only for the units those use."""
+    if unit == "m" and text[start - 1 : start] in ("[", ";"):
+        return _ANSI_BEFORE.search(text, max(0, start - 12), start) is not None
+    if unit not in _CSS_UNITS:
+        return False
+    window = text[max(0, start - 80) : start]
+    declaration = window[max(map(window.rfind, ";{\n\"'")) + 1 :]
+    name, colon, _ = declaration.partition(":")
+    return bool(colon) and name.strip().lower() in _CSS_PROPERTIES
+
+
+def _quoted_alone(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] is all there is between a pair of quotes ("#888")."""
+    quote = text[start - 1 : start]
+    return bool(quote) and quote in "\"'" and text[end : end + 1] == quote
+
+
 def _value(m: re.Match[str]) -> str | None:
     """The entity a match stands for, or None for a shape that is only noise."""
     kind = m.lastgroup
@@ -327,9 +387,14 @@ def _value(m: re.Match[str]) -> str | None:
         start
         and m.string[start - 1] == "#"
         and _HEX_COLOUR.fullmatch(value)
-        and _STYLE_BEFORE.search(m.string, max(0, start - 60), start - 1)
+        and (
+            _STYLE_BEFORE.search(m.string, max(0, start - 60), start - 1)
+            or _quoted_alone(m.string, start - 1, start + len(value))
+        )
     ):
         return None
+    if kind == "filename" and m.string[m.end() : m.end() + 1] == "(":
+        return None  # console.log(...): a call, not a file
     if kind == "url":
         return value.rstrip(_URL_TRAILING)
     if kind == "dotted":
@@ -350,15 +415,22 @@ def _value(m: re.Match[str]) -> str | None:
                 return last
         if _CALL_ID.fullmatch(value) or value.casefold() in _CODE_WORDS:
             return None
+        if start and m.string[start - 1] == "\\" and _ESCAPE.fullmatch(value):
+            return None  # \u001b, \x1b: a character written as an escape
         if any(c.isdigit() for c in value):
             return value if len(value) >= 3 else None
-        if _CAPS_SNAKE.fullmatch(value) or _ERROR_WORD.search(value):
+        if _CAPS_SNAKE.fullmatch(value):
             return value
+        if _ERROR_WORD.search(value) and not _NOT_ERROR_CODE.match(value):
+            # As a JSON key it names a field ({"last_error": null}), not an error.
+            return None if _JSON_KEY_NEXT.match(m.string, m.end()) else value
         return None
     if kind == "errname":
         return value if value in _ERRNO or not value.isupper() else None
     if kind == "quantity":
         unit = m.group("unit")
+        if _layout(m.string, start, (unit or value[-1:]).lower()):
+            return None  # a terminal's colour code, a length in a style
         if unit is None or unit.casefold() in _LATIN_UNITS:
             return value
         # "123 apples": not a unit, but the number may still count on its own.
@@ -392,7 +464,7 @@ def _code_literal(text: str, start: int, end: int) -> bool:
         return bool(_OBJECT_KEY.search(text, max(0, start - 60), start))
     if (
         before
-        and before[-1] in "([{=+,<>!%|&?\"'"
+        and before[-1] in "([{=+,<>!%|&?~\"'"
         or before.endswith(("return", "in", "f", "r", "b"))
     ):
         return not before.endswith(("said", "says"))
@@ -455,7 +527,7 @@ def _scan(written: str) -> list[tuple[int, str]]:
         kind = m.lastgroup or ""
         # A quoted phrase as written, escapes and all: that is what a text keeps of it.
         inner = written[m.start(kind) : m.end(kind)].strip()
-        if not inner or _BARE_WORD.fullmatch(inner):
+        if not inner or _BARE_WORD.fullmatch(inner) or _NOT_A_PHRASE.search(inner):
             continue
         if kind in ("dq", "sq") and (
             _jsonish(text, m.start(), m.end()) or _code_literal(text, m.start(), m.end())

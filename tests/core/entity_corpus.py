@@ -344,4 +344,26 @@ LABELLED: list[tuple[str, list[str]]] = [
             "0 bytes",
         ],
     ),
+    # code as a coding agent reads it: a test with fixtures, a template with styles,
+    # a terminal's colours
+    (
+        '    46→  test "extracts tool names" do\n'
+        '    47→    blocks = [%{"type" => "text", "text" => "Let me check."},\n'
+        '    48→      %{"type" => "tool_use", "id" => "toolu_123", "name" => "Read"}]\n'
+        '    49→    assert result =~ "Checking the lock"\n'
+        "    50→    # regression for ORD-5521: lock held 90s on /srv/orders/lock.ex\n"
+        '    51→    refute log =~ "ERR_LOCK_TIMEOUT"',
+        ["ORD-5521", "90s", "/srv/orders/lock.ex", "ERR_LOCK_TIMEOUT"],
+    ),
+    (
+        '<span style="color: #888; width:8px; border-radius:50%">{@order_id}</span>\n'
+        '<div style="height: calc(100vh - 50px)">Order SO20260101042 held for 48h</div>\n'
+        "console.log(`retry ${n}`) // see https://status.acme.dev/incidents/7731",
+        ["SO20260101042", "48h", "https://status.acme.dev/incidents/7731"],
+    ),
+    (
+        "\x1b[31merror\x1b[0m: deploy api-7f9c failed after 3 retries (exit 137)\n"
+        "\x1b[1mhint\x1b[22m: raise memory above 512Mi in k8s/api/deployment.yaml",
+        ["api-7f9c", "512Mi", "k8s/api/deployment.yaml"],
+    ),
 ]

@@ -334,6 +334,31 @@ NOT_ENTITIES = [
     ),
     ("encode as utf-8 or base64, hash with sha256", ["utf-8", "base64", "sha256"]),
     ("in 2026 we saw 1500 visitors", ["2026", "1500"]),
+    # What real coding transcripts are full of: test fixtures, styles, terminals.
+    (
+        '    91→  %{"tool_use_id" => "toolu_123"}, %{"id" => "toolu_1"}\n'
+        '   139→          line: "Hello there, friend"\n    48→  assert result =~ "Let me check."',
+        ["toolu_123", "toolu_1", "Hello there, friend", "Let me check."],
+    ),
+    (
+        '<div style="height: calc(100vh - 50px); border-radius:50%;width:8px">'
+        'defp c(:user), do: "#7ec8e3"\ndefp c(_), do: "#888"',
+        ["50px", "border-radius:50", "50%", "8px", "#7ec8e3", "7ec8e3", "888"],
+    ),
+    (
+        r'strip("\e[31mred\e[0m") and "Kept model as \u001b[1mDefault\u001b[22m"',
+        ["31m", "0m", "1m", "22m", "u001b"],
+    ),
+    (
+        '{"is_error":false} load_errors = [] jump_to_error(x) console.log(x) '
+        "sig UBpiZM8fk0BmXae3GXoUuhGLb+CV639e8r8UVzJ23CKkGsGAE/d+AkiRzgg",
+        ["is_error", "load_errors", "jump_to_error", "console.log", "CV639e8r8UVzJ23CKkGsGAE"],
+    ),
+    (
+        'a fence (` ```elixir` or ```lang ...```) and [%{"text" => "Hello"}]},\n'
+        r'{"file": "{\"text\": \"\n## Beads Created\n\"}"}',
+        ["```elixir", "lang ...", "}]},", "\\n## Beads Created\\n"],
+    ),
 ]
 
 
@@ -356,6 +381,26 @@ def test_an_escaped_line_break_separates_entities_as_a_real_one_does() -> None:
     # A quoted phrase stays as written: the text keeps it.
     quoted = r'the reply was "not in stock\nretry tomorrow" again'
     assert [is_kept(e, quoted) for e in extract_entities(quoted)] == [True]
+
+
+def test_it_still_counts_what_those_rules_stand_beside() -> None:
+    text = (
+        "the API answered rate_limit_error; timeout: 30s, disk at 80% after 45 minutes; "
+        'see issue #888 and report.log; https://github.com/x/y/issues/934\\", next '
+        'and the user wrote "keep the tone friendly"'
+    )
+    found = extract_entities(text)
+    for entity in (
+        "rate_limit_error",
+        "30s",
+        "80%",
+        "45 minutes",
+        "888",
+        "report.log",
+        "https://github.com/x/y/issues/934",
+        "keep the tone friendly",
+    ):
+        assert entity in found
 
 
 def test_it_still_counts_ids_codes_and_addresses_beside_that_noise() -> None:
