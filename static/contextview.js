@@ -235,11 +235,13 @@
     const budget = meta.budget || {};
     if (budget.max_tokens) {
       // Where the lines go comes from the server (the thresholds the statistics flag).
-      (meta.lines || []).forEach(function (b) {
+      // Each line's label a quarter of the width left of the one before: lines a few
+      // percent apart (the budget, its limit, 90%) would print their labels on each other.
+      (meta.lines || []).forEach(function (b, k) {
         const style = lineStyle(b), y = budget.max_tokens * b.at;
         shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: y, y1: y,
                       line: { color: style[0], width: 1.2, dash: style[1] } });
-        annotations.push({ xref: "paper", x: 1, xanchor: "right", yref: "y", y: y, yanchor: "bottom",
+        annotations.push({ xref: "paper", x: 1 - 0.25 * (k % 4), xanchor: "right", yref: "y", y: y, yanchor: "bottom",
                            text: text(b.label) + " " + Math.round(y), showarrow: false,
                            font: { size: 10, color: style[0] } });
       });
@@ -263,7 +265,9 @@
     // The flags strip gets a row per flag name, under the tokens chart, sharing its x axis.
     const flagNames = Array.from(new Set(flagY));
     // A short window keeps a shorter chart, so the step list below it keeps some rows.
-    const main = window.innerHeight < 900 ? 200 : 300, strip = hasFlags ? 22 * flagNames.length + 16 : 0, gap = hasFlags ? 24 : 0;
+    const short = window.innerHeight < 900;
+    const main = short ? 170 : 300, row = short ? 16 : 22;
+    const strip = hasFlags ? row * flagNames.length + 16 : 0, gap = hasFlags ? 24 : 0;
     const plotHeight = main + gap + strip, bottom = 40, top = 28;
     const layout = {
       height: plotHeight + top + bottom, margin: { l: 130, r: 20, t: top, b: bottom },

@@ -317,3 +317,47 @@ def test_it_breaks_long_message_and_tool_call_ids_in_a_phones_width(
     page.wait_for_selector(".part-tool-call")
     assert page.evaluate(OVERFLOW) <= 1
     assert not watched.errors, watched.errors
+
+
+def test_a_laptop_window_shows_the_step_list_and_the_budget_lines_labels_apart(
+    api: Api, open_page: Callable[..., Watched]
+) -> None:
+    seed_session(api, mode_customer_chat())
+    # A loop far over its budget: the chart's scale puts its lines a few pixels apart.
+    budget = {"max_tokens": 6000, "reserved_tokens": 500}
+    start = {"id": "lines", "type": "session", "body": {"session_id": "lines", "budget": budget}}
+    logs = [
+        {"id": f"log{n}", "role": "tool", "content": f"GET /orders {n} 504 " * 900}
+        for n in range(4)
+    ]
+    seed_session(api, [start, *(step("lines", n, logs[: n + 1]) for n in range(4))])
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.set_viewport_size(LAPTOP)
+    open_session(page, "mode-customer-chat")
+    # Opened at the top: the first step's row is whole in the window, not below it.
+    first = page.locator("table.steps tbody tr").first.bounding_box()
+    assert first and first["y"] + first["height"] <= LAPTOP["height"], first
+    # The budget, its limit and the 90% and 70% lines sit a few percent apart: each
+    # label is drawn clear of the others.
+    page.go_back()
+    open_session(page, "lines")
+    labels = page.locator("#occupancy-chart .annotation-text")
+    boxes = [
+        (label.text_content() or "", label.bounding_box())
+        for label in labels.all()
+        if (label.text_content() or "").split(" ")[0] in ("budget", "limit", "90%", "70%")
+    ]
+    assert len(boxes) >= 3, boxes
+    for k, (name, a) in enumerate(boxes):
+        for other, b in boxes[k + 1 :]:
+            assert a and b
+            apart = (
+                a["x"] + a["width"] <= b["x"]
+                or b["x"] + b["width"] <= a["x"]
+                or a["y"] + a["height"] <= b["y"]
+                or b["y"] + b["height"] <= a["y"]
+            )
+            assert apart, (name, a, other, b)
+    _shot(page, "session-laptop.png")
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
