@@ -44,6 +44,9 @@ OP_NAMES = (
 # Operations whose result takes the targets' place and whose targets become
 # folded originals of that result.
 REPLACING_OPS = frozenset({"summarize", "fold", "merge", "rewrite", "truncate"})
+# Operations that take content out of the context, archived: what a session's
+# `tokens_saved` sums.
+COMPACTING_OPS = REPLACING_OPS | {"drop"}
 # Operations that need a result message: the replacing ones, and insert (a new
 # message put into the context, nothing folded).
 RESULT_OPS = REPLACING_OPS | {"insert"}

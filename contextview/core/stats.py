@@ -47,7 +47,14 @@ from contextview.core.entities import (
     pinned_entities,
 )
 from contextview.core.layout import third_of
-from contextview.core.model import PARTITIONS, REPLACING_OPS, Fold, Message, Operation
+from contextview.core.model import (
+    COMPACTING_OPS,
+    PARTITIONS,
+    REPLACING_OPS,
+    Fold,
+    Message,
+    Operation,
+)
 from contextview.core.sequences import common_prefix, common_suffix
 from contextview.core.usage import usage_counts
 from contextview.core.windows import known_window
@@ -961,11 +968,19 @@ class SessionSums:
                 sums[0] += 1
                 for i in range(1, len(sums)):
                     sums[i] += billed[i]
-        for op in stats["ops"]:
+        ops = stats["ops"]
+        # What a compacting step inserts is part of what the compaction left in the
+        # context (Codex re-injects the user's recent prompts beside its summary): it
+        # counts against what the step saved. An insert in a step that compacts
+        # nothing (a retrieved passage) saves or costs nothing.
+        compacts = any(op["op"] in COMPACTING_OPS for op in ops)
+        for op in ops:
             name = op["op"]
             self.ops_by_type[name] += 1
-            if name in REPLACING_OPS or name == "drop":
+            if name in COMPACTING_OPS:
                 self.tokens_saved += op["tokens_in"] - op["tokens_out"]
+            elif compacts and name == "insert":
+                self.tokens_saved -= op["tokens_out"]
             if name in REPLACING_OPS:
                 self.entities_total += op["entities"]["total"]
                 self.entities_kept += op["entities"]["kept"]

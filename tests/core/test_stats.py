@@ -392,6 +392,25 @@ def test_it_measures_the_folds_that_apply_produces() -> None:
     }
 
 
+def _insert(tokens: int) -> dict[str, object]:
+    return {
+        "op": "insert", "targets": [], "result_id": "ins", "tokens_in": 0, "tokens_out": tokens,
+        "ratio": None, "entities": {"total": 0, "kept": 0, "lost": [], "needed_later": []},
+    }  # fmt: skip
+
+
+def test_what_a_compaction_re_injects_counts_against_what_it_saved() -> None:
+    # Codex's compaction: the history summarized, the user's recent prompts put back.
+    compaction = stats(summarize(context_of(80, tool=40), "t1", text_of(10)))
+    compaction["ops"] += [_insert(7), _insert(5)]
+    # A retrieved passage inserted alone saves and costs nothing.
+    retrieval = stats(unchanged(context_of(95)))
+    retrieval["ops"] = [_insert(50)]
+    agg = session_aggregates([compaction, retrieval])
+    assert agg["tokens_saved"] == 30 - 7 - 5
+    assert agg["ops_by_type"] == {"insert": 3, "summarize": 1}
+
+
 # --- aggregates
 
 
