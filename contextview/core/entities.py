@@ -257,8 +257,12 @@ _QUOTED = re.compile(
     re.VERBOSE,
 )
 # A quoted bare word ("success", 'shipped') is data, not something someone
-# chose to quote; an identifier inside quotes is found as an identifier anyway.
-_BARE_WORD = re.compile(r"[A-Za-z][A-Za-z_\-]*|[0-9.,:\-]+|#[0-9A-Fa-f]{3,8}")
+# chose to quote; an identifier inside quotes is found as an identifier anyway. So is
+# one symbol of code in backticks: `:line`, `@enforce_keys`, `render/2`, `valid?`.
+_BARE_WORD = re.compile(
+    r"[A-Za-z][A-Za-z_\-]*|[0-9.,:\-]+|#[0-9A-Fa-f]{3,8}"
+    r"|[:@$]?[A-Za-z_][\w.]*(?:[?!]|/[0-9]|\(\))?"
+)
 # Nor is a quote that holds no letter or digit ("}]},"), or an escaped quote or
 # starts or ends at an escaped line break: quotes paired across a JSON string held
 # in another, not a phrase.

@@ -355,6 +355,10 @@ NOT_ENTITIES = [
         ["is_error", "load_errors", "jump_to_error", "console.log", "CV639e8r8UVzJ23CKkGsGAE"],
     ),
     (
+        "the line needs `:line`, `:message_id`, `@enforce_keys`, `render/2` and `valid?`",
+        [":line", ":message_id", "@enforce_keys", "render/2", "valid?"],
+    ),
+    (
         'a fence (` ```elixir` or ```lang ...```) and [%{"text" => "Hello"}]},\n'
         r'{"file": "{\"text\": \"\n## Beads Created\n\"}"}',
         ["```elixir", "lang ...", "}]},", "\\n## Beads Created\\n"],

@@ -4,9 +4,10 @@
 colours in quotes ("#888"), short tool-call ids of test fixtures (toolu_123), escapes
 (\\u001b), words inside base64, flags and handlers named after errors (is_error,
 load_errors), calls that look like files (console.log(...)), fences taken for quotes,
-and quotes paired across a JSON string held in another are no longer key entities;
-nor is a string literal after Elixir's and Ruby's =~, or a key's value on a line that
-a tool numbered ("139→  uuid: ...").
+quotes paired across a JSON string held in another, and one symbol of code in
+backticks (`:line`, `render/2`) are no longer key entities; nor is a string literal
+after Elixir's and Ruby's =~, or a key's value on a line that a tool numbered
+("139→  uuid: ...").
 
 Entities are stored once per content (cv_blob_info.entities), and an operation's
 lost entities as places in them, so both go together: the stored entities are set to
