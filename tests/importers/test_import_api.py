@@ -292,6 +292,23 @@ BAD_SHAPES = [
         "line 2: content: must be a text or a list of parts, not 5",
     ),
     (
+        "run.traj",
+        json.dumps(
+            {"trajectory": [None, {"response": "ls", "query": [{"role": "user", "content": "q"}]}]}
+        ).encode(),
+        # it was called no SWE-agent trajectory at all
+        "trajectory[0]: must be an object (a step), not None",
+    ),
+    (
+        "rollout.jsonl",
+        _lines(
+            *_CX_CALL,
+            {"type": "compacted", "payload": {"message": "", "replacement_history": "oops"}},
+        ),
+        # the compaction was rebuilt as if Codex had logged no history, its inserts lost
+        "line 4: payload.replacement_history: must be a list of items",
+    ),
+    (
         "rollout.jsonl",
         _lines(*_CX_CALL, {"type": "event_msg", "payload": {"type": "token_count", "info": "x"}}),
         # the call's usage and window were dropped without a word

@@ -582,9 +582,11 @@ class _Reader:
         order: list[str] = list(kept)
         inserts: list[dict[str, Any]] = []
         summary: dict[str, Any] | None = None
-        if not isinstance(history, list):
+        if history is None:
             self.rebuilt(f"l{lineno}", log, summary_text, reason)
             return
+        if not isinstance(history, list):
+            raise line_error(lineno, "payload.replacement_history: must be a list of items")
         for n, item in enumerate(history):
             if not isinstance(item, dict):
                 raise line_error(lineno, f"payload.replacement_history[{n}]: must be an object")

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import IO, Any
 
+from contextview.core.errors import short_repr
 from contextview.core.importers._log import (
     Event,
     NotFinite,
@@ -72,8 +73,10 @@ def _run_like(doc: Any) -> bool:
     if not isinstance(doc, dict):
         return False
     if isinstance(doc.get("trajectory"), list):
+        # Known by its calls' responses; an entry that is no call (null, a number) is
+        # refused by name when the run is read.
         steps = doc["trajectory"]
-        return not steps or (isinstance(steps[0], dict) and "response" in steps[0])
+        return not steps or any(isinstance(s, dict) and "response" in s for s in steps)
     return isinstance(doc.get("history"), list) or (
         isinstance(doc.get("messages"), list) and "info" in doc
     )
@@ -193,6 +196,11 @@ def _run(doc: dict[str, Any], sid: str, *, where: str, parent: str | None) -> It
     log = SessionLog(sid, session_body=body)
     log.asked(_task(doc, info))
     steps = doc.get("trajectory") if isinstance(doc.get("trajectory"), list) else []
+    for k, entry in enumerate(steps):
+        if not isinstance(entry, dict):
+            raise TranscriptError(
+                f"{where}trajectory[{k}]", f"must be an object (a step), not {short_repr(entry)}"
+            )
     if steps and all(isinstance(_sent(s), list) for s in steps):
         yield from _per_call_messages(log, steps, doc.get("history"), where)
     else:
