@@ -316,6 +316,18 @@ def test_it_refuses_an_event_nested_too_deep_and_stores_the_rest(api: Api) -> No
     assert not Session.objects.filter(external_id="s").exists()
 
 
+def test_an_event_of_sixty_thousand_nested_objects_costs_that_event_alone(api: Api) -> None:
+    # 400 KB, far under the body's limit: it was refused with the whole batch.
+    levels = 66_700
+    deep = '{"id": "deeper", "type": "session", "body": {"session_id": "s", "metadata": '
+    deep += '{"a": ' * levels + "1" + "}" * levels + "}}"
+    later = step("good", 1, [{"id": "sys"}])
+    raw = '{"batch": [' + ", ".join([json.dumps(GOOD), deep, json.dumps(later)]) + "]}"
+    got = results(api.ingest(None, raw=raw.encode()))
+    assert [r["status"] for r in got] == [201, 400, 201], got
+    assert got[1] == {"id": "deeper", "status": 400, "error": "batch[1]: nested too deep to read"}
+
+
 # --- refused events record nothing -----------------------------------------------------
 
 
