@@ -183,7 +183,8 @@
         customdata: where, hovertemplate: "%{customdata}<br>%{fullData.name}: %{y} tokens<extra></extra>",
       };
     });
-    // What the provider read beyond the log (system prompt, tool schemas): its own band.
+    // What the provider read beyond the log's count (system prompt, tool schemas, its own
+    // tokenizer's difference): its own band.
     if (rows.some(function (r) { return r[11]; })) {
       traces.push({
         type: "scatter", mode: "lines", stackgroup: "tokens", name: "unseen (provider only)", x: x,

@@ -783,8 +783,13 @@ def step_stats(
     if any(after_parts.get(name, 0) > n for name, n in budget.partitions.items()):
         flags.add("partition_over")
 
+    # Provider usage standing in for the before count is of the context the call was
+    # made with: after a compaction, that is the after, and the before has no count.
+    usage_of_after = (
+        step.reported_by_usage and provider_counted(before_tokens, after_tokens) == "after"
+    )
     reported_error = {
-        "before": _relative_error(step.reported_before, before_tokens),
+        "before": None if usage_of_after else _relative_error(step.reported_before, before_tokens),
         "after": _relative_error(step.reported_after, after_tokens),
     }
     # The flag concerns the agent's own estimates; provider usage also counts what

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from contextview.core.layout import KIND_LABELS, KINDS, Placement, composition, placements
 from contextview.core.model import Message
+from contextview.core.stats import provider_counted
 from contextview.core.tokens import EncodingUnavailable, TokenCounter
 from contextview.sessions.models import Session, Step
 
@@ -20,7 +21,7 @@ Cells = Sequence[tuple[Message, int | None]]
 class KindRow:
     name: str
     label: str
-    before: int
+    before: int | None  # None: not known
     after: int
 
 
@@ -31,6 +32,32 @@ class StepLayout:
     after_total: int
     # what the composition chart draws, as JSON for a data- attribute
     chart: str
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _unseen_by_side(stats: dict[str, object], reported_before: int | None) -> dict[str, int | None]:
+    """What the provider read beyond the log, of the before and of the after context.
+
+    The statistics' ``unseen_tokens`` are of the context the call was made with
+    (``provider_counted``): the after of a step whose operations shrank it (a
+    compaction), else the before, whose after adds only what the log counts (the
+    reply), so both sides get it. The before of a compaction gets what the step's own
+    count of it (`reported_before`: Claude Code's ``preTokens``) says beyond the log;
+    without one it is not known (None).
+    """
+    unseen = _int(stats.get("unseen_tokens"))
+    tokens = stats.get("tokens")
+    if unseen is None or not isinstance(tokens, dict):
+        return {"before": unseen, "after": unseen}
+    before, after = _int(tokens.get("before")), _int(tokens.get("after"))
+    if before is None or after is None or provider_counted(before, after) == "before":
+        return {"before": unseen, "after": unseen}
+    if reported_before is None:
+        return {"before": None, "after": unseen}
+    return {"before": reported_before - before, "after": unseen}
 
 
 @cache
@@ -54,8 +81,7 @@ def step_layout(
     if any(n is None for _, n in (*before, *after)) or not (before or after):
         return None
     stats = step.stats if isinstance(step.stats, dict) else {}
-    unseen = stats.get("unseen_tokens")
-    unseen = unseen if isinstance(unseen, int) and not isinstance(unseen, bool) else None
+    unseen = _unseen_by_side(stats, step.reported_before)
     counter = _counter(encoding)
 
     def count(text: str) -> int:
@@ -67,7 +93,7 @@ def step_layout(
             [n for _, n in cells],
             count=count,
             tools_tokens=tools_tokens,
-            unseen=unseen,
+            unseen=unseen[name],
         )
         for name, cells in (("before", before), ("after", after))
     }
@@ -79,6 +105,9 @@ def step_layout(
         for k in KINDS
         if parts["before"][k] or parts["after"][k]
     ]
+    if unseen["before"] is None and unseen["after"]:
+        # Not known of the before context: shown as not known, not as none.
+        kinds = [replace(k, before=None) if k.name == "unseen" else k for k in kinds]
     chart = {
         "kinds": [[k.name, k.label] for k in kinds],
         "bars": [{"name": name, "parts": parts[name]} for name in ("before", "after")],

@@ -92,3 +92,38 @@ def test_the_step_list_shows_the_unseen_tokens_its_occupancy_counts(
     assert f"+{stats['unseen_tokens']:,} unseen</span>" in row
     seen = stats["tokens"]["after"] + stats["unseen_tokens"]
     assert f"{round(100 * seen / 128_000)}%" in row  # gpt-4o's window
+
+
+def _unseen_row(page: str) -> tuple[str, str]:
+    table = page[page.index('class="composition-table"') :].split("</table>")[0]
+    row = table[table.index('class="kind-unseen"') :].split("</tr>")[0]
+    before, after = row.split('<td class="num">')[1:3]
+    return before.split("</td>")[0], after.split("</td>")[0]
+
+
+@pytest.mark.parametrize("reported_before", [90_000, None])
+def test_a_compactions_before_shows_what_was_reported_before_it_not_the_after(
+    login: Callable[..., Client], seed: Callable[..., Session], reported_before: int | None
+) -> None:
+    # The provider read the call after the compaction: 30,000 tokens where the log
+    # holds a few hundred. Before it, Claude Code reports its own count (preTokens).
+    logs = [{"id": f"log{k}", "role": "tool", "content": LOG} for k in range(3)]
+    summary = {"id": "sum", "role": "user", "content": "Three logs of cart calls, all 200."}
+    ask = {"id": "u1", "role": "user", "content": "Why does SO20260101007 time out?"}
+    compact = {"action": "summarize", "targets": ["log0", "log1", "log2"], "result": summary}
+    extra = {} if reported_before is None else {"before_tokens": reported_before}
+    session = seed([
+        {"type": "session", "id": "cmp-start", "body": {"session_id": "cmp", "model": "gpt-4o"}},
+        step("cmp", 0, [ask, *logs], action=compact, usage={"input_tokens": 30_000}, **extra),
+    ])  # fmt: skip
+    stats = Step.objects.with_stats().get(session=session, index=0).stats
+    assert stats["tokens"]["after"] < stats["tokens"]["before"]
+    page = login("viewer").get(f"/sessions/{session.pk}/steps/0/").content.decode()
+    before, after = _unseen_row(page)
+    assert after == f"{stats['unseen_tokens']:,}"
+    if reported_before is None:
+        assert before == "—"  # not known; the after's was shown
+        # Nor is the usage, a count of the after, the before's reported count.
+        assert stats["reported_error"]["before"] is None
+    else:
+        assert before == f"{reported_before - stats['tokens']['before']:,}"

@@ -195,7 +195,8 @@ def _run(doc: dict[str, Any], sid: str, *, where: str, parent: str | None) -> It
         body["model"] = model
     log = SessionLog(sid, session_body=body)
     log.asked(_task(doc, info))
-    steps = doc.get("trajectory") if isinstance(doc.get("trajectory"), list) else []
+    trajectory = doc.get("trajectory")
+    steps: list[Any] = trajectory if isinstance(trajectory, list) else []
     for k, entry in enumerate(steps):
         if not isinstance(entry, dict):
             raise TranscriptError(
