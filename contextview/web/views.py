@@ -45,9 +45,9 @@ from contextview.core.svgchart import PARTITION_COLORS
 from contextview.ingest.imports import ImportFailed, transcript_import
 from contextview.ingest.uploads import guard_upload, uploaded_transcripts
 from contextview.monitors import selectors as monitors
-from contextview.monitors.models import Alert
+from contextview.monitors.models import Alert, Monitor
 from contextview.monitors.selectors import alerts_firing_count
-from contextview.monitors.services import monitor_create, monitor_delete
+from contextview.monitors.services import CreatedMonitor, monitor_create, monitor_delete
 from contextview.postmortems import selectors as postmortems
 from contextview.postmortems.downloads import as_attachment, download_name
 from contextview.postmortems.export import sessions_jsonl
@@ -1209,8 +1209,34 @@ def sessions_compare_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_GET
 def overview_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    """Trends over a time range, and the per agent x mode table."""
-    return _overview(request, _project_or_404(request, slug))
+    """Trends over a time range, and the per agent x mode table; once after the
+    monitor form made a monitor, its secret."""
+    access = _project_or_404(request, slug)
+    shown = _shown_once(request, CREATED_MONITOR)
+    created = None
+    if shown is not None:
+        monitor = Monitor.objects.filter(project=access.project, pk=shown["pk"]).first()
+        created = CreatedMonitor(monitor=monitor, secret=shown["secret"]) if monitor else None
+    response = _overview(request, access, created_monitor=created)
+    if created is not None:
+        response["Cache-Control"] = "no-store"  # the secret is shown once, never cached
+    return response
+
+
+# The session entries holding a secret made by a form until the page it redirects to
+# shows it (post/redirect/get: reloading that page makes no second one).
+CREATED_MONITOR = "created_monitor"
+ISSUED_KEY = "issued_key"
+
+
+def _keep_once(request: HtmxHttpRequest, entry: str, pk: int, secret: str) -> None:
+    request.session[entry] = {"pk": pk, "secret": secret}
+
+
+def _shown_once(request: HtmxHttpRequest, entry: str) -> dict[str, Any] | None:
+    """What `_keep_once` kept, taken out: the next page shows it no more."""
+    shown = request.session.pop(entry, None)
+    return shown if isinstance(shown, dict) else None
 
 
 def _overview(request: HtmxHttpRequest, access: web.Access, **extra: Any) -> HttpResponse:
@@ -1242,9 +1268,9 @@ def _overview(request: HtmxHttpRequest, access: web.Access, **extra: Any) -> Htt
 @login_required
 @require_http_methods(["GET", "POST"])
 def monitor_new(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    """The overview's monitor form: the same rules and errors as the API. Its answer
-    is the overview at this address (it shows a new monitor's secret once, so it is
-    not redirected): opened again, the address leads back to the overview's form."""
+    """The overview's monitor form: the same rules and errors as the API. A form with
+    an error is answered at this address, beside its fields; a new monitor, by a
+    redirect to the overview, which shows its secret once (`_keep_once`)."""
     access = _project_or_404(request, slug)
     if request.method == "GET":
         return redirect(_monitors_on_overview(request, access))
@@ -1266,9 +1292,8 @@ def monitor_new(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         # Said beside the form's field at fault, which the API calls filters.agent.
         error = InputError(exc.field.removeprefix("filters."), exc.message)
         return _overview(request, access, monitor_error=error, monitor_form=form)
-    response = _overview(request, access, created_monitor=created)
-    response["Cache-Control"] = "no-store"  # the secret is shown once, never cached
-    return response
+    _keep_once(request, CREATED_MONITOR, created.monitor.pk, created.secret)
+    return redirect(_monitors_on_overview(request, access))
 
 
 @login_required
@@ -1350,8 +1375,6 @@ def alerts_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 
 # --- API keys --------------------------------------------------------------------------
 
-ISSUED_KEY = "issued_key"  # the session entry holding a new key until its page shows it
-
 
 @login_required
 @require_http_methods(["GET", "POST"])
@@ -1368,11 +1391,9 @@ def keys_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             can_write=request.POST.get("can_write") == "on",
             created_by=request.user,
         )
-        # Post/redirect/get: reloading the page that shows the key makes no second one.
-        # The secret waits in the session for that one page, which takes it out.
-        request.session[ISSUED_KEY] = {"pk": issued.key.pk, "secret": issued.secret}
+        _keep_once(request, ISSUED_KEY, issued.key.pk, issued.secret)
         return redirect("web-keys", slug=slug)
-    shown = request.session.pop(ISSUED_KEY, None)
+    shown = _shown_once(request, ISSUED_KEY)
     issued = None
     if shown is not None:
         key = ApiKey.objects.filter(project=access.project, pk=shown["pk"]).first()

@@ -40,14 +40,17 @@ def test_it_creates_a_monitor_from_the_overview_and_shows_its_secret_once(
     api: Api, login: Callable[..., Client]
 ) -> None:
     client = login()
-    page = client.post(f"/projects/{api.project.slug}/monitors/", _form())
-    assert page.status_code == 200
+    # Post/redirect/get: reloading the page that shows the secret makes no second
+    # monitor (it made one per reload, each firing alerts of its own).
+    page = client.post(f"/projects/{api.project.slug}/monitors/", _form(), follow=True)
+    assert page.redirect_chain == [(f"/projects/{api.project.slug}/overview/#monitors", 302)]
     text = page.content.decode()
     monitor = api.get("/monitors").json()["monitors"][0]
     assert monitor["filters"]["agent"] == "support-bot" and monitor["window_minutes"] == 10
     assert 'id="monitor-secret"' in text and page["Cache-Control"] == "no-store"
     again = client.get(f"/projects/{api.project.slug}/overview/").content.decode()
     assert "near the limit" in again and 'id="monitor-secret"' not in again
+    assert len(api.get("/monitors").json()["monitors"]) == 1
     # How to write a threshold is said in its label (its placeholder was cut at 800 px).
     label = again[: again.index('name="threshold"')].rsplit("<label>", 1)[1]
     assert label.startswith('Threshold <small class="muted">occupancy as 90% or 0.9')
