@@ -1184,6 +1184,7 @@ def sessions_compare_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         sides = data["sessions"]
         for side, session in zip(sides, sessions, strict=True):
             side["pk"] = session.pk
+            side["model"] = session  # what the list's status and mode are shown from
         context.update(
             sessions=sessions,
             sides=sides,

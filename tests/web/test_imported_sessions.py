@@ -145,3 +145,28 @@ def test_a_transcript_without_times_shows_when_it_was_imported_not_an_age_or_tim
         f"/sessions/{Session.objects.get(external_id='cc-refund').pk}/report.md"
     ).content.decode()
     assert "started 2026-12-01 09:00:" in timed_md and "not in the transcript" not in timed_md
+
+
+def test_the_comparison_and_the_incidents_list_say_imported_and_n_a_as_the_list_does(
+    api: Api, login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    from django.contrib.auth.models import User
+
+    from contextview.postmortems.services import incident_mark
+
+    for name in ("cc-refund", "cc-ledger"):
+        transcript = _claude_code(name, _user(f"Look into {name}."))
+        assert upload(api, (f"{name}.jsonl", transcript)).status_code == 201
+    client = login()
+    imported = Session.objects.get(project=api.project, external_id="cc-refund")
+    incident_mark(
+        session=imported, user=User.objects.first(), title="Refund twice", severity="sev2"
+    )
+    slug = api.project.slug
+    # They said "running" for a transcript no agent is behind, and "—" for its mode.
+    for page in (
+        client.get(f"/projects/{slug}/compare/?s=cc-refund&s=cc-ledger").content.decode(),
+        client.get(f"/projects/{slug}/incidents/").content.decode(),
+    ):
+        assert ">imported</span>" in page and ">running<" not in page
+        assert re.search(r'title="Imported from a claude-code transcript[^"]*">n/a</span>', page)
