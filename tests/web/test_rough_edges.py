@@ -235,3 +235,17 @@ def test_a_step_past_the_sessions_end_says_where_the_session_ends(
         page = client.get(address, follow=True)
         assert page.status_code == 404
         assert "order-debug-42 has no step 9999 (its last step is 2)" in page.content.decode()
+
+
+def test_a_step_list_page_past_the_last_step_says_so_not_that_there_are_none(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    ask = {"id": "u1", "role": "user", "content": "Where is SO20260101007?"}
+    session = seed([_session_start("paged"), step("paged", 0, [ask]), step("paged", 1, [ask])])
+    client = login("viewer")
+    page = client.get(f"/sessions/{session.pk}/?after=99999").content.decode()
+    # It said "No steps recorded for this session yet." of a session with steps.
+    assert "No steps recorded" not in page
+    assert "No steps on this page of the list: the session has 2 steps." in page
+    first = client.get(f"/sessions/{session.pk}/?after=-1", HTTP_HX_REQUEST="true")
+    assert 'id="step-row-0"' in first.content.decode()
