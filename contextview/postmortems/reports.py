@@ -73,6 +73,9 @@ def session_timeline(session: Session) -> Iterator[dict[str, Any]]:
                 ],
                 reward=stats["reward"],
             )
+            if stats.get("unseen_tokens"):
+                # What the provider counted beyond the log (the occupancy counts it too).
+                entry["unseen_tokens"] = stats["unseen_tokens"]
         yield entry
 
 

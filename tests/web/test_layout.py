@@ -87,11 +87,16 @@ def test_the_step_list_shows_the_unseen_tokens_its_occupancy_counts(
     # tokens only what the log holds, and nothing said so.
     session = seed(layout_session())
     stats = Step.objects.with_stats().get(session=session, index=0).stats
-    page = login("viewer").get(f"/sessions/{session.pk}/").content.decode()
+    client = login("viewer")
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
     row = page[page.index('id="step-row-0"') :].split("</tr>")[0]
     assert f"+{stats['unseen_tokens']:,} unseen</span>" in row
     seen = stats["tokens"]["after"] + stats["unseen_tokens"]
     assert f"{round(100 * seen / 128_000)}%" in row  # gpt-4o's window
+    # And so does the HTML report's timeline.
+    report = client.get(f"/sessions/{session.pk}/report.html").content.decode()
+    row = report[report.index('id="step-0"') :].split("</tr>")[0]
+    assert f"+{stats['unseen_tokens']:,} unseen</span>" in row
 
 
 def _unseen_row(page: str) -> tuple[str, str]:
