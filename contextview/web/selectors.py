@@ -206,6 +206,13 @@ class SessionFilters(_Filters):
                 return ""
             return value
 
+        def alert_number() -> str:
+            value = get("alert", 20)
+            if value and digits_value(value) is None:
+                errors.append(f"alert: {value!r} is not an alert's number")
+                return ""
+            return value
+
         sort = one_of("sort", list(SORTS))
         since, until = day("since"), day("until")
         first, last = _date(since), _date(until)
@@ -220,7 +227,7 @@ class SessionFilters(_Filters):
             until=until,
             q=get("q"),
             sort="" if sort == "started" else sort,
-            alert=get("alert", 20) if digits_value(get("alert", 20)) is not None else "",
+            alert=alert_number(),
         )
         return filters, errors
 

@@ -277,6 +277,7 @@ def sessions_page(request: HtmxHttpRequest) -> HttpResponse:
     agents: list[str] = []
     modes: list[str] = []
     hits: dict[int, web.SearchHit] = {}
+    alert: Alert | None = None
     if access is not None:
         sessions, next_cursor = web.session_page(
             project=access.project, filters=filters, cursor=request.GET.get("cursor")
@@ -284,6 +285,11 @@ def sessions_page(request: HtmxHttpRequest) -> HttpResponse:
         agents = web.project_agents(project=access.project)
         modes = web.project_modes(project=access.project)
         hits = web.search_hits(project=access.project, sessions=sessions, q=filters.q)
+        if filters.alert:
+            found = Alert.objects.filter(project=access.project, pk=int(filters.alert))
+            alert = found.select_related("monitor").first()
+            if alert is None:
+                errors.append(f"alert: there is no alert {filters.alert} in this project")
     return render(
         request,
         "sessions.html",
@@ -296,6 +302,7 @@ def sessions_page(request: HtmxHttpRequest) -> HttpResponse:
             "paged": bool(request.GET.get("cursor")),
             "filters": filters,
             "errors": errors,
+            "alert": alert,
             "agents": agents,
             "statuses": web.LIST_STATUSES,
             "modes": modes,

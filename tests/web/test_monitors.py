@@ -181,6 +181,13 @@ def test_it_filters_the_sessions_list_on_an_alerts_sessions(
     assert f"alert={alert.pk}" in alerts
     listed = client.get("/", {"project": api.project.slug, "alert": alert.pk}).content.decode()
     assert "hot-1" in listed and "hot-2" in listed and "calm" not in listed
+    # The list says whose sessions it shows (every filter read "any"), and keeps the
+    # alert when another filter is applied.
+    assert f"The sessions of alert {alert.pk} (monitor “near the limit”" in listed
+    assert f'<input type="hidden" name="alert" value="{alert.pk}">' in listed
+    for bad, said in (("abc", "'abc' is not an alert's number"), ("999999", "no alert 999999")):
+        response = client.get("/", {"project": api.project.slug, "alert": bad})
+        assert response.status_code == 400 and said in unescape(response.content.decode())
 
 
 def test_an_alert_of_a_fleet_names_its_first_sessions_and_counts_the_rest(
