@@ -14,16 +14,17 @@
   // Steps are whole numbers: a step axis has ticks 1, 2, 5, 10, 20... steps apart, about
   // eight over the range shown, never 0.5 (plotly's own ticks go there on a short
   // range, where a "d" format labels 3 and 3.5 both as 3); zoomed in, they follow.
-  function stepDtick(span) {
-    const raw = span / 8;
+  function stepDtick(span, ticks) {
+    const raw = span / (ticks || 8);
     if (!(raw > 1)) return 1;
     const power = Math.pow(10, Math.floor(Math.log10(raw)));
     return [1, 2, 5, 10].map(function (m) { return m * power; }).find(function (d) { return d >= raw; });
   }
 
-  function stepTicks(steps) {
+  // A narrow chart (a phone's) gets half as many: eight ran together there.
+  function stepTicks(steps, narrow) {
     const last = steps.reduce(function (a, b) { return b > a ? b : a; }, 0);
-    return { tickmode: "linear", tick0: 0, dtick: stepDtick(last), tickformat: "d" };
+    return { tickmode: "linear", tick0: 0, dtick: stepDtick(last, narrow ? 4 : 8), tickformat: "d" };
   }
 
   function followSteps(el) {
@@ -269,20 +270,28 @@
     const short = window.innerHeight < 900;
     const main = short ? 170 : 300, row = short ? 16 : 22;
     const strip = hasFlags ? row * flagNames.length + 16 : 0, gap = hasFlags ? 24 : 0;
-    const plotHeight = main + gap + strip, bottom = 40, top = 28;
+    // On a phone the legend goes under the chart (beside it, it left the plot some 60 px)
+    // and the flags' names get less room. (In the session page's left pane it stays
+    // beside: under it, it would push the step list out of a laptop's window.)
+    const narrow = el.clientWidth > 0 && el.clientWidth < 500;
+    const entries = traces.filter(function (t) { return t.showlegend !== false; }).length;
+    const legendRows = narrow ? Math.ceil(entries / 2) : 0;
+    const plotHeight = main + gap + strip, bottom = 40 + 20 * legendRows, top = 28;
     const layout = {
-      height: plotHeight + top + bottom, margin: { l: 130, r: 20, t: top, b: bottom },
-      hovermode: "closest", showlegend: true, legend: { x: 1.01, y: 1, font: { size: 11 } },
+      height: plotHeight + top + bottom, margin: { l: narrow ? 96 : 130, r: narrow ? 8 : 20, t: top, b: bottom },
+      hovermode: "closest", showlegend: true,
+      legend: narrow ? { orientation: "h", x: 0, y: -44 / plotHeight, yanchor: "top", font: { size: 10 } }
+                     : { x: 1.01, y: 1, font: { size: 11 } },
       xaxis: Object.assign({ rangemode: "tozero", anchor: hasFlags ? "y2" : "y", automargin: true,
                              title: { text: "step", standoff: 4 } },
-                           stepTicks(rows.map(function (r) { return r[0]; }))),
+                           stepTicks(rows.map(function (r) { return r[0]; }), narrow)),
       yaxis: { title: { text: "tokens" }, rangemode: "tozero",
                domain: [hasFlags ? (strip + gap) / plotHeight : 0, 1] },
       shapes: shapes, annotations: annotations,
     };
     if (hasFlags) {
       layout.yaxis2 = { domain: [0, strip / plotHeight], type: "category", categoryarray: flagNames,
-                        tickfont: { size: 10, color: "#912018" }, fixedrange: true };
+                        tickfont: { size: narrow ? 9 : 10, color: "#912018" }, fixedrange: true };
     }
     plot(el, traces, layout);
     followSteps(el);

@@ -361,3 +361,26 @@ def test_a_laptop_window_shows_the_step_list_and_the_budget_lines_labels_apart(
             assert apart, (name, a, other, b)
     _shot(page, "session-laptop.png")
     assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
+
+
+def test_a_phone_reads_the_session_charts_steps_and_legend(
+    api: Api, open_page: Callable[..., Watched]
+) -> None:
+    seed_session(api, mode_customer_chat())
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    page.set_viewport_size(PHONE)
+    open_session(page, "mode-customer-chat")
+    chart = page.locator("#occupancy-chart")
+    # The step ticks ran together ("02468101214...") in a plot some 60 px wide.
+    ticks = [t.bounding_box() for t in chart.locator(".xtick text").all()]
+    ticks = [t for t in ticks if t]
+    assert len(ticks) >= 3
+    for a, b in zip(ticks, ticks[1:], strict=False):
+        assert a["x"] + a["width"] < b["x"], (a, b)
+    plot = chart.locator(".nsewdrag").first.bounding_box()
+    legend = chart.locator(".legend").bounding_box()
+    assert plot and legend and plot["width"] > 220, plot
+    assert legend["y"] >= plot["y"] + plot["height"], (legend, plot)  # under it
+    _shot(chart, "chart-phone.png")
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
