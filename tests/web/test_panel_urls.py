@@ -46,3 +46,8 @@ def test_it_loads_a_compare_address_as_the_session_page_with_the_comparison_open
     assert 'id="compare-view"' in panel and "occupancy-chart" not in panel
     missing = client.get(f"/sessions/{order_session.pk}/compare/?from=0&to=7").content.decode()
     assert "This session has no step 7." in missing and 'id="occupancy-chart"' in missing
+    # Backwards (it was shown with no word): said, with the way forwards.
+    back = client.get(f"/sessions/{order_session.pk}/compare/?from=2&to=0").content.decode()
+    assert "Step 2 comes after step 0: this reads the session backwards" in back
+    assert f'href="/sessions/{order_session.pk}/compare/?from=0&amp;to=2"' in back
+    assert "reads the session backwards" not in page
