@@ -55,6 +55,7 @@ from contextview.core.model import (
     Message,
     Operation,
 )
+from contextview.core.parts import has_compaction
 from contextview.core.sequences import common_prefix, common_suffix
 from contextview.core.usage import usage_counts
 from contextview.core.windows import known_window
@@ -565,7 +566,11 @@ def _op_stats(
     if name in REPLACING_OPS:
         tokens_in = sum(tokens_of(m) for m in originals)
         tokens_out = tokens_of(result) if result is not None else 0
-        ratio = tokens_out / tokens_in if tokens_in else None
+        # A summary the provider encrypted (Codex's compaction item) reads as no tokens
+        # here: its ratio is not known, not 0 (which read as the best compression there
+        # is, and flagged ratio_aggressive).
+        opaque = result is not None and not tokens_out and has_compaction(result.content)
+        ratio = tokens_out / tokens_in if tokens_in and not opaque else None
         entities, keys = _entities_of(originals, cache, pinned)
         kept_in = cache.normalized(result.text) if result is not None else ""
         gone = [i for i, key in enumerate(keys) if not is_kept_key(key, kept_in)]

@@ -411,6 +411,23 @@ def test_what_a_compaction_re_injects_counts_against_what_it_saved() -> None:
     assert agg["ops_by_type"] == {"insert": 3, "summarize": 1}
 
 
+def test_a_summary_the_provider_encrypted_has_no_ratio_rather_than_zero() -> None:
+    # Codex's compaction item: the summary is encrypted, no text to count.
+    before = context_of(80, tool=40)
+    step = summarize(before, "t1", "")
+    opaque = replace(
+        step.ops[0].result,
+        content=[{"type": "compaction", "encrypted_content": "gAAAAB..."}],
+    )
+    after = [opaque if m.id == "sum_1" else m for m in step.after]
+    out = stats(replace(step, after=after, ops=[replace(step.ops[0], result=opaque)]))
+    op = out["ops"][0]
+    assert (op["tokens_in"], op["tokens_out"], op["ratio"]) == (40, 0, None)
+    assert "ratio_aggressive" not in out["flags"]
+    # A summary with text keeps its ratio.
+    assert stats(summarize(before, "t1", text_of(10)))["ops"][0]["ratio"] == 0.25
+
+
 # --- aggregates
 
 

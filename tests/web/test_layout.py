@@ -132,3 +132,22 @@ def test_a_compactions_before_shows_what_was_reported_before_it_not_the_after(
         assert stats["reported_error"]["before"] is None
     else:
         assert before == f"{reported_before - stats['tokens']['before']:,}"
+
+
+def test_a_summary_the_provider_encrypted_shows_no_ratio_and_says_why(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    logs = [{"id": f"log{k}", "role": "tool", "content": LOG} for k in range(2)]
+    item = {
+        "id": "cmp",
+        "role": "user",
+        "content": [{"type": "compaction", "encrypted_content": "gAAAAB-opaque"}],
+    }
+    compact = {"action": "summarize", "targets": ["log0", "log1"], "result": item}
+    session = seed([step("enc", 0, logs, action=compact)])  # fmt: skip
+    page = login("viewer").get(f"/sessions/{session.pk}/steps/0/").content.decode()
+    stats = page[page.index('class="op-stats"') :].split("</div>")[0]
+    # It read "19,631 → 0 tokens · ratio 0.00", and the step was flagged ratio_aggressive.
+    assert "→ 0 tokens" in stats and "ratio 0" not in stats
+    assert "as a summary the provider encrypted: no ratio" in stats
+    assert "ratio_aggressive" not in page
