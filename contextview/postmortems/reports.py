@@ -494,8 +494,34 @@ def _md_op(op: dict[str, Any]) -> list[str]:
 
 def _md_body(text: str) -> str:
     """An annotation's Markdown as its author wrote it, but never its raw HTML: the
-    dashboard shows such HTML as text, and so must any viewer of the report."""
-    return _HTML_START.sub("&lt;", text)
+    dashboard shows such HTML as text, and so must any viewer of the report. Its
+    headings go under the report's own (a note's "## Root cause" was a section of the
+    report between Annotations and Directives)."""
+    return _NOTE_HEADING.sub(r"###\1", _HTML_START.sub("&lt;", text))
+
+
+# A heading line of a note (ATX, up to three spaces in), the #s kept to nest it.
+_NOTE_HEADING = re.compile(r"^ {0,3}(#{1,6}[ \t])", re.M)
+
+
+def _md_figures(aggregates: Any) -> list[str]:
+    """The session's figures as the page and the HTML report head them: peak occupancy,
+    tokens saved, entity retention, and its flags with their counts."""
+    if not isinstance(aggregates, dict) or not aggregates:
+        return []
+
+    def share(value: Any) -> str:
+        return f"{value:.0%}" if isinstance(value, int | float) else "-"
+
+    lines = [
+        f"- peak occupancy: {share(aggregates.get('peak_occupancy'))}; "
+        f"tokens saved: {_count(aggregates.get('tokens_saved'))}; "
+        f"entity retention: {share(aggregates.get('entity_retention'))}"
+    ]
+    flags = aggregates.get("flag_counts")
+    if isinstance(flags, dict) and any(flags.values()):
+        lines.append("- flags: " + ", ".join(f"{k} x {n}" for k, n in flags.items() if n))
+    return lines
 
 
 def budget_text(budget: Any, escape: Callable[[str], str] = str) -> str:
@@ -616,7 +642,9 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines = [f"# Session {_md(s['session_id'])}", ""]
     if report["incident"]:
         inc = report["incident"]
-        lines += [f"**Incident ({inc['severity']}):** {_md(inc['title'])}", ""]
+        resolved = inc.get("resolved_at")
+        state = f" (resolved {time_text(resolved)})" if resolved else " (open)"
+        lines += [f"**Incident ({inc['severity']}):** {_md(inc['title'])}{state}", ""]
     shown = report["shown"]
     status = ", ".join(shown["status"])
     if shown["imported_from"]:
@@ -628,6 +656,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"- budget: {budget_text(s['budget'], _md) or '-'}",
         *window_line(shown["limit"]),
         f"- pinned: {_md_list(s['pinned']) or '-'}",
+        *_md_figures(s.get("aggregates")),
         f"- steps: {s['steps']}; "
         + (
             "started: not in the transcript, which wrote no times "
@@ -643,9 +672,12 @@ def report_markdown(report: dict[str, Any]) -> str:
     ]
     for t in report["timeline"]:
         occ = t.get("occupancy_after")
+        # The occupancy counts what the provider read beyond the log: said beside it.
+        unseen = f" (+{t['unseen_tokens']:,} unseen)" if t.get("unseen_tokens") else ""
+        share = f"{occ:.0%}" if occ is not None else "-"
         lines.append(
             f"| {t['index']} | {_md(t['mode'] or '-')} | {_count(t.get('tokens_before'))} | "
-            f"{_count(t.get('tokens_after'))} | {f'{occ:.0%}' if occ is not None else '-'} | "
+            f"{_count(t.get('tokens_after'))}{unseen} | {share} | "
             f"{', '.join(t.get('ops', [])) or '-'} | {', '.join(t.get('flags', [])) or '-'} |"
         )
     lines += ["", "## Flagged steps", ""]

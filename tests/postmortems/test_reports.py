@@ -13,6 +13,7 @@ from contextview.postmortems.services import (
     annotation_delete,
     annotation_update,
     incident_mark,
+    incident_resolve,
 )
 from contextview.sessions.models import Session, Step
 from contextview.stats.services import session_stats_compute
@@ -71,6 +72,31 @@ def test_it_reports_lost_entities_annotations_and_directives_in_markdown(
     assert "SO20260101007" in text.split("## Lost entities")[1]
     assert "**root-cause** by alice on step 0" in text
     assert "restore log: pending" in text
+
+
+@pytest.mark.django_db
+def test_the_markdown_report_heads_the_figures_and_the_incidents_state_as_the_page_does(
+    api: Api, lossy_session: Session
+) -> None:
+    alice = User.objects.create(username="alice")
+    annotation_create(
+        session=lossy_session, author=alice, step_index=None, label="root-cause",
+        body="## Root cause\n\nThe summary dropped the order id.",
+    )  # fmt: skip
+    incident = incident_mark(session=lossy_session, user=alice, title="Lost", severity="sev2")
+    text = api.get("/sessions/orders/report.md").content.decode()
+    assert "**Incident (sev2):** Lost (open)" in text
+    aggregates = Session.objects.get(pk=lossy_session.pk).aggregates
+    peak = aggregates["peak_occupancy"]
+    peak = "-" if peak is None else f"{peak:.0%}"
+    saved = f"tokens saved: {aggregates['tokens_saved']:,}"
+    assert f"- peak occupancy: {peak}; {saved}; entity retention: " in text
+    assert "- flags: entity_loss x 1" in text
+    # The note's heading goes under the report's Annotations, not beside it.
+    assert "\n##### Root cause\n" in text and "\n## Root cause" not in text
+    incident_resolve(incident=incident)
+    text = api.get("/sessions/orders/report.md").content.decode()
+    assert "**Incident (sev2):** Lost (resolved " in text
 
 
 @pytest.mark.django_db

@@ -97,6 +97,9 @@ def test_the_step_list_shows_the_unseen_tokens_its_occupancy_counts(
     report = client.get(f"/sessions/{session.pk}/report.html").content.decode()
     row = report[report.index('id="step-0"') :].split("</tr>")[0]
     assert f"+{stats['unseen_tokens']:,} unseen</span>" in row
+    markdown = client.get(f"/sessions/{session.pk}/report.md").content.decode()
+    row = markdown[markdown.index("\n| 0 |") :].split("\n")[1]
+    assert f"(+{stats['unseen_tokens']:,} unseen)" in row
 
 
 def _unseen_row(page: str) -> tuple[str, str]:
