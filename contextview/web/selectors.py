@@ -1763,8 +1763,17 @@ def incident_list(
     return [IncidentRow(i, _first_line_html(causes.get(i.session_id, ""))) for i in incidents]
 
 
+# A Markdown heading's marks: a note's first line of text is shown without them (its
+# "## Root cause" heading alone said nothing of the cause; the paragraph under it does).
+_HEADING_MARKS = re.compile(r" {0,3}#{1,6}(?:[ \t]+|$)")
+
+
 def _first_line_html(markdown: str, limit: int = 160) -> SafeString:
-    line = markdown.strip().split("\n", 1)[0][:limit]
+    """The first line of a note that says something, as inline Markdown: a heading
+    line only when nothing follows it."""
+    lines = [line.strip() for line in markdown.strip().split("\n") if line.strip()]
+    said = [line for line in lines if not _HEADING_MARKS.match(line)]
+    line = (said or [_HEADING_MARKS.sub("", lines[0], count=1)] if lines else [""])[0][:limit]
     # Sanitized by nh3 like every rendered annotation.
     return mark_safe(render_markdown(line)) if line else mark_safe("")
 

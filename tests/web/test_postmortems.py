@@ -189,6 +189,9 @@ def test_it_lets_editors_mark_and_resolve_incidents_and_lists_them(
     viewer_user = User.objects.get(username="viewer-user")
     annotation_create(session=order_session, author=viewer_user, body="The **summary** dropped it",
                       label="root-cause", step_index=0)  # fmt: skip
+    # A cause written under a heading is listed by what it says (the heading alone was).
+    annotation_create(session=other, author=viewer_user, label="root-cause", step_index=None,
+                      body="## Root cause\n\nThe run waited on **the lock**.")  # fmt: skip
 
     def listed(query: str = "") -> str:
         return viewer.get(f"/projects/acme/incidents/?{query}").content.decode()
@@ -196,6 +199,8 @@ def test_it_lets_editors_mark_and_resolve_incidents_and_lists_them(
     everything = listed()
     assert "Order id lost in summary" in everything and "Slow run" in everything
     assert "The <strong>summary</strong> dropped it" in everything
+    assert "The run waited on <strong>the lock</strong>." in everything
+    assert "<h2>Root cause</h2>" not in everything
     assert everything.index("sev2") < everything.index("sev4")
     assert "Slow run" not in listed("severity=sev2")
     assert "Order id lost in summary" not in listed("q=slow")
