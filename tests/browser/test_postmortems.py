@@ -82,8 +82,20 @@ def test_it_annotates_and_shares_a_link_to_a_message(
     page.click("#annotations-step li.editing button[type=submit]")
     page.wait_for_selector('#annotations-step li:has-text("Edited: the summary")')
     _settled(page, "#annotations-step")
-    page.locator('#annotations-step li:has-text("Edited: the summary") .delete-note button').click()
+    delete = page.locator(
+        '#annotations-step li:has-text("Edited: the summary") .delete-note button'
+    )
+    # Asked first (one click deleted it): answered no, the note stays.
+    delete.click()
+    page.wait_for_timeout(300)
+    assert watched.dialogs == ["Delete this note? It cannot be undone."], watched.dialogs
+    assert page.locator('#annotations-step li:has-text("Edited: the summary")').count() == 1
+    watched.dialogs.clear()
+    page.remove_listener("dialog", watched._dialog)
+    page.once("dialog", lambda dialog: dialog.accept())
+    delete.click()
     page.wait_for_selector('#annotations-step li:has-text("Edited: the summary")', state="detached")
+    page.on("dialog", watched._dialog)
     assert theirs.count() == 1
 
     # Copy a message's permalink, open it: the page lands on that message, highlighted.
