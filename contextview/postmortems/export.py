@@ -54,7 +54,12 @@ def sessions_rows(sessions: QuerySet[Session]) -> Iterator[dict[str, Any]]:
 
 
 def _session_rows(session: Session) -> Iterator[dict[str, Any]]:
-    outcome = {"status": session.status, "score": session.score}
+    # A transcript read by an import ran to its end; without the verdict its log may
+    # give, its outcome is not known (what session_end's "unknown" says), not "running".
+    status = session.status
+    if status == Session.Status.RUNNING and session.imported_from:
+        status = Session.Status.UNKNOWN
+    outcome = {"status": status, "score": session.score}
     # Each distinct message once per session: `obs` and `after` are numbers, and a row
     # carries the messages first used in it under `messages`.
     table = Distinct()

@@ -170,3 +170,21 @@ def test_the_comparison_and_the_incidents_list_say_imported_and_n_a_as_the_list_
     ):
         assert ">imported</span>" in page and ">running<" not in page
         assert re.search(r'title="Imported from a claude-code transcript[^"]*">n/a</span>', page)
+
+
+def test_the_training_set_gives_an_imported_transcripts_outcome_as_unknown_not_running(
+    api: Api, login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    import json
+
+    assert (
+        upload(api, ("cc-refund.jsonl", _claude_code("cc-refund", _user("Why?")))).status_code
+        == 201
+    )
+    assert upload(api, fixture("swe_agent.traj")).status_code == 201  # its log gives a verdict
+    seed([step("live-bot", 0, [{"id": "u1", "role": "user", "content": "Hello"}])])
+    response = login().get(f"/projects/{api.project.slug}/export/steps.jsonl")
+    rows = [json.loads(line) for line in b"".join(response.streaming_content).splitlines()]
+    outcome = {row["session_id"]: row["outcome"]["status"] for row in rows}
+    assert outcome["cc-refund"] == "unknown"  # a finished transcript, no verdict: was "running"
+    assert outcome["swe_agent"] == "succeeded" and outcome["live-bot"] == "running"
