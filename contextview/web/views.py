@@ -773,6 +773,16 @@ def _direct(request: HtmxHttpRequest, pk: int, **fields: Any) -> HttpResponse:
     session, access = _session_or_404(request, pk)
     if not access.can_direct:
         raise PermissionDenied("Only editors and admins can send directives.")
+    if session.imported_from:
+        # The page offers no form: no agent is connected to read one. (It was stored,
+        # and expired at once.)
+        error = (
+            f"this session was imported from a {session.imported_from} transcript: "
+            "no agent is connected to it to receive a directive"
+        )
+        if _fragment(request):
+            return _directives_response(request, session, error=error, status=409, sent=True)
+        return HttpResponse(f"Not sent: {error}", status=409, content_type="text/plain")
     try:
         directive_create(session=session, user=request.user, **fields)
     except InputError as exc:

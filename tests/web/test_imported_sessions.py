@@ -188,3 +188,23 @@ def test_the_training_set_gives_an_imported_transcripts_outcome_as_unknown_not_r
     outcome = {row["session_id"]: row["outcome"]["status"] for row in rows}
     assert outcome["cc-refund"] == "unknown"  # a finished transcript, no verdict: was "running"
     assert outcome["swe_agent"] == "succeeded" and outcome["live-bot"] == "running"
+
+
+def test_the_dashboard_sends_no_directive_to_an_imported_transcript(
+    api: Api, login: Callable[..., Client]
+) -> None:
+    from contextview.sessions.models import Directive
+
+    assert (
+        upload(api, ("cc-refund.jsonl", _claude_code("cc-refund", _user("Why?")))).status_code
+        == 201
+    )
+    session = Session.objects.get(project=api.project, external_id="cc-refund")
+    client = login("editor")
+    # The page offers no form; a POST made one anyway, expired at once.
+    for url, data in ((f"/sessions/{session.pk}/mode/", {"mode": "sliding"}),
+                      (f"/sessions/{session.pk}/restore/", {"id": ["m1"]})):  # fmt: skip
+        response = client.post(url, data)
+        assert response.status_code == 409, url
+        assert "imported from a claude-code transcript" in response.content.decode()
+    assert not Directive.objects.filter(session=session).exists()
