@@ -267,7 +267,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"refusals": {"()": "contextview.web.logs.RefusalsInOneLine"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["refusals"]}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "WARNING")},
 }
 
