@@ -195,3 +195,9 @@ def prices_from_json(text: str) -> dict[str, Price]:
             cache_write=values["cache_write"],
         )
     return prices
+
+
+def usd_text(value: float) -> str:
+    """Dollars as the pages and reports write them: cents for a dollar or more, four
+    decimals below (a call costs little)."""
+    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"

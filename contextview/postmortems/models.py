@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -28,6 +30,12 @@ class Annotation(models.Model):
     class Meta:
         db_table = "cv_annotation"
         indexes = [models.Index(fields=["session", "step_index"], name="annotation_by_step")]
+
+    @property
+    def edited(self) -> bool:
+        """Whether it was changed after it was written (what the page marks "(edited)"
+        and the reports give as ``edited_at``)."""
+        return self.updated_at - self.created_at > timedelta(seconds=1)
 
 
 class Incident(models.Model):

@@ -16,6 +16,9 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from typing import Any
 
+from django.conf import settings
+
+from contextview.core.cost import summed_cost, usd_text
 from contextview.core.diff import ContextDiff, diff_contexts, word_diff
 from contextview.core.distinct import Distinct, Ranged
 from contextview.core.layout import first_line
@@ -266,6 +269,19 @@ def _loss_lists(session: Session) -> dict[str, Any]:
     }
 
 
+def _cost(session: Session) -> dict[str, Any] | None:
+    by_model = (session.aggregates or {}).get("usage_by_model")
+    total = summed_cost(by_model, settings.MODEL_PRICES) if isinstance(by_model, dict) else None
+    if total is None:
+        return None
+    return {
+        "usd": round(total.usd, 6) if total.priced else None,
+        "calls_priced": total.priced,
+        "calls_unpriced": total.unpriced,
+        "unknown_models": list(total.unknown_models),
+    }
+
+
 def session_report(session: Session) -> dict[str, Any]:
     timeline = list(session_timeline(session))
     flagged = [t["index"] for t in timeline if t.get("flags")]
@@ -294,6 +310,9 @@ def session_report(session: Session) -> dict[str, Any]:
             "status": session.status_shown,
             "mode": session.mode_shown or None,
             "imported_from": session.imported_from or None,
+            # What its calls cost by the price table, as the page heads it (None when no
+            # call reported its usage).
+            "cost": _cost(session),
             # When its transcript wrote no times, they are the import's: when that was.
             "imported_at": (
                 session.last_event_at.isoformat() if session.times_from_import else None
@@ -304,6 +323,7 @@ def session_report(session: Session) -> dict[str, Any]:
                 "title": incident.title,
                 "severity": incident.severity,
                 "created_at": incident.created_at.isoformat(),
+                "marked_by": incident.created_by.username if incident.created_by else None,
                 "resolved_at": incident.resolved_at.isoformat() if incident.resolved_at else None,
             }
             if incident
@@ -321,6 +341,8 @@ def session_report(session: Session) -> dict[str, Any]:
                 "label": a.label,
                 "author": a.author.username,
                 "created_at": a.created_at.isoformat(),
+                # When it was last edited, as the page's "(edited)" says; None if never.
+                "edited_at": a.updated_at.isoformat() if a.edited else None,
                 "step": a.step_index,
                 "message": a.message_id or None,
                 "body": a.body,
@@ -504,6 +526,19 @@ def _md_body(text: str) -> str:
 _NOTE_HEADING = re.compile(r"^ {0,3}(#{1,6}[ \t])", re.M)
 
 
+def _md_cost(cost: Any) -> list[str]:
+    """The cost line, as the page heads it: dollars by the price table, and the calls
+    it has no price for."""
+    if not isinstance(cost, dict):
+        return []
+    usd = cost.get("usd")
+    line = f"- cost: {'-' if usd is None else usd_text(usd)}"
+    if cost.get("calls_unpriced"):
+        models = ", ".join(_md(m) for m in cost.get("unknown_models", []))
+        line += f" ({cost['calls_unpriced']} calls not priced: {models} not in the price table)"
+    return [line]
+
+
 def _md_figures(aggregates: Any) -> list[str]:
     """The session's figures as the page and the HTML report head them: peak occupancy,
     tokens saved, entity retention, and its flags with their counts."""
@@ -644,6 +679,8 @@ def report_markdown(report: dict[str, Any]) -> str:
         inc = report["incident"]
         resolved = inc.get("resolved_at")
         state = f" (resolved {time_text(resolved)})" if resolved else " (open)"
+        if inc.get("marked_by"):
+            state += f", marked by {_md(inc['marked_by'])} {time_text(inc['created_at'])}"
         lines += [f"**Incident ({inc['severity']}):** {_md(inc['title'])}{state}", ""]
     shown = report["shown"]
     status = ", ".join(shown["status"])
@@ -657,6 +694,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         *window_line(shown["limit"]),
         f"- pinned: {_md_list(s['pinned']) or '-'}",
         *_md_figures(s.get("aggregates")),
+        *_md_cost(shown.get("cost")),
         f"- steps: {s['steps']}; "
         + (
             "started: not in the transcript, which wrote no times "
@@ -722,8 +760,11 @@ def report_markdown(report: dict[str, Any]) -> str:
         where = f"step {a['step']}" if a["step"] is not None else "session"
         if a["message"]:
             where += f", message {_md(a['message'])}"
+        when = time_text(a["created_at"])
+        if a.get("edited_at"):
+            when += f", edited {time_text(a['edited_at'])}"
         lines += [
-            f"**{a['label']}** by {_md(a['author'])} on {where} ({time_text(a['created_at'])}):",
+            f"**{a['label']}** by {_md(a['author'])} on {where} ({when}):",
             "",
             _md_body(a["body"]),
             "",

@@ -1684,8 +1684,7 @@ class AnnotationView:
 
     @property
     def edited(self) -> bool:
-        a = self.annotation
-        return a.updated_at - a.created_at > timedelta(seconds=1)
+        return self.annotation.edited
 
 
 def annotation_views(

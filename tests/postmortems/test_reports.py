@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
 
 from contextview.core.errors import InputError
+from contextview.postmortems.models import Annotation
 from contextview.postmortems.services import (
     NotAllowed,
     annotation_create,
@@ -84,8 +86,19 @@ def test_the_markdown_report_heads_the_figures_and_the_incidents_state_as_the_pa
         body="## Root cause\n\nThe summary dropped the order id.",
     )  # fmt: skip
     incident = incident_mark(session=lossy_session, user=alice, title="Lost", severity="sev2")
+    note = annotation_create(
+        session=lossy_session, author=alice, step_index=0, label="note", body="First take."
+    )
+    Annotation.objects.filter(pk=note.pk).update(created_at=note.created_at - timedelta(hours=1))
+    note.refresh_from_db()
+    annotation_update(annotation=note, user=alice, body="Second take.", label="note")
     text = api.get("/sessions/orders/report.md").content.decode()
-    assert "**Incident (sev2):** Lost (open)" in text
+    assert "**Incident (sev2):** Lost (open), marked by alice " in text
+    assert ", edited " in text.split("Second take.")[0].rsplit("**note**", 1)[1]
+    data = json.loads(b"".join(api.get("/sessions/orders/report.json").streaming_content))
+    assert data["report"]["incident"]["marked_by"] == "alice"
+    edited = [a["edited_at"] for a in data["report"]["annotations"]]
+    assert edited.count(None) == 1 and len(edited) == 2
     aggregates = Session.objects.get(pk=lossy_session.pk).aggregates
     peak = aggregates["peak_occupancy"]
     peak = "-" if peak is None else f"{peak:.0%}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -154,3 +155,18 @@ def test_a_summary_the_provider_encrypted_shows_no_ratio_and_says_why(
     assert "→ 0 tokens" in stats and "ratio 0" not in stats
     assert "as a summary the provider encrypted: no ratio" in stats
     assert "ratio_aggressive" not in page
+
+
+def test_the_reports_head_the_sessions_cost_as_its_page_does(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    # The page said "Cost $0.19"; neither report had a cost.
+    session = seed(layout_session("priced"))
+    client = login("viewer")
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    shown = re.search(r'<dd id="session-cost">(\$[0-9.,]+)', page)
+    assert shown, "the page shows a cost"
+    html = client.get(f"/sessions/{session.pk}/report.html").content.decode()
+    assert f'<dt>Cost</dt><dd id="session-cost">{shown.group(1)}' in html
+    markdown = client.get(f"/sessions/{session.pk}/report.md").content.decode()
+    assert f"\n- cost: {shown.group(1)}\n" in markdown

@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from contextview.core.cost import usd_text
 from contextview.core.layout import first_line as line_start
 from contextview.core.liveness import Liveness, duration_text, time_text
 from contextview.core.model import content_text
@@ -221,4 +222,4 @@ def usd(value: Any) -> str:
     """Dollars: cents for a dollar or more, four decimals below (a call costs little)."""
     if not isinstance(value, int | float):
         return "—"
-    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+    return usd_text(value)
