@@ -325,6 +325,7 @@ def session_report(session: Session) -> dict[str, Any]:
                 "created_at": incident.created_at.isoformat(),
                 "marked_by": incident.created_by.username if incident.created_by else None,
                 "resolved_at": incident.resolved_at.isoformat() if incident.resolved_at else None,
+                "resolved_by": incident.resolved_by.username if incident.resolved_by else None,
             }
             if incident
             else None
@@ -678,7 +679,8 @@ def report_markdown(report: dict[str, Any]) -> str:
     if report["incident"]:
         inc = report["incident"]
         resolved = inc.get("resolved_at")
-        state = f" (resolved {time_text(resolved)})" if resolved else " (open)"
+        by = f" by {_md(inc['resolved_by'])}" if inc.get("resolved_by") else ""
+        state = f" (resolved {time_text(resolved)}{by})" if resolved else " (open)"
         if inc.get("marked_by"):
             state += f", marked by {_md(inc['marked_by'])} {time_text(inc['created_at'])}"
         lines += [f"**Incident ({inc['severity']}):** {_md(inc['title'])}{state}", ""]

@@ -90,7 +90,17 @@ def incident_mark(*, session: Session, user: User, title: str, severity: str) ->
     return incident
 
 
-def incident_resolve(*, incident: Incident) -> None:
+def incident_resolve(*, incident: Incident, user: User | None = None) -> None:
     if incident.resolved_at is None:
         incident.resolved_at = timezone.now()
-        incident.save(update_fields=["resolved_at"])
+        incident.resolved_by = user
+        incident.save(update_fields=["resolved_at", "resolved_by"])
+
+
+def incident_reopen(*, incident: Incident) -> None:
+    """Open again an incident resolved too soon: it keeps its title, severity and who
+    marked it."""
+    if incident.resolved_at is not None:
+        incident.resolved_at = None
+        incident.resolved_by = None
+        incident.save(update_fields=["resolved_at", "resolved_by"])

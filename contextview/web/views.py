@@ -59,6 +59,7 @@ from contextview.postmortems.services import (
     annotation_delete,
     annotation_update,
     incident_mark,
+    incident_reopen,
     incident_resolve,
 )
 from contextview.projects.models import ApiKey, Membership
@@ -1047,7 +1048,10 @@ def incident_close(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     incident = Incident.objects.filter(session=session).first()
     if incident is None:
         raise Http404("this session is not an incident")
-    incident_resolve(incident=incident)
+    if request.POST.get("reopen"):
+        incident_reopen(incident=incident)
+    else:
+        incident_resolve(incident=incident, user=request.user)
     return _incident_response(request, session, access, incident=incident)
 
 

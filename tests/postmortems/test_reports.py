@@ -107,9 +107,9 @@ def test_the_markdown_report_heads_the_figures_and_the_incidents_state_as_the_pa
     assert "- flags: entity_loss x 1" in text
     # The note's heading goes under the report's Annotations, not beside it.
     assert "\n##### Root cause\n" in text and "\n## Root cause" not in text
-    incident_resolve(incident=incident)
+    incident_resolve(incident=incident, user=alice)
     text = api.get("/sessions/orders/report.md").content.decode()
-    assert "**Incident (sev2):** Lost (resolved " in text
+    assert "**Incident (sev2):** Lost (resolved " in text and " by alice)" in text
 
 
 @pytest.mark.django_db

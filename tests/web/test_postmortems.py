@@ -207,9 +207,21 @@ def test_it_lets_editors_mark_and_resolve_incidents_and_lists_them(
     assert 'title="incident: Order id lost in summary">sev2<' in viewer.get("/").content.decode()
 
     editor.post(f"/sessions/{order_session.pk}/incident/resolve/")
-    assert Incident.objects.get(session=order_session).resolved_at is not None
+    resolved = Incident.objects.get(session=order_session)
+    assert resolved.resolved_at is not None and resolved.resolved_by is not None
     assert "Order id lost in summary" not in listed("state=open")
     assert "Order id lost in summary" in listed("state=resolved")
+    page = editor.get(f"/sessions/{order_session.pk}/").content.decode()
+    box = page[page.index('id="incident"') :].split("</div>")[0]
+    assert f" by {resolved.resolved_by.get_username()}</span>" in box and ">Reopen<" in box
+    # Resolved too soon: opened again (there was no way back).
+    reopened = editor.post(
+        f"/sessions/{order_session.pk}/incident/resolve/", {"reopen": "1"}, **HTMX
+    )
+    assert ">open<" in reopened.content.decode() and ">Resolve<" in reopened.content.decode()
+    assert Incident.objects.get(session=order_session).resolved_by is None
+    assert "Order id lost in summary" in listed("state=open")
+    editor.post(f"/sessions/{order_session.pk}/incident/resolve/")
     assert viewer.post(f"/sessions/{other.pk}/incident/resolve/").status_code == 403
 
 
