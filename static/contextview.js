@@ -596,7 +596,14 @@
 
   // The list page a step opened from elsewhere (a chart point, a link in the panel)
   // was last asked for: asked once, so a step the list cannot show is not asked again.
+  // A page of the list the address names (a page paged to, then reloaded) is kept: not
+  // traded for the open step's page.
   let listAskedFor = null;
+  (function () {
+    const asked = new URLSearchParams(window.location.search);
+    const match = window.location.pathname.match(/\/steps\/(\d+)\/$/);
+    if (match && (asked.has("after") || asked.has("before"))) listAskedFor = match[1];
+  })();
 
   function markCurrentStep() {
     const view = document.getElementById("step-view");
@@ -682,6 +689,19 @@
       ev.detail.parameters.first = "1";
     }
   });
+  // A page of the step list ("Later steps →") goes into the address, kept with the
+  // step or comparison open beside it: reloaded or shared, it shows that page again.
+  let pagedTo = null;
+  document.addEventListener("htmx:beforeRequest", function (ev) {
+    const link = ev.detail.elt;
+    if (!link || !link.closest || !link.closest(".pager")) return;
+    const asked = new URL(link.getAttribute("hx-get"), window.location.href).searchParams;
+    pagedTo = ["after", "before"].filter(function (k) { return asked.has(k); })
+      .map(function (k) { return [k, asked.get(k)]; });
+    // Paged away from the open step on purpose: its page is not brought back.
+    const view = document.getElementById("step-view");
+    if (view) listAskedFor = view.dataset.step;
+  });
   let listAtEnd = false;
   document.addEventListener("htmx:beforeSwap", function (ev) {
     const list = ev.detail.target;
@@ -695,6 +715,13 @@
     if (listAtEnd) list.scrollTop = list.scrollHeight;
     fitList();
     markCurrentStep();
+    if (pagedTo) {
+      const address = new URL(window.location.href);
+      ["after", "before", "step"].forEach(function (k) { address.searchParams.delete(k); });
+      pagedTo.forEach(function (kv) { address.searchParams.set(kv[0], kv[1]); });
+      window.history.replaceState(window.history.state, "", address.toString());
+      pagedTo = null;
+    }
   });
   // A form whose answer has no place on this page (a restore previewed on a page of its
   // own has no Directives panel) is sent as a plain form, kept from htmx: the server

@@ -384,3 +384,26 @@ def test_a_phone_reads_the_session_charts_steps_and_legend(
     assert legend["y"] >= plot["y"] + plot["height"], (legend, plot)  # under it
     _shot(chart, "chart-phone.png")
     assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
+
+
+def test_a_page_of_the_step_list_goes_into_the_address_with_the_open_step(
+    api: Api, open_page: Callable[..., Watched]
+) -> None:
+    turns = [{"id": f"m{n}", "role": "user", "content": f"turn {n}"} for n in range(230)]
+    seed_session(api, [step("long-run", n, turns[: n + 1]) for n in range(230)])
+    watched = open_page(api.project, "viewer")
+    page = watched.page
+    open_session(page, "long-run")
+    page.click('table.steps a[data-step="5"]')
+    page.wait_for_selector('#step-view[data-step="5"]')
+    page.click(".pager >> text=Later steps")
+    page.wait_for_selector("#step-row-100")
+    # Paged away from the open step on purpose: not brought back to its page.
+    page.wait_for_timeout(500)
+    assert page.locator("#step-row-100").count() == 1 and page.locator("#step-row-5").count() == 0
+    # It paged without a word in the address: a reload or a shared link lost the page.
+    page.wait_for_url("**/steps/5/?after=99")
+    page.reload()
+    page.wait_for_selector('#step-view[data-step="5"]')
+    assert page.locator("#step-row-100").count() == 1 and page.locator("#step-row-0").count() == 0
+    assert not watched.dialogs and not watched.errors, (watched.dialogs, watched.errors)
