@@ -469,6 +469,11 @@ def _session_page(
             reported_modes=reported_modes,
             directives=directives,
             flag_help=web.FLAG_HELP,
+            # With no step open, the panel says where to look first: its first flagged
+            # step (one indexed query), beside what the aggregates say was lost.
+            first_flagged=(
+                None if step else web.step_neighbors(session=session, index=-1)["next_flagged"]
+            ),
             **window,
             **step,
         ),

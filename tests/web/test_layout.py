@@ -170,3 +170,25 @@ def test_the_reports_head_the_sessions_cost_as_its_page_does(
     assert f'<dt>Cost</dt><dd id="session-cost">{shown.group(1)}' in html
     markdown = client.get(f"/sessions/{session.pk}/report.md").content.decode()
     assert f"\n- cost: {shown.group(1)}\n" in markdown
+
+
+def test_with_no_step_open_the_panel_says_where_to_look_first(
+    login: Callable[..., Client], seed: Callable[..., Session]
+) -> None:
+    from tests.stats.test_loss import amnesia_session
+
+    session = seed(amnesia_session("first-look"))
+    aggregates = Session.objects.get(pk=session.pk).aggregates
+    first = aggregates["amnesia"][0]
+    client = login("viewer")
+    page = client.get(f"/sessions/{session.pk}/").content.decode()
+    panel = page[page.index('id="step-panel"') :].split("</section>")[0]
+    # The panel held a hint alone: what was lost and needed later sat far below the list.
+    assert "Where to look first" in panel
+    assert f'the first at <a href="/sessions/{session.pk}/steps/{first["lost_at"]}/"' in panel
+    assert f">step {first['needed_at']}</a> ({first['how']})" in panel
+    steps = Step.objects.with_stats().filter(session=session).order_by("index")
+    flagged = next(s.index for s in steps if s.stats and s.stats["flags"])
+    assert f'Its first flagged step: <a href="/sessions/{session.pk}/steps/{flagged}/"' in panel
+    opened = client.get(f"/sessions/{session.pk}/steps/0/").content.decode()
+    assert "Where to look first" not in opened
