@@ -16,9 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from typing import Any
 
-from django.conf import settings
-
-from contextview.core.cost import summed_cost, usd_text
+from contextview.core.cost import usd_text
 from contextview.core.diff import ContextDiff, diff_contexts, word_diff
 from contextview.core.distinct import Distinct, Ranged
 from contextview.core.layout import first_line
@@ -39,6 +37,7 @@ from contextview.sessions.selectors import (
     rebilled_results,
     session_as_dict,
     session_budget,
+    session_cost,
     step_contexts,
     steps_shown,
     token_counts,
@@ -270,8 +269,7 @@ def _loss_lists(session: Session) -> dict[str, Any]:
 
 
 def _cost(session: Session) -> dict[str, Any] | None:
-    by_model = (session.aggregates or {}).get("usage_by_model")
-    total = summed_cost(by_model, settings.MODEL_PRICES) if isinstance(by_model, dict) else None
+    total = session_cost(session=session)
     if total is None:
         return None
     return {
@@ -291,7 +289,9 @@ def session_report(session: Session) -> dict[str, Any]:
         .select_related("session", "created_by_user", "created_by_key")
         .order_by("id")
     )
-    incident = Incident.objects.filter(session=session).first()
+    incident = (
+        Incident.objects.filter(session=session).select_related("created_by", "resolved_by").first()
+    )
     details = _flagged_details(session, flagged[:MAX_FLAGGED])
     # A list of lost entities that an earlier step's lists already gives says so.
     _lost_once(
@@ -323,7 +323,7 @@ def session_report(session: Session) -> dict[str, Any]:
                 "title": incident.title,
                 "severity": incident.severity,
                 "created_at": incident.created_at.isoformat(),
-                "marked_by": incident.created_by.username if incident.created_by else None,
+                "marked_by": incident.created_by.username,
                 "resolved_at": incident.resolved_at.isoformat() if incident.resolved_at else None,
                 "resolved_by": incident.resolved_by.username if incident.resolved_by else None,
             }
@@ -545,14 +545,10 @@ def _md_figures(aggregates: Any) -> list[str]:
     tokens saved, entity retention, and its flags with their counts."""
     if not isinstance(aggregates, dict) or not aggregates:
         return []
-
-    def share(value: Any) -> str:
-        return f"{value:.0%}" if isinstance(value, int | float) else "-"
-
     lines = [
-        f"- peak occupancy: {share(aggregates.get('peak_occupancy'))}; "
+        f"- peak occupancy: {_share(aggregates.get('peak_occupancy'))}; "
         f"tokens saved: {_count(aggregates.get('tokens_saved'))}; "
-        f"entity retention: {share(aggregates.get('entity_retention'))}"
+        f"entity retention: {_share(aggregates.get('entity_retention'))}"
     ]
     flags = aggregates.get("flag_counts")
     if isinstance(flags, dict) and any(flags.values()):
@@ -583,6 +579,11 @@ def budget_text(budget: Any, escape: Callable[[str], str] = str) -> str:
         )
         text = f"{text}; {listed}" if text else listed
     return text
+
+
+def _share(value: Any) -> str:
+    """A fraction as the pages show it ("84%"), "-" for none."""
+    return f"{value:.0%}" if isinstance(value, int | float) else "-"
 
 
 def _count(value: Any) -> str:
@@ -711,13 +712,11 @@ def report_markdown(report: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for t in report["timeline"]:
-        occ = t.get("occupancy_after")
         # The occupancy counts what the provider read beyond the log: said beside it.
         unseen = f" (+{t['unseen_tokens']:,} unseen)" if t.get("unseen_tokens") else ""
-        share = f"{occ:.0%}" if occ is not None else "-"
         lines.append(
             f"| {t['index']} | {_md(t['mode'] or '-')} | {_count(t.get('tokens_before'))} | "
-            f"{_count(t.get('tokens_after'))}{unseen} | {share} | "
+            f"{_count(t.get('tokens_after'))}{unseen} | {_share(t.get('occupancy_after'))} | "
             f"{', '.join(t.get('ops', [])) or '-'} | {', '.join(t.get('flags', [])) or '-'} |"
         )
     lines += ["", "## Flagged steps", ""]

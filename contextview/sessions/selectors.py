@@ -11,10 +11,12 @@ from datetime import datetime
 from operator import attrgetter
 from typing import Any, TypeVar
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import Q, QuerySet
 
 from contextview.core.blobs import pack, unpack
+from contextview.core.cost import Total, summed_cost, total_cost
 from contextview.core.diff import diff_contexts
 from contextview.core.infer import COMPACTED, Inferred
 from contextview.core.layout import message_label
@@ -776,3 +778,17 @@ def session_archive(*, session: Session) -> list[dict[str, Any]]:
         }
         for f in folds
     ]
+
+
+def session_cost(*, session: Session) -> Total | None:
+    """What the session's calls cost by the price table; None when none reported usage.
+
+    From the usage the statistics worker summed by model (``usage_by_model`` of the
+    aggregates), as of the steps computed so far; aggregates written before it summed
+    them are read the long way, every call's usage."""
+    by_model = (session.aggregates or {}).get("usage_by_model")
+    if isinstance(by_model, dict):
+        return summed_cost(by_model, settings.MODEL_PRICES)
+    calls = Step.objects.filter(session=session, usage__isnull=False).values_list("model", "usage")
+    return total_cost([(model or session.model, usage) for model, usage in calls],
+                      settings.MODEL_PRICES)  # fmt: skip

@@ -29,7 +29,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 
-from contextview.core.cost import Cost, Total, call_cost, summed_cost, total_cost
+from contextview.core.cost import Cost, call_cost
 from contextview.core.diff import diff_contexts
 from contextview.core.entities import entity_sources
 from contextview.core.importers import IMPORTED
@@ -1225,20 +1225,6 @@ class StepView:
         )
 
 
-def session_cost(*, session: Session) -> Total | None:
-    """What the session's calls cost by the price table; None when none reported usage.
-
-    From the usage the statistics worker summed by model (``usage_by_model`` of the
-    aggregates), as of the steps computed so far; aggregates written before it summed
-    them are read the long way, every call's usage."""
-    by_model = (session.aggregates or {}).get("usage_by_model")
-    if isinstance(by_model, dict):
-        return summed_cost(by_model, settings.MODEL_PRICES)
-    calls = Step.objects.filter(session=session, usage__isnull=False).values_list("model", "usage")
-    return total_cost([(model or session.model, usage) for model, usage in calls],
-                      settings.MODEL_PRICES)  # fmt: skip
-
-
 def _context_tokens(cells: Sequence[int | None]) -> int | None:
     return sum(t for t in cells if t is not None) if cells and None not in cells else None
 
@@ -1258,6 +1244,16 @@ SELECT
   (SELECT index FROM cv_step_stats WHERE session_id = %(s)s AND index > %(i)s
     AND {FLAGGED_SQL} ORDER BY index LIMIT 1)
 """
+
+
+def first_flagged_step(*, session: Session) -> int | None:
+    """The index of the session's first flagged step (the partial index serves it)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT min(index) FROM cv_step_stats WHERE session_id = %s AND {FLAGGED_SQL}",
+            [session.pk],
+        )
+        return cursor.fetchone()[0]
 
 
 def step_neighbors(*, session: Session, index: int) -> dict[str, int | None]:
@@ -1770,9 +1766,11 @@ _HEADING_MARKS = re.compile(r" {0,3}#{1,6}(?:[ \t]+|$)")
 def _first_line_html(markdown: str, limit: int = 160) -> SafeString:
     """The first line of a note that says something, as inline Markdown: a heading
     line only when nothing follows it."""
-    lines = [line.strip() for line in markdown.strip().split("\n") if line.strip()]
-    said = [line for line in lines if not _HEADING_MARKS.match(line)]
-    line = (said or [_HEADING_MARKS.sub("", lines[0], count=1)] if lines else [""])[0][:limit]
+    lines = [line.strip() for line in markdown.split("\n") if line.strip()]
+    said = next((line for line in lines if not _HEADING_MARKS.match(line)), None)
+    if said is None:
+        said = _HEADING_MARKS.sub("", lines[0], count=1) if lines else ""
+    line = said[:limit]
     # Sanitized by nh3 like every rendered annotation.
     return mark_safe(render_markdown(line)) if line else mark_safe("")
 

@@ -471,9 +471,7 @@ def _session_page(
             flag_help=web.FLAG_HELP,
             # With no step open, the panel says where to look first: its first flagged
             # step (one indexed query), beside what the aggregates say was lost.
-            first_flagged=(
-                None if step else web.step_neighbors(session=session, index=-1)["next_flagged"]
-            ),
+            first_flagged=None if step else web.first_flagged_step(session=session),
             **window,
             **step,
         ),
@@ -779,22 +777,26 @@ def _direct(request: HtmxHttpRequest, pk: int, **fields: Any) -> HttpResponse:
     session, access = _session_or_404(request, pk)
     if not access.can_direct:
         raise PermissionDenied("Only editors and admins can send directives.")
+    error, status = "", 400
     if session.imported_from:
         # The page offers no form: no agent is connected to read one. (It was stored,
         # and expired at once.)
-        error = (
-            f"this session was imported from a {session.imported_from} transcript: "
-            "no agent is connected to it to receive a directive"
+        error, status = (
+            (
+                f"this session was imported from a {session.imported_from} transcript: "
+                "no agent is connected to it to receive a directive"
+            ),
+            409,
         )
+    else:
+        try:
+            directive_create(session=session, user=request.user, **fields)
+        except InputError as exc:
+            error = str(exc)
+    if error:
         if _fragment(request):
-            return _directives_response(request, session, error=error, status=409, sent=True)
-        return HttpResponse(f"Not sent: {error}", status=409, content_type="text/plain")
-    try:
-        directive_create(session=session, user=request.user, **fields)
-    except InputError as exc:
-        if _fragment(request):
-            return _directives_response(request, session, error=str(exc), status=400, sent=True)
-        return HttpResponse(f"Not sent: {exc}", status=400, content_type="text/plain")
+            return _directives_response(request, session, error=error, status=status, sent=True)
+        return HttpResponse(f"Not sent: {error}", status=status, content_type="text/plain")
     if _fragment(request):
         response = _directives_response(request, session, sent=True)
         response["HX-Trigger"] = "directive-sent"

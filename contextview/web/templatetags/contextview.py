@@ -23,7 +23,8 @@ from contextview.core.numbers import counts_marked
 from contextview.core.parts import Block
 from contextview.core.parts import blocks as parts_blocks
 from contextview.projects import selectors as projects
-from contextview.web.selectors import message_anchor, session_cost, session_liveness
+from contextview.sessions.selectors import session_cost
+from contextview.web.selectors import message_anchor, session_liveness
 from contextview.web.staticfiles import PLOTLY_STATIC
 from contextview.web.views import permalink_path
 
