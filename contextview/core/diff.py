@@ -1,14 +1,17 @@
 """How one context became another, message by message and word by word.
 
 Messages are matched by id: an id in both contexts is the same message, whose
-content may have changed and whose place may have moved.
+content may have changed and whose place may have moved. A message the caller
+knows was rewritten under a new id (content-addressed ids change with the
+content: an OTLP or imported session's rewrite or truncate, which the server
+infers) is matched to the one it replaced, and so is changed, not removed and added.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
@@ -143,35 +146,70 @@ def diff_contexts(
     a: Sequence[Message],
     b: Sequence[Message],
     words: Callable[[str, str], list[tuple[str, str]]] = word_diff,
+    replaced: Mapping[str, str] | None = None,
 ) -> ContextDiff:
     """How `a` became `b`; a changed message's words as `words` gives them (a report of
-    many steps that change a message the same way passes one that remembers)."""
+    many steps that change a message the same way passes one that remembers).
+
+    `replaced` maps an id of `b` to the id of `a` whose message it rewrote (see the
+    module); a pair is matched only where neither id is in both contexts.
+    """
     index_a: dict[str, int] = {}
     for i, m in enumerate(a):
         index_a.setdefault(m.id, i)
+    keys = [m.id for m in b]  # what each message of b is matched in a by
+    if replaced:
+        keys = _matched_ids(keys, replaced, index_a)
     index_b: dict[str, int] = {}
-    for j, m in enumerate(b):
-        index_b.setdefault(m.id, j)
+    for j, key in enumerate(keys):
+        index_b.setdefault(key, j)
 
     diff = ContextDiff(
-        added=[m for j, m in enumerate(b) if m.id not in index_a and index_b[m.id] == j],
+        added=[
+            m
+            for j, (m, key) in enumerate(zip(b, keys, strict=True))
+            if key not in index_a and index_b[key] == j
+        ],
         removed=[m for i, m in enumerate(a) if m.id not in index_b and index_a[m.id] == i],
     )
-    # Shared ids in b's order, ranked by their place in a: those on a longest
+    # Shared keys in b's order, ranked by their place in a: those on a longest
     # increasing run kept their relative order; every other one moved.
-    shared = [m.id for j, m in enumerate(b) if m.id in index_a and index_b[m.id] == j]
+    shared = [key for j, key in enumerate(keys) if key in index_a and index_b[key] == j]
     stayed = _longest_increasing([index_a[x] for x in shared])
 
-    for k, mid in enumerate(shared):
-        before, after = a[index_a[mid]], b[index_b[mid]]
+    for k, key in enumerate(shared):
+        before, after = a[index_a[key]], b[index_b[key]]
         moved = k not in stayed
         if moved:
-            diff.moved.append(Moved(mid, index_a[mid], index_b[mid]))
+            diff.moved.append(Moved(after.id, index_a[key], index_b[key]))
         if not same_message(before, after):
-            diff.changed.append(Changed(mid, before, after, words(before.text, after.text)))
+            diff.changed.append(Changed(after.id, before, after, words(before.text, after.text)))
         elif not moved:
             diff.unchanged += 1
     return diff
+
+
+def _matched_ids(
+    ids_b: list[str], replaced: Mapping[str, str], index_a: Mapping[str, int]
+) -> list[str]:
+    """`ids_b` with each id that `replaced` pairs with an id of `a` (`index_a`) as that id,
+    where neither is in both contexts and each id of `a` takes one."""
+    in_b = set(ids_b)
+    taken: set[str] = set()
+    out = []
+    for mid in ids_b:
+        was = replaced.get(mid)
+        if (
+            was is not None
+            and mid not in index_a
+            and was in index_a
+            and was not in in_b
+            and was not in taken
+        ):
+            taken.add(was)
+            mid = was
+        out.append(mid)
+    return out
 
 
 def _longest_increasing(values: list[int]) -> set[int]:

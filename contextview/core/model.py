@@ -44,6 +44,9 @@ OP_NAMES = (
 # Operations whose result takes the targets' place and whose targets become
 # folded originals of that result.
 REPLACING_OPS = frozenset({"summarize", "fold", "merge", "rewrite", "truncate"})
+# Replacing operations whose result stands in the one target's place: the same
+# message with new content (under a new id when ids follow content).
+REWRITING_OPS = frozenset({"rewrite", "truncate"})
 # Operations that take content out of the context, archived: what a session's
 # `tokens_saved` sums.
 COMPACTING_OPS = REPLACING_OPS | {"drop"}

@@ -17,13 +17,14 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from contextview.core.model import REWRITING_OPS
+
 Message = dict[str, Any]
 Event = dict[str, Any]
 
 DEMO_START = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 
 REPLACING = frozenset({"summarize", "fold", "merge"})
-IN_PLACE = frozenset({"rewrite", "truncate"})
 MARKING = frozenset({"keep", "pin", "unpin", "expire"})
 
 
@@ -150,7 +151,7 @@ def _apply_named(
         first = positions[0]
         after[first] = dict(result)
         return [m for i, m in enumerate(after) if i == first or i not in positions]
-    if name in IN_PLACE:
+    if name in REWRITING_OPS:
         after[positions[0]] = dict(result)
         return after
     raise ScenarioError(f"unknown action {name!r}")

@@ -21,6 +21,7 @@ from contextview.core.diff import diff_contexts
 from contextview.core.infer import COMPACTED, Inferred
 from contextview.core.layout import message_label
 from contextview.core.messages import message_payload
+from contextview.core.model import REWRITING_OPS
 from contextview.core.model import Message as CoreMessage
 from contextview.core.model import Operation as CoreOperation
 from contextview.core.parts import READ_FIELDS, split_payload
@@ -229,9 +230,12 @@ def archived_originals(
     steps: Sequence[int] | None = None,
     step_index: int | None = None,
     up_to: int | None = None,
+    after: int | None = None,
     ids: Iterable[str] | None = None,
     result_id: str | None = None,
     explicit: bool = False,
+    inferred: bool = False,
+    ops: Sequence[str] | None = None,
     newest_first: bool = False,
     offset: int = 0,
     limit: int | None = None,
@@ -239,8 +243,9 @@ def archived_originals(
     """The originals a session's operations took out, in the order they left (by
     step, the step's own operations before those inferred, in operation order);
     of the steps with pks `steps`, of step `step_index`, of the steps up to
-    `up_to`, those with message ids `ids` (found through the keys' index), those
-    `result_id` replaced, or of the steps' own operations only (`explicit`)."""
+    `up_to` and after `after`, those with message ids `ids` (found through the
+    keys' index), those `result_id` replaced, of the steps' own operations only
+    (`explicit`) or of inferred ones only (`inferred`), of the operations `ops`."""
     where = ["f.session_id = %s"]
     params: list[Any] = [session_id]
     if steps is not None:
@@ -252,6 +257,9 @@ def archived_originals(
     if up_to is not None:
         where.append("st.index <= %s")
         params.append(up_to)
+    if after is not None:
+        where.append("st.index > %s")
+        params.append(after)
     if ids is not None:
         wanted = sorted(set(ids))
         keys = [fold_key(session_id, i) for i in wanted]
@@ -263,6 +271,11 @@ def archived_originals(
         params.append(result_id)
     if explicit:
         where.append("NOT f.inferred")
+    if inferred:
+        where.append("f.inferred")
+    if ops is not None:
+        where.append("f.op = ANY(%s)")
+        params.append(list(ops))
     order = " DESC" if newest_first else ""
     page = ""
     if limit is not None:
@@ -745,7 +758,7 @@ def steps_diff(*, session: Session, start: Step, end: Step) -> dict[str, Any]:
     contexts = step_contexts([start, end])
     before = [s.message for s in contexts[start.pk][0]]
     after = [s.message for s in contexts[end.pk][1]]
-    out = diff_contexts(before, after).as_dict()
+    out = diff_contexts(before, after, replaced=_rewritten_between(session, start, end)).as_dict()
     # Contents as they were sent (core.textsafe); ids are never escaped.
     for m in (*out["added"], *out["removed"]):
         m["content"] = restore_json(m["content"])
@@ -755,6 +768,22 @@ def steps_diff(*, session: Session, start: Step, end: Step) -> dict[str, Any]:
         c["words"] = [[tag, restore(text)] for tag, text in c["words"]]
     out.update({"session_id": session.external_id, "from": start.index, "to": end.index})
     return out
+
+
+def _rewritten_between(session: Session, start: Step, end: Step) -> dict[str, str]:
+    """Messages the statistics worker inferred were rewritten or truncated under a new
+    id after step `start` and up to `end`: each such id by the id it replaced at
+    `start` (a message rewritten twice in between, by the first). A session whose
+    messages are addressed by content (OTLP, imports) changes a message's id with its
+    content, and the diff shows it changed, as the inferred operation says, rather
+    than removed and added."""
+    replaced: dict[str, str] = {}
+    for f in archived_originals(
+        session_id=session.pk, after=start.index, up_to=end.index, inferred=True, ops=REWRITING_OPS
+    ):
+        if f.result_msg_id is not None and f.result_msg_id != f.original_msg_id:
+            replaced[f.result_msg_id] = replaced.pop(f.original_msg_id, f.original_msg_id)
+    return replaced
 
 
 def session_archive(*, session: Session) -> list[dict[str, Any]]:

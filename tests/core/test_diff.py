@@ -170,3 +170,18 @@ def test_it_rebuilds_both_texts_from_the_word_diff(a: str, b: str) -> None:
 @given(st.text())
 def test_it_tokenizes_any_text_losslessly(text: str) -> None:
     assert "".join(tokenize(text)) == text
+
+
+def test_it_matches_a_message_rewritten_under_a_new_id_only_when_told() -> None:
+    a = [msg("s", "You debug orders.", "system"), msg("t1", NGINX_LOG, "tool")]
+    cut = msg("t1-cut", NGINX_LOG[:40], "tool")
+    b = [a[0], cut]
+    plain = diff_contexts(a, b)
+    assert ([m.id for m in plain.removed], [m.id for m in plain.added]) == (["t1"], ["t1-cut"])
+
+    told = diff_contexts(a, b, replaced={"t1-cut": "t1"})
+    assert (told.removed, told.added, told.unchanged) == ([], [], 1)
+    (changed,) = told.changed
+    assert (changed.id, changed.before.id, changed.after.id) == ("t1-cut", "t1", "t1-cut")
+    # An id still in both contexts is that message: the pairing does not apply.
+    assert diff_contexts(a, [*a, cut], replaced={"t1-cut": "t1"}).added == [cut]

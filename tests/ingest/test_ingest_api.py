@@ -10,6 +10,7 @@ from django.db import connection
 from django.test import override_settings
 
 from contextview.sessions.models import Blob, Fold, Message, Session, Step
+from contextview.stats.services import session_stats_compute
 from tests.api_client import Api, results, step
 
 SYSTEM = {"id": "sys", "role": "system", "content": "You debug orders. Answer in a table."}
@@ -385,6 +386,40 @@ def test_it_diffs_two_steps_word_by_word(api: Api) -> None:
     assert inserted == [" after 3 s"]
     assert diff["unchanged"] == 1
     assert api.get("/sessions/s/diff", **{"from": 0, "to": 7}).status_code == 404
+
+
+def test_it_diffs_a_message_inferred_rewritten_under_a_new_id_as_changed(api: Api) -> None:
+    # Ids that follow content (OTLP, imports) change with it: the server infers the
+    # cut, and the diff shows the message changed, not one removed and one added.
+    cut = {**LOG, "id": "log-v2", "content": LOG["content"][:60]}
+    results(api.ingest({"batch": [step("s", 0, [SYSTEM, LOG]), step("s", 1, [SYSTEM, cut])]}))
+    step_one = api.get("/sessions/s/steps/1").json()
+    assert [op["op"] for op in step_one["inferred_ops"]] == ["truncate"]
+    session_stats_compute(session_id=Session.objects.get(external_id="s").pk)
+
+    diff = api.get("/sessions/s/diff", **{"from": 0, "to": 1}).json()
+    assert (diff["added"], diff["removed"]) == ([], [])
+    (changed,) = diff["changed"]
+    assert (changed["id"], changed["before"]["id"], changed["after"]["id"]) == (
+        "log-v2",
+        "tool_result_32",
+        "log-v2",
+    )
+    assert "".join(text for tag, text in changed["words"] if tag != "delete") == cut["content"]
+    assert diff["unchanged"] == 1
+    # A message an agent's own operation replaced by one of another id stays removed
+    # and added: the agent named what it did.
+    summary = {"id": "sum", "role": "assistant", "content": "The log said: upstream timeout."}
+    folded = {"action": "summarize", "targets": ["log-v2"], "result": summary}
+    results(
+        api.ingest({"batch": [step("s", 2, [{"id": "sys"}, {"id": "log-v2"}], actions=[folded])]})
+    )
+    session_stats_compute(session_id=Session.objects.get(external_id="s").pk)
+    later = api.get("/sessions/s/diff", **{"from": 1, "to": 2}).json()
+    assert ([m["id"] for m in later["removed"]], [m["id"] for m in later["added"]]) == (
+        ["log-v2"],
+        ["sum"],
+    )
 
 
 def test_it_publishes_an_openapi_document(api: Api) -> None:
