@@ -88,9 +88,12 @@ context on every call. Each message's id is a digest of what it is (role, conten
 other fields), with ``.N`` added to the N-th repeat of identical messages in one
 context: the id stays the same while the message does, whatever moved around it, so
 a resent context is one stored copy and the server's inference matches messages
-across calls by id. Only messages new since the previous call of the session (in the
-same request) are converted and hashed; the rest are recognised by comparing the
-decoded values with that call's.
+across calls by id. Repeats are then numbered against the call before in the session
+(`align_repeats`): an agent that keeps sending "continue" and slides its window
+drops the oldest, rather than seeming to rewrite and move every later one. Only
+messages new since the previous call of the session (in the same request) are
+converted and hashed; the rest are recognised by comparing the decoded values with
+that call's.
 
 Usage: the conventions report prompt tokens including those read from or written
 to the provider's cache; the contract's ``input_tokens`` excludes them, so they are
@@ -249,9 +252,28 @@ class LlmCall:
     # the span its span sits in, when that one was not in the export: a later export
     # may bring it, and it is the same call when it is a model call's (`inner_marker_id`)
     outer_span_id: str | None = None
+    # a stored step sent again (a late span moved it): its messages in full, where
+    # `messages` holds their ids alone
+    stored: list[dict[str, Any]] | None = None
 
     def message_ids(self) -> list[str]:
         return self.ids if self.ids is not None else [m["id"] for m in self.messages]
+
+    def aligned_with(self, previous: Sequence[str]) -> None:
+        """Number the repeats of this call's context against the context of the call
+        before it in the session (`previous`, its ids): see `align_repeats`."""
+        ids = self.message_ids()
+        renamed = align_repeats(previous, ids)
+        if renamed is None:
+            return
+        # A new list of new dicts: the others are shared with the call before.
+        messages = list(self.messages)
+        for k, (old, new) in enumerate(zip(ids, renamed, strict=True)):
+            if old != new:
+                # Under its new id, a stored message is sent with its content.
+                source = self.stored[k] if self.stored is not None else messages[k]
+                messages[k] = {**source, "id": new}
+        self.messages, self.ids = messages, renamed
 
     @property
     def event_id(self) -> str:
@@ -2180,6 +2202,73 @@ def timestamp(start_ns: int) -> str:
 # Fewer messages than this found in the base are sent in full: runs cost a lookup
 # of the base.
 MIN_RUN = 4
+
+
+def align_repeats(previous: Sequence[str], ids: Sequence[str]) -> list[str] | None:
+    """`ids` (digests, a repeat's with ``.N``) with the repeats numbered as in the
+    context before (`previous`, ids of the same kind); None when nothing changes.
+
+    Numbered within one context, the N-th "continue" is ``.N`` whatever came before
+    it: when the first leaves (a window that slides, a turn dropped), every later one
+    takes the number of the one before it, and the inference reads rewrites, moves
+    and drops where one message left. So a repeat keeps the id of the one it is in
+    the context before: the messages found once in each context are landmarks, and
+    between the same two landmarks the repeats of a content pair up in order. A
+    repeat with no partner is new, and takes the lowest number its content has in
+    neither context (an id that just left would read as the same message back).
+    Messages that do not repeat keep their ids, and so does everything when no
+    content repeats in either context.
+    """
+    if not any("." in mid for mid in ids) and not any("." in mid for mid in previous):
+        return None
+    was = [mid.partition(".")[0] for mid in previous]
+    now = [mid.partition(".")[0] for mid in ids]
+    count_was, count_now = Counter(was), Counter(now)
+    repeats = {d for d, n in count_now.items() if n > 1 or count_was[d] > 1}
+    if not repeats:
+        return None
+
+    def stretches(digests: list[str]) -> dict[tuple[str, str | None], list[int]]:
+        # Each repeat's positions by (content, the landmark before it).
+        found: dict[tuple[str, str | None], list[int]] = {}
+        landmark = None
+        for k, d in enumerate(digests):
+            if d in repeats:
+                found.setdefault((d, landmark), []).append(k)
+            elif count_was[d] == 1 and count_now[d] == 1:
+                landmark = d
+        return found
+
+    partners = stretches(was)
+    out = list(ids)
+    taken: dict[str, set[int]] = {}
+    unpaired: list[int] = []
+    for key, positions in stretches(now).items():
+        old = partners.get(key, [])
+        for n, k in enumerate(positions):
+            if n < len(old):
+                out[k] = previous[old[n]]
+                taken.setdefault(key[0], set()).add(_repeat_number(out[k]))
+            else:
+                unpaired.append(k)
+    held: dict[str, set[int]] = {}
+    for mid, d in zip(previous, was, strict=True):
+        if d in repeats:
+            held.setdefault(d, set()).add(_repeat_number(mid))
+    for k in sorted(unpaired):
+        d = now[k]
+        used = taken.setdefault(d, set())
+        n = 0
+        while n in used or n in held.get(d, ()):
+            n += 1
+        used.add(n)
+        out[k] = d if n == 0 else f"{d}.{n}"
+    return None if out == list(ids) else out
+
+
+def _repeat_number(mid: str) -> int:
+    _, dot, n = mid.partition(".")
+    return int(n) if dot and n.isdigit() else 0
 
 
 def step_event(

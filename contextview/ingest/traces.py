@@ -60,7 +60,7 @@ from contextview.ingest.models import ToolRun as ToolRunRow
 from contextview.ingest.models import event_key
 from contextview.ingest.services import batch_ingest
 from contextview.projects.models import Project
-from contextview.sessions.models import Session, Step
+from contextview.sessions.models import Message, Session, Step
 from contextview.sessions.selectors import steps_as_dicts
 
 log = logging.getLogger(__name__)
@@ -378,10 +378,12 @@ def _plan(
         state = sessions[session_id]
         start = state.last_index + 1
         steps = list(new)
+        # the message ids of the stored step before the first to store, when it was a span's
+        before_first = state.last_ids
         if reorder and state.last_order is not None and new[0].order < state.last_order:
             again = _take_out_after(project, state, session_id, new[0].order)
             if again is not None:
-                start, stored = again
+                start, stored, before_first = again
                 moved.update(id(c) for c in stored)
                 steps = sorted([*new, *stored], key=lambda c: c.order)
         session_event = _session_event(session_id, new[0], state)
@@ -394,8 +396,10 @@ def _plan(
             base: tuple[int, list[str]] | None = None
             if previous is not None:
                 base = (index - 1, previous.message_ids())
-            elif index == state.last_index + 1 and state.last_ids is not None:
-                base = (state.last_index, state.last_ids)
+            elif before_first is not None:
+                base = (index - 1, before_first)
+            if base is not None:
+                call.aligned_with(base[1])
             events.append(step_event(call, index, base=base))
             owners.append(call)
             previous = call
@@ -417,9 +421,10 @@ def _session_event(session_id: str, first: LlmCall, state: _Session) -> dict[str
 
 def _take_out_after(
     project: Project, state: _Session, session_id: str, order: tuple[int, str]
-) -> tuple[int, list[LlmCall]] | None:
+) -> tuple[int, list[LlmCall], list[str] | None] | None:
     """Take out the stored steps that start after `order`, and return them as calls to
-    store again with the index the first of them had; None (nothing taken out) when
+    store again with the index the first of them had, and the message ids of the step
+    before that one (None unless it came from a span); None (nothing taken out) when
     they cannot move: steps that did not come as spans."""
     assert state.pk is not None
     since = _EPOCH + timedelta(microseconds=order[0])
@@ -458,6 +463,7 @@ def _take_out_after(
                 model=shown.get("model"),
                 # Ids are digests of the content: alone, they stand for just that.
                 messages=[{"id": m["id"]} for m in shown["before"]],
+                stored=[{k: v for k, v in m.items() if k != "tokens"} for m in shown["before"]],
                 tools=shown.get("tools"),
                 usage=shown.get("usage"),
                 output=output.get("messages") if isinstance(output, dict) else None,
@@ -481,7 +487,17 @@ def _take_out_after(
             "UPDATE cv_session SET step_count = step_count - %s WHERE id = %s",
             [len(later), state.pk],
         )
-    return later[0].index, calls
+    return later[0].index, calls, _span_step_ids(state.pk, later[0].index - 1)
+
+
+def _span_step_ids(session_pk: int, index: int) -> list[str] | None:
+    """The message ids of a stored step's context, when the step came from a span."""
+    step = Step.objects.filter(session_id=session_pk, index=index).first()
+    if step is None or not isinstance((step.obs_fields() or {}).get("span_id"), str):
+        return None
+    pks = decode_refs(step.after_context_refs())
+    names = dict(Message.objects.filter(pk__in=set(pks)).values_list("pk", "msg_id"))
+    return [names[pk] for pk in pks]
 
 
 def _run(

@@ -10,7 +10,13 @@ import pytest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from contextview.core.otlp import LlmCall, decode_request, span_event_ids, step_event
+from contextview.core.otlp import (
+    LlmCall,
+    align_repeats,
+    decode_request,
+    span_event_ids,
+    step_event,
+)
 from tests.otlp.conftest import Agent, request_of, text
 
 
@@ -666,3 +672,21 @@ def test_it_reads_message_events_written_as_one_attribute(agent: Agent) -> None:
     span(agent, {"gen_ai.operation.name": "chat", "events": json.dumps(events)})
     (call,) = calls(agent)
     assert contents(call) == [("user", "Where is order 4?"), ("assistant", "Shipped.")]
+
+
+def test_it_numbers_repeats_against_the_call_before() -> None:
+    # "go" twice, then the first one leaves and a reply comes: the second keeps its id.
+    assert align_repeats(["sys", "go", "step", "go.1"], ["sys", "step", "go", "y"]) == [
+        "sys",
+        "step",
+        "go.1",
+        "y",
+    ]
+    # A window that slides over "continue" prompts: the oldest pair leaves, the new
+    # "continue" takes a number neither context has.
+    was = ["s", "c", "a0", "c.1", "a1", "c.2", "a2", "c.3"]
+    now = ["s", "c", "a1", "c.1", "a2", "c.2", "a3", "c.3"]
+    assert align_repeats(was, now) == ["s", "c", "a1", "c.2", "a2", "c.3", "a3", "c.4"]
+    # Nothing repeats, or the repeats stay where they were: nothing to rename.
+    assert align_repeats(["s", "u", "a"], ["s", "u", "a", "b"]) is None
+    assert align_repeats(["s", "c", "a", "c.1"], ["s", "c", "a", "c.1", "b"]) is None

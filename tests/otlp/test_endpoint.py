@@ -836,3 +836,35 @@ def test_a_message_whose_parts_are_no_list_refuses_its_span(key: str) -> None:
     assert refused["errorMessage"].endswith(
         "gen_ai.input.messages: a message's parts must be a list, not 'notalist'"
     )
+
+
+def _window_calls(agent: Any, conversation: str) -> None:
+    """An agent that prompts "continue" after every reply and keeps the last three
+    exchanges: from the fourth call on, the oldest reply and "continue" leave."""
+    history: list[dict[str, Any]] = []
+    t0 = 1_800_000_000 * 10**9
+    for n in range(6):
+        history = [*history, text("assistant", f"part {n} of the report"), text("user", "continue")]
+        agent.call(history[-6:], conversation=conversation, start=t0 + n * MS)
+
+
+def _ops_and_ids(key: str, session: str) -> list[tuple[list[str], list[str]]]:
+    steps = [read_step(key, session, i) for i in range(6)]
+    return [([op["op"] for op in s["inferred_ops"]], [m["id"] for m in s["before"]]) for s in steps]
+
+
+def test_it_reads_a_window_sliding_over_repeated_prompts_as_drops(key: str, memory: Any) -> None:
+    agent, exporter = memory
+    _window_calls(agent, "window")
+    answer(post(key, request_of(exporter.get_finished_spans()).SerializeToString()))
+    got = _ops_and_ids(key, "window")
+    # Each slide drops the oldest reply and its "continue"; nothing moves or is rewritten.
+    assert [ops for ops, _ in got] == [[], [], [], ["drop"], ["drop"], ["drop"]]
+    assert len(read_step(key, "window", 3)["inferred_ops"][0]["targets"]) == 2
+    # The same calls exported one at a time, the last two swapped: the same steps.
+    exporter.clear()
+    _window_calls(agent, "late")
+    spans = list(exporter.get_finished_spans())
+    for n in (0, 1, 2, 3, 5, 4):
+        answer(post(key, request_of([spans[n]]).SerializeToString()))
+    assert _ops_and_ids(key, "late") == got
