@@ -11,7 +11,8 @@ Two questions, one module:
   operations; it explains the change in the contract's operation forms (as
   message dicts, ready to send), reloading what was folded earlier.
 
-Both read a shortened text as a `truncate` by the same rule (`is_cut`).
+Both read a shortened message as a `truncate` by the same rule (`is_cut_message`):
+on what the model reads of it, so a tool result sent as parts is cut like a string.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from contextview.core.apply import apply_operations
 from contextview.core.model import REPLACING_OPS, Fold, Message, Operation
+from contextview.core.parts import reading
 
 # The OpenTelemetry GenAI attribute by which a call says its history was compacted
 # before it; a step carries it among its obs fields.
@@ -40,6 +42,20 @@ def is_cut(old: str, new: str) -> bool:
         return True
     tail = new.lstrip(_CUT_MARKS)
     return bool(tail) and old.endswith(tail)
+
+
+def is_cut_message(
+    old: Any, new: Any, old_fields: Mapping[str, Any] | None, new_fields: Mapping[str, Any] | None
+) -> bool:
+    """Whether content `new` is content `old` cut short, as the model reads them.
+
+    On their text (`contextview.core.parts.reading`, what tokens are counted from),
+    not on the strings sent: OTLP gives every tool message as ``tool_result`` parts,
+    and Anthropic's spelling does too, so a tool output cut short is a cut whichever
+    form carried it. `*_fields` are the message's other fields the model reads (its
+    tool calls).
+    """
+    return is_cut(reading(old, old_fields).text, reading(new, new_fields).text)
 
 
 # --- between steps (the server) -------------------------------------------------------
@@ -82,12 +98,7 @@ def has_compaction(m: Message) -> bool:
 
 def _changed(old: Message, new: Message) -> Operation:
     """`old` became `new` in place: a truncate when the text was cut short, else a rewrite."""
-    cut = (
-        isinstance(old.content, str)
-        and isinstance(new.content, str)
-        and old.role == new.role
-        and is_cut(old.content, new.content)
-    )
+    cut = old.role == new.role and is_cut_message(old.content, new.content, old.extra, new.extra)
     return Operation(op="truncate" if cut else "rewrite", targets=(old.id,), result=new)
 
 
@@ -271,12 +282,7 @@ def infer_ops(
             continue
         old = before_by_id[mid]
         if not _same_substance(old, new):
-            old_text, new_text = old.get("content"), new.get("content")
-            shorter = (
-                isinstance(old_text, str)
-                and isinstance(new_text, str)
-                and is_cut(old_text, new_text)
-            )
+            shorter = is_cut_message(old.get("content"), new.get("content"), old, new)
             add({"action": "truncate" if shorter else "rewrite", "target": mid, "result": new})
         elif bool(old.get("pinned")) != bool(new.get("pinned")):
             add({"action": "pin" if new.get("pinned") else "unpin", "target": mid})

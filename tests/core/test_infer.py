@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextview.core.apply import apply_operations
-from contextview.core.infer import Inferred, infer_step, is_cut, same_as_sent
+from contextview.core.infer import Inferred, infer_ops, infer_step, is_cut, same_as_sent
 from contextview.core.model import Message
 from tests.core.factories import NGINX_LOG, SUMMARY, contexts, msg, texts
 
@@ -80,6 +80,31 @@ def test_it_calls_a_cut_a_truncate() -> None:
     out = infer_step(loop(), [*loop()[:3], head, loop()[4]])
     assert shape(out) == [("truncate", ["t1"], "t1")]
     assert is_cut("abcdef", "…def") and not is_cut("abcdef", "abcxyz")
+
+
+def test_it_calls_a_cut_of_a_tool_result_sent_as_parts_a_truncate() -> None:
+    # OTLP sends every tool message as tool_result parts; ids digested from the content
+    # change with it, so the cut one is found at the same position.
+    def result(mid: str, output: str) -> Message:
+        part = {"type": "tool_result", "tool_call_id": "call_1", "content": output}
+        return msg(mid, [part], "tool", tool="read_file")
+
+    previous = [*loop()[:3], result("t1", NGINX_LOG), loop()[4]]
+    for head in (result("t1", NGINX_LOG[:80] + "…"), result("t1-v2", NGINX_LOG[:80])):
+        out = infer_step(previous, [*loop()[:3], head, loop()[4]])
+        assert shape(out) == [("truncate", ["t1"], head.id)]
+    masked = result("t1-v3", "[tool output omitted]")
+    assert shape(infer_step(previous, [*loop()[:3], masked, loop()[4]]))[0][0] == "rewrite"
+
+
+def test_it_explains_a_tool_result_cut_in_its_parts_as_a_truncate_for_the_sdk() -> None:
+    def result(output: str) -> dict[str, Any]:
+        part = {"type": "tool_result", "tool_use_id": "toolu_1", "content": output}
+        return {"id": "t1", "role": "user", "content": [part]}
+
+    ops = infer_ops([result(NGINX_LOG)], [result(NGINX_LOG[:80] + "...")])
+    assert [op["action"] for op in ops] == ["truncate"]
+    assert infer_ops([result(NGINX_LOG)], [result("[omitted]")])[0]["action"] == "rewrite"
 
 
 def test_it_drops_what_left_with_nothing_in_its_place() -> None:
