@@ -75,7 +75,8 @@ convention it follows:
   conventions'.
 
 A call traced twice (a framework's span and its model client's inside it) is one
-step (`_one_per_call`). A call that names no agent takes the one named by the
+step (`_one_per_call`); a call inside another that names another session is a step of
+its own session. A call that names no agent takes the one named by the
 nearest span around it in the export (an ``invoke_agent`` span).
 
 Messages come out in the contract's v1.1 form: ``content`` a string when the message
@@ -249,9 +250,9 @@ class LlmCall:
     extra: dict[str, Any] | None = None
     # the ids of `messages`, in order, when known (decoding builds them as it goes)
     ids: list[str] | None = None
-    # the span its span sits in, when that one was not in the export: a later export
-    # may bring it, and it is the same call when it is a model call's (`inner_marker_id`)
-    outer_span_id: str | None = None
+    # when its span sits in one the export did not hold: the event id that marks that
+    # span as holding this call (`inner_marker_id`), for a later export that brings it
+    inner_marker: str | None = None
     # a stored step sent again (a late span moved it): its messages in full, where
     # `messages` holds their ids alone
     stored: list[dict[str, Any]] | None = None
@@ -292,10 +293,13 @@ def span_event_id(trace_id: str, span_id: str) -> str:
     return f"otlp-{trace_id}-{span_id}"
 
 
-def inner_marker_id(trace_id: str, span_id: str) -> str:
+def inner_marker_id(trace_id: str, span_id: str, session: str | None = None) -> str:
     """The event id stored to say that span `span_id` holds a model call stored as a
-    step: a model call's span that comes later under that id is the same call."""
-    return f"otlp-inner-{trace_id}-{span_id}"
+    step: a model call's span that comes later under that id is the same call, if it
+    is of the same session. `session`: the one the stored call names, None when it
+    names none (and is then of the session of the span around it)."""
+    marker = f"otlp-inner-{trace_id}-{span_id}"
+    return marker if session is None else f"{marker}@{session}"
 
 
 @dataclass(slots=True)
@@ -1535,9 +1539,13 @@ def is_tool_run(attrs: Mapping[str, Any]) -> bool:
 
 
 def session_of(attrs: Mapping[str, Any], trace_id: str) -> str:
-    """The session a span belongs to: its conversation, else its session (the
-    contract's, OpenLLMetry's, the AI SDK's or ADK's) or LangSmith's thread, else its
-    trace."""
+    """The session a span belongs to: the one it names, else its trace."""
+    return named_session(attrs) or trace_id
+
+
+def named_session(attrs: Mapping[str, Any]) -> str | None:
+    """The session a span names: its conversation, else its session (the contract's,
+    OpenLLMetry's, the AI SDK's or ADK's) or LangSmith's thread; None if none."""
     session = (
         attrs.get("gen_ai.conversation.id")
         or attrs.get("session.id")
@@ -1546,7 +1554,13 @@ def session_of(attrs: Mapping[str, Any], trace_id: str) -> str:
         or attrs.get(_ADK_SESSION)
         or next((attrs[k] for k in _LS_SESSIONS if attrs.get(k)), None)
     )
-    return str(session) if session else trace_id
+    return str(session) if session else None
+
+
+# The attributes `named_session` reads.
+_SESSION_KEYS = frozenset(
+    ("gen_ai.conversation.id", "session.id", _TL_SESSION, _AI_SESSION, _ADK_SESSION, *_LS_SESSIONS)
+)
 
 
 _STATUS = {Status.STATUS_CODE_OK: "ok", Status.STATUS_CODE_ERROR: "error"}
@@ -1583,16 +1597,22 @@ class _Pending:
     trace_id: str
     span_id: str
     session_id: str
+    # the session it names itself (None: its session is its trace's)
+    named: str | None
     # its own gen_ai.agent.name, else the resource's service.name
     agent: str | None
 
 
-def _with_events(span: Span, attrs: dict[str, Any]) -> dict[str, Any]:
+def _with_events(
+    span: Span, attrs: dict[str, Any], only: Container[str] | None = None
+) -> dict[str, Any]:
     """The span's attributes, completed by its inference details event (which carries
-    the messages as structured values when the instrumentation writes them there)."""
+    the messages as structured values when the instrumentation writes them there);
+    `only`: just these attributes of the event."""
     for event in span.events:
         if event.name == DETAILS_EVENT:
-            for key, value in attributes(event.attributes).items():
+            kvs = event.attributes
+            for key, value in attributes(k for k in kvs if only is None or k.key in only).items():
                 attrs.setdefault(key, value)
     return attrs
 
@@ -2003,14 +2023,19 @@ def span_event_ids(request: ExportTraceServiceRequest) -> list[str]:
 
 def span_lookup_ids(request: ExportTraceServiceRequest) -> list[str]:
     """The event ids whose being stored `decode_request` asks about: every span's own
-    (`span_event_ids`), its parent's (a model call stored under it) and its marker
-    (a model call stored inside it, `inner_marker_id`)."""
+    (`span_event_ids`), its parent's (a model call stored under it) and its markers
+    (a model call stored inside it, of its session or naming none, `inner_marker_id`)."""
     out = span_event_ids(request)
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                trace_id = span.trace_id.hex()
-                out.append(inner_marker_id(trace_id, span.span_id.hex()))
+                trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
+                # Its session, read from the attributes that name one alone.
+                only = _SESSION_KEYS
+                named = attributes(kv for kv in span.attributes if kv.key in only)
+                session = session_of(_with_events(span, named, only), trace_id)
+                out.append(inner_marker_id(trace_id, span_id))
+                out.append(inner_marker_id(trace_id, span_id, session))
                 if span.parent_span_id:
                     out.append(span_event_id(trace_id, span.parent_span_id.hex()))
     return out
@@ -2068,6 +2093,10 @@ def _one_per_call(pending: list[_Pending], parents: Mapping[bytes, bytes]) -> li
     come in separate exports, the one stored first is the step: a call's span stored
     under a span of an earlier export marks that span (``inner_marker_id``), and a
     model call's span inside a stored call, or marked, is left out (``decode_request``).
+
+    A call inside another that names a session other than the outer one's is no
+    second trace of it (a sub-agent's conversation run from inside a call): it is a
+    step of its own session. One that names none is of the session around it.
     """
     by_span = {p.span.span_id: p for p in pending}
     dropped: set[bytes] = set()
@@ -2076,6 +2105,8 @@ def _one_per_call(pending: list[_Pending], parents: Mapping[bytes, bytes]) -> li
         outer = next((a for a in _ancestors(inner, parents) if a in by_span), None)
         if outer is None or outer == inner or inner in _ancestors(outer, parents):
             continue  # inside no call (or in a loop of parents: inside nothing)
+        if p.named is not None and p.named != by_span[outer].session_id:
+            continue  # a call of another session
         # The inner one goes, unless only it holds the context.
         if _carries_input(by_span[outer]) or not _carries_input(p):
             dropped.add(p.span.span_id)
@@ -2133,8 +2164,12 @@ def decode_request(
                         Refused(trace_id, span_id, "trace_id and span_id must be 16 and 8 bytes")
                     )
                     continue
+                attrs = _with_events(span, attrs)
+                named = named_session(attrs)
+                session_id = named or trace_id
                 if stored and (
                     inner_marker_id(trace_id, span_id) in stored
+                    or inner_marker_id(trace_id, span_id, session_id) in stored
                     or (
                         span.parent_span_id
                         and span_event_id(trace_id, span.parent_span_id.hex()) in stored
@@ -2143,14 +2178,14 @@ def decode_request(
                     # One call traced twice, the other span stored as a step already
                     # (`_one_per_call`, across exports): accepted, no step of its own.
                     continue
-                attrs = _with_events(span, attrs)
                 pending.append(
                     _Pending(
                         span=span,
                         attrs=attrs,
                         trace_id=trace_id,
                         span_id=span_id,
-                        session_id=session_of(attrs, trace_id),
+                        session_id=session_id,
+                        named=named,
                         agent=agent or service,
                     )
                 )
@@ -2183,7 +2218,7 @@ def decode_request(
             )
             outer = p.span.parent_span_id
             if outer and outer not in in_export:
-                call.outer_span_id = outer.hex()
+                call.inner_marker = inner_marker_id(p.trace_id, outer.hex(), p.named)
         except SpanError as exc:
             decoded.refused.append(Refused(p.trace_id, p.span_id, str(exc)))
             continue

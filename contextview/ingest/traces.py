@@ -48,7 +48,6 @@ from contextview.core.otlp import (
     LlmCall,
     ToolRun,
     decode_request,
-    inner_marker_id,
     span_event_id,
     span_lookup_ids,
     step_event,
@@ -184,13 +183,10 @@ def traces_ingest(
 
 def _inner_marked(project: Project, stored: list[LlmCall]) -> None:
     """Note, for each stored call whose span sits in one the export did not hold, that
-    that span holds a model call: should it come later and be a model call's, it is
-    the same call traced twice (``decode_request``), and no step of its own."""
-    keys = [
-        event_key(inner_marker_id(c.trace_id, c.outer_span_id))
-        for c in stored
-        if c.outer_span_id is not None
-    ]
+    that span holds a model call: should it come later and be a model call's of the
+    same session, it is the same call traced twice (``decode_request``), and no step
+    of its own."""
+    keys = [event_key(c.inner_marker) for c in stored if c.inner_marker is not None]
     if not keys:
         return
     with connection.cursor() as cursor:

@@ -1242,6 +1242,38 @@ def test_a_call_traced_twice_and_sent_in_two_exports_is_one_step(key: str, order
     assert contents(step(key, "lc-2"))[1] == ("user", "Why does SO20260101007 time out?")
 
 
+def _chat(n: int, conversation: str, question: str, *, parent: int | None = None) -> Any:
+    """A GenAI ``chat`` span of conversation `conversation`."""
+    messages = [{"role": "user", "parts": [{"type": "text", "content": question}]}]
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "gpt-4o",
+        "gen_ai.conversation.id": conversation,
+        "gen_ai.input.messages": json.dumps(messages),
+    }
+    return span(attributes, n=n, parent=parent)
+
+
+def test_it_keeps_a_call_of_another_session_inside_a_call_as_a_step_of_its_own(key: str) -> None:
+    """A sub-agent's conversation run from inside a call of the main one: the inner
+    span names another conversation, so it is no second trace of the outer call."""
+    outer = _chat(1, "main-1", "Why does SO20260101007 time out?")
+    inner = _chat(2, "sub-1", "Read the inventory log.", parent=1)
+    send(key, outer, inner)
+    assert session(key, "main-1")["steps"] == 1
+    assert session(key, "sub-1")["steps"] == 1
+    assert contents(step(key, "sub-1")) == [("user", "Read the inventory log.")]
+
+
+def test_it_keeps_a_call_of_another_session_sent_before_the_one_around_it(key: str) -> None:
+    """Each span exported as it ends: the inner call first, then the outer, which is
+    not the inner's second trace."""
+    send(key, _chat(2, "sub-2", "Read the inventory log.", parent=1))
+    send(key, _chat(1, "main-2", "Why does SO20260101007 time out?"))
+    assert session(key, "main-2")["steps"] == 1
+    assert session(key, "sub-2")["steps"] == 1
+
+
 def test_a_tool_span_around_a_stored_model_call_is_still_kept(key: str) -> None:
     """An agent used as a tool: its model call ends (and is sent) before the tool's
     span; the tool run is kept as any other."""
