@@ -12,6 +12,7 @@ import base64
 import binascii
 import json
 import logging
+import re
 from typing import Any
 
 import psycopg
@@ -28,6 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from contextview.core.textsafe import text_problem
 from contextview.ingest.body import OTLP_ENCODINGS, BodyError, json_charset_refused, request_body
 from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.traces import ServerBusy, traces_ingest
@@ -160,31 +162,83 @@ def _span_ids_to_base64(span: dict[str, Any], where: str) -> None:
             _ids_to_base64(link, f"{where}.links[{k}]")
 
 
+_SCOPES = ("scopeSpans", "scope_spans")
+
+
 def _items(node: dict[str, Any], camel: str, snake: str) -> list[Any]:
     found = node.get(camel, node.get(snake))
     return found if isinstance(found, list) else []
 
 
+# A surrogate code point left in decoded JSON: one whose \u escape had no pair (a
+# pair decodes to the one character it stands for).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unpaired(node: Any, where: str, *, skip: tuple[str, ...] = ()) -> str | None:
+    """Why `node` (a decoded JSON value at `where`) cannot be read into the protobuf
+    message, which holds only valid Unicode: the path of a string of it with an
+    unpaired surrogate, or None. Its fields `skip` are not looked into. Walked without
+    recursion: the JSON may nest as deep as its decoder allows."""
+    stack: list[tuple[Any, str]] = [(node, where)]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, str):
+            found = _SURROGATE.search(value)
+            if found is not None:
+                return f"{path}: {text_problem(found.group())}"
+        elif isinstance(value, dict):
+            stack.extend(
+                (v, f"{path}.{k}") for k, v in value.items() if path != where or k not in skip
+            )
+        elif isinstance(value, list):
+            stack.extend((v, f"{path}[{k}]") for k, v in enumerate(value))
+    return None
+
+
+def _span_name(span: Any, where: str) -> str:
+    """A span as the answer names it: by its id as sent, else by where it stands."""
+    span_id = span.get("spanId", span.get("span_id")) if isinstance(span, dict) else None
+    return f"span {span_id}" if isinstance(span_id, str) and span_id else where
+
+
 def _decode_json(body: bytes) -> tuple[ExportTraceServiceRequest, list[str]]:
-    """The export, and why each span left out of it was (an id that is not hex): a
-    span refused costs only itself, as one the decoder refuses later does."""
+    """The export, and why each span left out of it was: a span refused costs only
+    itself, as one the decoder refuses later does.
+
+    Left out here: a span whose ids are not hex, and one holding a string with an
+    unpaired surrogate, which protobuf cannot hold (as one whose JSON text attribute
+    holds one is refused later); one in a resource or scope that holds such a string
+    goes with it.
+    """
     try:
         data = json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"body is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError("body must be a JSON object with resourceSpans")
+    # A surrogate can only come from a \\u escape (raw, it is no UTF-8): without one in
+    # the body, nothing is walked for it.
+    walk = b"\\ud" in body or b"\\uD" in body
     refused: list[str] = []
     for r, resource in enumerate(_items(data, "resourceSpans", "resource_spans")):
         if not isinstance(resource, dict):
             continue
-        for s, scope in enumerate(_items(resource, "scopeSpans", "scope_spans")):
+        where_r = f"resourceSpans[{r}]"
+        bad_resource = _unpaired(resource, where_r, skip=_SCOPES) if walk else None
+        for s, scope in enumerate(_items(resource, *_SCOPES)):
             if not isinstance(scope, dict):
                 continue
+            where_s = f"{where_r}.scopeSpans[{s}]"
+            around = bad_resource or (_unpaired(scope, where_s, skip=("spans",)) if walk else None)
             spans = _items(scope, "spans", "spans")
             kept = []
             for i, span in enumerate(spans):
-                where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
+                where = f"{where_s}.spans[{i}]"
+                problem = around or (_unpaired(span, where) if walk else None)
+                if problem is not None:
+                    refused.append(f"{_span_name(span, where)}: {problem}")
+                    continue
                 if isinstance(span, dict):
                     try:
                         _span_ids_to_base64(span, where)
@@ -194,6 +248,10 @@ def _decode_json(body: bytes) -> tuple[ExportTraceServiceRequest, list[str]]:
                 kept.append(span)
             if len(kept) < len(spans):
                 spans[:] = kept
+            if around is not None:
+                scope.clear()  # its spans refused, what is left cannot be read
+        if bad_resource is not None:
+            resource.clear()
     export = ExportTraceServiceRequest()
     try:
         json_format.ParseDict(data, export, ignore_unknown_fields=True)

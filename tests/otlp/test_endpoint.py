@@ -269,6 +269,62 @@ def test_a_span_whose_id_is_not_hex_is_refused_alone_naming_the_field(
     assert read_step(key, "hex", 1)["before"][-1]["content"] == "second"
 
 
+def test_it_refuses_only_the_spans_holding_an_unpaired_surrogate_whatever_the_form(
+    key: str, memory: Any
+) -> None:
+    """A text cut inside an emoji, in a structured value (which protobuf cannot hold) or
+    in a JSON text attribute: the span that holds it is refused, naming why."""
+    agent, exporter = memory
+    agent.call([text("user", "first")], conversation="cut")
+    agent.call([text("user", "first"), text("user", "second")], conversation="cut")
+    data = otlp_json(request_of(exporter.get_finished_spans()))
+    spans = data["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    cut = "half an emoji \ud83d"
+    bad = {
+        "aa" * 8: {"kvlistValue": {"values": [{"key": "k", "value": {"stringValue": cut}}]}},
+        "bb" * 8: {"arrayValue": {"values": [{"stringValue": "fine"}, {"stringValue": cut}]}},
+        "cc" * 8: {"stringValue": json.dumps([{"role": "user", "content": cut}])},
+    }
+    for span_id, value in bad.items():
+        attribute = {"key": "gen_ai.input.messages", "value": value}
+        spans.append(
+            {**spans[0], "spanId": span_id, "attributes": [*spans[0]["attributes"], attribute]}
+        )
+    response = post(key, json.dumps(data).encode(), "application/json")
+    assert response.status_code == 200, response.content
+    out = json.loads(response.content)["partialSuccess"]
+    assert out["rejectedSpans"] == "3"
+    errors = out["errorMessage"].split("; ")
+    assert sorted(e.split(":")[0] for e in errors) == [f"span {span_id}" for span_id in bad]
+    assert "spans[2].attributes[" in out["errorMessage"]
+    assert "must not contain an unpaired surrogate (\\ud83d)" in out["errorMessage"]
+    assert read_step(key, "cut", 1)["before"][-1]["content"] == "second"
+
+
+def test_it_refuses_the_spans_of_a_resource_holding_an_unpaired_surrogate(key: str) -> None:
+    messages = '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]'
+    good = json.loads(
+        _span_json(("gen_ai.conversation.id", "kept"), ("gen_ai.input.messages", messages))
+    )
+    bad = json.loads(
+        _span_json(("gen_ai.conversation.id", "lost"), ("gen_ai.input.messages", messages))
+    )
+    service = {"key": "service.name", "value": {"stringValue": "agent \ud83d"}}
+    bad["resourceSpans"][0]["resource"] = {"attributes": [service]}
+    bad["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["spanId"] = "ef" * 8
+    body = {"resourceSpans": [*good["resourceSpans"], *bad["resourceSpans"]]}
+    response = post(key, json.dumps(body).encode(), "application/json")
+    assert response.status_code == 200, response.content
+    out = json.loads(response.content)["partialSuccess"]
+    assert out["rejectedSpans"] == "1"
+    assert out["errorMessage"] == (
+        f"span {'ef' * 8}: resourceSpans[1].resource.attributes[0].value.stringValue: "
+        "must not contain an unpaired surrogate (\\ud83d)"
+    )
+    assert read_step(key, "kept", 0)["before"][-1]["content"] == "hi"
+    assert not Session.objects.filter(external_id="lost").exists()
+
+
 def test_it_refuses_a_missing_or_bad_key_and_a_read_only_one(db: None) -> None:
     assert post(None, b"").status_code == 401
     assert post("cv_nope_nope", b"").status_code == 401
