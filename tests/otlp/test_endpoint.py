@@ -10,6 +10,7 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -25,6 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from contextview.ingest.models import ToolRun
 from contextview.ingest.schemas import StepBody
+from contextview.ingest.traces import MAX_ERRORS_SHOWN
 from contextview.projects.models import Membership
 from contextview.projects.services import apikey_create, membership_set, project_get_or_create
 from contextview.sessions.models import Session
@@ -323,6 +325,24 @@ def test_it_refuses_the_spans_of_a_resource_holding_an_unpaired_surrogate(key: s
     )
     assert read_step(key, "kept", 0)["before"][-1]["content"] == "hi"
     assert not Session.objects.filter(external_id="lost").exists()
+
+
+def test_it_names_the_first_refused_spans_and_counts_the_rest_as_the_readme_says(
+    key: str,
+) -> None:
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    assert MAX_ERRORS_SHOWN == 5
+    assert "counts every refused span (`rejected_spans`) and names the first five" in readme
+    span = json.loads(_span_json())["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    spans = [{**span, "traceId": f"z{n}"} for n in range(MAX_ERRORS_SHOWN + 3)]
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}
+    response = post(key, json.dumps(body).encode(), "application/json")
+    assert response.status_code == 200, response.content
+    out = json.loads(response.content)["partialSuccess"]
+    assert out["rejectedSpans"] == str(MAX_ERRORS_SHOWN + 3)
+    named, rest = out["errorMessage"].rsplit("; ", 1)
+    assert named.count("is not hex") == MAX_ERRORS_SHOWN
+    assert rest == "and 3 more"
 
 
 def test_it_refuses_a_missing_or_bad_key_and_a_read_only_one(db: None) -> None:
