@@ -33,6 +33,7 @@ from contextview.ingest.ratelimit import rate_limit_check
 from contextview.ingest.schemas import Envelope
 from contextview.ingest.services import batch_ingest
 from contextview.ingest.uploads import uploaded_transcripts
+from contextview.ingest.views import OTLP_PATH, PROTOBUF
 from contextview.monitors import selectors as monitor_selectors
 from contextview.monitors.services import (
     TEXT_LIMITS,
@@ -155,7 +156,89 @@ class DocumentedAPI(NinjaAPI):
                         description, model = _COMMON_ANSWERS[status]
                         answers[status] = {"description": description, **_body(model)}
         components.setdefault(ErrorOut.__name__, ErrorOut.model_json_schema())
+        # Served by a view of its own (the ingest app), outside this API's prefix: the
+        # path an OpenTelemetry exporter posts to, documented beside the others.
+        schema["paths"][OTLP_PATH] = {"post": _otlp_operation()}
         return schema
+
+
+def _otlp_operation() -> dict[str, Any]:
+    """The OTLP/HTTP traces route as the OTLP specification defines it: protobuf or its
+    JSON form in, the same encoding out; a refusal is a google.rpc.Status."""
+    binary = {"type": "string", "format": "binary"}
+    status = {
+        "type": "object",
+        "description": "google.rpc.Status",
+        "properties": {
+            "code": {"type": "integer"},
+            "message": {"type": "string"},
+            "details": {"type": "array", "items": {"type": "object"}},
+        },
+    }
+    wait = {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}}
+
+    def answer(description: str, json_schema: dict[str, Any], *, retried: bool = False) -> Any:
+        out: dict[str, Any] = {
+            "description": description,
+            "content": {"application/json": {"schema": json_schema}, PROTOBUF: {"schema": binary}},
+        }
+        if retried:
+            out["headers"] = wait
+        return out
+
+    accepted = {
+        "type": "object",
+        "description": "ExportTraceServiceResponse",
+        "properties": {
+            "partialSuccess": {
+                "type": "object",
+                "properties": {
+                    # int64 in protobuf's JSON form: a string
+                    "rejectedSpans": {"type": ["string", "integer"]},
+                    "errorMessage": {"type": "string"},
+                },
+            }
+        },
+    }
+    return {
+        "operationId": "otlp_traces",
+        "summary": "OTLP/HTTP traces: LLM call spans become steps of their sessions",
+        "description": (
+            "An ExportTraceServiceRequest in protobuf or in its JSON form, optionally "
+            "gzip or deflate encoded. Answered in the request's encoding; spans that "
+            "could not be taken are counted and named in partialSuccess, the others "
+            "stored. 429 and 503 carry Retry-After and are the only answers to retry."
+        ),
+        "tags": ["otlp"],
+        "security": [{"KeyAuth": []}],
+        "requestBody": {
+            "required": True,
+            "content": {
+                PROTOBUF: {"schema": binary},
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {
+                            "resourceSpans": {"type": "array", "items": {"type": "object"}}
+                        },
+                    }
+                },
+            },
+        },
+        "responses": {
+            "200": answer("Stored, all or all but the spans partialSuccess names", accepted),
+            "400": answer("The body cannot be decoded", status),
+            "401": answer("Missing, unknown or revoked key", status),
+            "403": answer("The key may read but not write", status),
+            "413": answer("The body (or what it inflates to) is past the limit", status),
+            "415": {
+                "description": "Another content type or encoding",
+                "content": {"application/json": {"schema": status}},
+            },
+            "429": answer("Rate limited", status, retried=True),
+            "503": answer("Cannot take this export now", status, retried=True),
+        },
+    }
 
 
 api = DocumentedAPI(

@@ -5,7 +5,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from contextview.api import api
-from contextview.ingest.views import otlp_traces
+from contextview.ingest.views import OTLP_PATH, otlp_traces
 from contextview.web import replay_views, views
 from contextview.web.signin import SignInForm
 
@@ -24,7 +24,7 @@ urlpatterns = [
     ),
     path("api/v1/", api.urls),
     # OTLP/HTTP: an OpenTelemetry exporter pointed at the server's root sends here.
-    path("v1/traces", otlp_traces, name="otlp-traces"),
+    path(OTLP_PATH.lstrip("/"), otlp_traces, name="otlp-traces"),
     path("admin/", admin.site.urls),
     # The dashboard (contextview.web).
     path("sessions/<int:pk>/", views.session_page, name="web-session"),

@@ -38,6 +38,8 @@ from contextview.projects.selectors import apikey_authenticate
 log = logging.getLogger(__name__)
 
 PROTOBUF = "application/x-protobuf"
+# Where an OTLP/HTTP exporter sends spans, given the server's address as its endpoint.
+OTLP_PATH = "/v1/traces"
 JSON = "application/json"
 # Seconds an exporter is asked to wait when the server cannot take more now.
 RETRY_AFTER = 1

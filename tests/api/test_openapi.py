@@ -300,3 +300,42 @@ def test_it_documents_the_media_type_of_every_read_answer(api: Api) -> None:
         assert served in methods["get"]["responses"]["200"].get("content", {}), (path, served)
         checked.append(served)
     assert {"application/json", "text/markdown", "application/x-ndjson"} <= set(checked)
+
+
+def test_it_documents_the_otlp_route_with_its_real_answers(api: Api) -> None:
+    """An OpenTelemetry exporter posts beside the API; the document says what it sends
+    and gets, and what the server answers is what it says."""
+    document = api.client.get("/api/v1/openapi.json").json()
+    operation = document["paths"]["/v1/traces"]["post"]
+    assert set(operation["requestBody"]["content"]) == {
+        "application/x-protobuf",
+        "application/json",
+    }
+    assert {"200", "400", "401", "413", "415", "429", "503"} <= set(operation["responses"])
+    assert "Retry-After" in operation["responses"]["503"]["headers"]
+    span = {
+        "traceId": "5b8efff798038103d269b633813fc60c",
+        "spanId": "eee19b7ec3c1b174",
+        "name": "chat gpt-4o",
+        "startTimeUnixNano": "1800000000000000000",
+        "endTimeUnixNano": "1800000001000000000",
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+            {"key": "gen_ai.conversation.id", "value": {"stringValue": "documented"}},
+            {"key": "gen_ai.input.messages", "value": {"stringValue": "not json"}},
+        ],
+    }
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+
+    def post(**headers: str) -> Any:
+        return api.client.post(
+            "/v1/traces", json.dumps(body), content_type="application/json", **headers
+        )
+
+    refused = post(**api.auth)
+    assert refused.status_code == 200
+    assert refused.json()["partialSuccess"]["rejectedSpans"] == "1"
+    _validates(document, _answer(document, "/v1/traces", "post", "200"), refused.json())
+    unknown = post()
+    assert unknown.status_code == 401
+    _validates(document, _answer(document, "/v1/traces", "post", "401"), unknown.json())
