@@ -896,19 +896,22 @@ def test_it_leaves_codex_ghost_snapshots_out_of_the_context() -> None:
     assert "ghost" not in texts and "3f9c2e1" not in texts
 
 
-def test_it_takes_a_codex_compaction_summary_item_as_the_summary() -> None:
-    question = "Find why the job SO20260101007 stalls"
+def _compacted_question(message: str, last: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """The call after a compaction of a question and its answer, whose replacement
+    history keeps the question and ends with `last`: its step body and its result."""
+    question = {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "Find why the job stalls"}],
+    }
     data = _rollout(
         [
             ("turn_context", {"model": "gpt-5-codex"}),
-            _item("user", question),
+            ("response_item", question),
             _item("assistant", "The queue worker dies on OOM."),
             _tokens(last_token_usage={"input_tokens": 5000, "cached_input_tokens": 0,
                                       "output_tokens": 40}),
-            ("compacted", {"message": "", "replacement_history": [
-                {"type": "message", "role": "user",
-                 "content": [{"type": "input_text", "text": question}]},
-                {"type": "compaction_summary", "encrypted_content": "gAAAA-opaque"}]}),
+            ("compacted", {"message": message, "replacement_history": [question, last]}),
             _item("user", "Fix it"),
             _item("assistant", "Raised the memory limit."),
             _tokens(last_token_usage={"input_tokens": 800, "cached_input_tokens": 0,
@@ -916,11 +919,30 @@ def test_it_takes_a_codex_compaction_summary_item_as_the_summary() -> None:
         ]
     )  # fmt: skip
     body, step = replay(list(read(io.BytesIO(data), format="codex")))["019e-rollout"][1]
+    return body, step
+
+
+def test_it_takes_a_codex_compaction_summary_item_as_the_summary() -> None:
+    item = {"type": "compaction_summary", "encrypted_content": "gAAAA-opaque"}
+    body, step = _compacted_question("", item)
     assert [op["action"] for op in body["actions"]][:1] == ["summarize"]
     summary = body["actions"][0]["result"]
     assert summary["content"][0]["type"] == "compaction_summary"
     assert not any(op["action"] == "insert" for op in body["actions"])
     assert ids(step.after) == ["instructions", "l3", summary["id"], "l7"]
+
+
+def test_it_takes_the_summary_codex_put_in_its_replacement_history_as_the_summary() -> None:
+    said = "The queue worker dies on OOM; the limit is 512 MiB."
+    text = f"Another language model started this task and left you this summary:\n{said}"
+    item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+    body, step = _compacted_question(said, item)
+    summary = body["actions"][0]["result"]
+    assert body["actions"][0]["action"] == "summarize"
+    assert summary["content"][0]["text"] == text
+    # the context is the history as Codex sent it: the summary once, not twice
+    assert ids(step.after) == ["instructions", "l3", summary["id"], "l7"]
+    assert not any(m.text == said for m in step.after)
 
 
 def test_it_reads_codex_usage_given_only_as_running_totals() -> None:

@@ -17,8 +17,10 @@ may name it in ``forked_from_id``, kept as ``metadata.forked_from``) starts with
 copy of that session's lines, its ``session_meta`` first: the context its first call
 starts from, not calls of its own (see `_Reader.own_turn`). ``compacted`` replaces the
 history with its ``replacement_history``: items already in the context are kept, the
-others are re-injected (``insert``), and the ``compaction`` item (or the summary
-``message``) stands for what left. A ``compacted`` line without ``replacement_history`` (rollouts
+others are re-injected (``insert``), and what stands for what left is the item of
+that history that holds the summary ``message`` (Codex ends the history it builds
+with it, a user message), else its ``compaction`` item, else the ``message`` itself,
+added after the history. A ``compacted`` line without ``replacement_history`` (rollouts
 of Codex before it logged one) is rebuilt the way Codex rebuilt it: see
 `_Reader.rebuilt`. A ``thread_rolled_back`` event (``num_turns``) drops the last
 turns the user undid, from the first of their prompts on. Older rollouts, written
@@ -56,6 +58,7 @@ from contextview.core.importers._log import (
     token_count,
     usage_cached_inside,
 )
+from contextview.core.importers._task import plain_text
 from contextview.core.parts import part_kind
 from contextview.core.times import as_datetime
 
@@ -590,17 +593,22 @@ class _Reader:
         for n, item in enumerate(history):
             if not isinstance(item, dict):
                 raise line_error(lineno, f"payload.replacement_history[{n}]: must be an object")
+        said = _summary_item(history, summary_text)
+        for n, item in enumerate(history):
             if part_kind(item) in NOT_SENT:
                 continue
             message = message_of(
                 f"l{lineno}.{n}", item, lineno, f"payload.replacement_history[{n}]."
             )
             same = by_hash.get(short_hash(text_of(message["content"])))
-            if same:
+            if n == said:
+                summary = {**message, "partition": "memory"}
+                order.append(message["id"])
+            elif same:
                 mid = same.pop(0)
                 kept.append(mid)
                 order.append(mid)
-            elif part_kind(item) in COMPACTIONS and summary is None:
+            elif part_kind(item) in COMPACTIONS and summary is None and said is None:
                 summary = message
                 order.append(message["id"])
             else:
@@ -667,6 +675,22 @@ class _Reader:
         else:
             op = {"action": "insert", "result": summary, "reason": reason}
         log.stage([op], reason=reason, order=order)
+
+
+def _summary_item(history: list[dict[str, Any]], summary_text: Any) -> int | None:
+    """Where a replacement history holds the summary a ``compacted`` line also gives as
+    its ``message``: the last item whose text holds it. Codex compacting on its own
+    builds the new history from the user's prompts and ends it with that summary, as a
+    user message (after a fixed text telling the model what it is), so that message is
+    what the model reads of what left; None when no item holds it (a history whose
+    summary is an encrypted ``compaction`` item)."""
+    if not isinstance(summary_text, str) or not summary_text.strip():
+        return None
+    for n in range(len(history) - 1, -1, -1):
+        item = history[n]
+        if part_kind(item) == "message" and summary_text in plain_text(item.get("content")):
+            return n
+    return None
 
 
 def read(
