@@ -1920,6 +1920,16 @@ def test_it_takes_an_openhands_replys_usage_from_its_running_total() -> None:
     ]
 
 
+def test_it_sends_an_openhands_command_that_printed_nothing_as_an_empty_result() -> None:
+    events = _oh_session()
+    events[3] = {**events[3], "content": "", "message": "Command executed"}
+    data = json.dumps(events).encode()
+    steps = replay(list(read(io.BytesIO(data), format="openhands", session_id="oh-e")))["oh-e"]
+    _, second = steps[1]
+    [result] = [m for m in second.before if m.role == "tool"]
+    assert result.content == ""
+
+
 def test_it_sends_an_openhands_sdk_tool_result_of_plain_text_as_that_text() -> None:
     events = _sdk_events()
     plain = {**events[4], "observation": {

@@ -242,7 +242,10 @@ def _observed(event: dict[str, Any]) -> str:
     OpenHands' own file editor, whose ``content`` is a diff of the whole file kept for
     the user and whose result the model reads as the editor wrote it, and for a
     delegate's result, whose ``content`` says which agent finished and whose model
-    reads what the delegate answered (its ``outputs.content``)."""
+    reads what the delegate answered (its ``outputs.content``). An empty ``content``
+    (a command that printed nothing) is what the model read; the event's ``message``,
+    a line for the user ("Command executed"), stands in only where there is no
+    ``content`` at all."""
     extras = event.get("extras")
     if event.get("observation") == "edit" and isinstance(extras, dict):
         written = extras.get("formatted_output_and_error")
@@ -253,7 +256,10 @@ def _observed(event: dict[str, Any]) -> str:
         answer = outputs.get("content") if isinstance(outputs, dict) else None
         if answer is not None:
             return _text(answer)
-    return _text(event.get("content") or event.get("message") or "")
+    if "content" in event:
+        content = event["content"]
+        return "" if content is None else _text(content)
+    return _text(event.get("message") or "")
 
 
 def _task(content: Any) -> str:
