@@ -345,11 +345,21 @@ def test_it_names_the_line_of_broken_json() -> None:
     assert str(caught.value).startswith("line 2: is not valid JSON")
 
 
-def test_it_names_the_line_of_an_entry_of_unexpected_shape() -> None:
-    bad = json.dumps({"type": "user", "sessionId": "s", "uuid": "u", "message": "hi"}).encode()
+@pytest.mark.parametrize(
+    ("message", "error"),
+    [
+        ({"message": -1}, "line 2: message: must be an object, not a number (-1)"),
+        ({"message": "hi"}, 'line 2: message: must be an object, not a string ("hi")'),
+        ({}, "line 2: message: field required, an object"),
+    ],
+)
+def test_it_names_the_line_of_an_entry_of_unexpected_shape(
+    message: dict[str, Any], error: str
+) -> None:
+    bad = json.dumps({"type": "user", "sessionId": "s", "uuid": "u", **message}).encode()
     with pytest.raises(TranscriptError) as caught:
         list(read(io.BytesIO(b"\n" + bad + b"\n"), format="claude-code"))
-    assert str(caught.value) == "line 2: message: field required, an object"
+    assert str(caught.value) == error
 
 
 def test_it_reads_a_mini_swe_agent_trajectory_from_its_messages() -> None:
@@ -619,7 +629,7 @@ def test_a_document_that_is_not_a_rollout_is_refused_naming_what_it_holds() -> N
         list(read(io.BytesIO(data), format="codex"))
     doc = _typescript_rollout()
     doc["items"][1] = 7
-    with pytest.raises(TranscriptError, match=r"^items\[1\]: must be a JSON object$"):
+    with pytest.raises(TranscriptError, match=r"^items\[1\]: must be a JSON object, not a number"):
         list(read(io.BytesIO(json.dumps(doc, indent=2).encode()), format="codex"))
     doc = _typescript_rollout()
     doc["items"][0]["content"] = {"text": "not a list of parts"}

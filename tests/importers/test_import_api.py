@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -254,11 +255,13 @@ def test_the_command_imports_the_good_files_and_fails_naming_the_others(
 
 
 def test_it_names_a_line_of_unexpected_shape(api: Api) -> None:
-    data = b'{"type": "response_item", "payload": "not an object"}\n'
+    data = b'{"type": "response_item", "payload": -1}\n'
     data += b'{"type": "event_msg", "payload": {}}\n'
     response = upload(api, ("rollout.jsonl", data), format="codex")
     assert response.status_code == 422
-    assert response.json()["error"] == "rollout.jsonl: line 1: payload: field required, an object"
+    assert response.json()["error"] == (
+        "rollout.jsonl: line 1: payload: must be an object, not a number (-1)"
+    )
 
 
 def _lines(*objects: dict[str, Any]) -> bytes:
@@ -306,7 +309,7 @@ BAD_SHAPES = [
             {"type": "compacted", "payload": {"message": "", "replacement_history": "oops"}},
         ),
         # the compaction was rebuilt as if Codex had logged no history, its inserts lost
-        "line 4: payload.replacement_history: must be a list of items",
+        'line 4: payload.replacement_history: must be a list of items, not a string ("oops")',
     ),
     (
         "rollout.jsonl",
@@ -353,7 +356,7 @@ BAD_SHAPES = [
                 "message": {"id": "m1", "content": "a", "usage": "12 tokens"},
             },
         ),
-        "line 2: message.usage: must be an object of token counts",
+        'line 2: message.usage: must be an object of token counts, not a string ("12 tokens")',
     ),
     (
         "events.jsonl",
@@ -379,7 +382,7 @@ BAD_SHAPES = [
             {"id": 0, "source": "user", "action": "message", "args": {"content": "fix it"}},
             {"id": 1, "source": "agent", "action": {"run": "ls"}},
         ),
-        "line 2: action: must be a string naming the event",
+        "line 2: action: must be a string naming the event, not an object",
     ),
     (
         "events.jsonl",
@@ -387,7 +390,7 @@ BAD_SHAPES = [
             {"id": 0, "source": "user", "action": "message", "args": {"content": "fix it"}},
             {"id": 1, "source": "environment", "observation": ["run"], "content": "x"},
         ),
-        "line 2: observation: must be a string naming the event",
+        "line 2: observation: must be a string naming the event, not a list",
     ),
     (
         "run.json",
@@ -431,6 +434,22 @@ def _atif_with_calls_of(calls: Any) -> bytes:
     return json.dumps(doc).encode()
 
 
+@pytest.mark.parametrize(
+    ("calls", "found"),
+    [(True, "a boolean (true)"), (5, "a number (5)"), ({"id": "c1"}, "an object")],
+)
+def test_it_names_atif_tool_calls_that_are_no_list_and_logs_no_failure(
+    api: Api, caplog: pytest.LogCaptureFixture, calls: Any, found: str
+) -> None:
+    with caplog.at_level(logging.ERROR):
+        response = upload(api, ("run.json", _atif_with_calls_of(calls)))
+    assert response.status_code == 422, response.content
+    error = f"run.json: steps[1].tool_calls: must be a list, not {found}"
+    assert response.json()["error"] == error
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not Session.objects.exists()
+
+
 def _openhands_with_extras(extras: Any) -> bytes:
     events = json.loads((FIXTURES / "openhands.json").read_bytes())
     events[2]["extras"] = extras
@@ -440,7 +459,6 @@ def _openhands_with_extras(extras: Any) -> bytes:
 @pytest.mark.parametrize(
     ("name", "data", "where"),
     [
-        ("run.json", _atif_with_calls_of(5), "steps[1]"),
         ("events.json", _openhands_with_extras(5), "[2]"),
     ],
 )
@@ -906,7 +924,8 @@ def test_it_links_atif_results_that_name_no_call_to_the_calls_of_their_step(api:
 @pytest.mark.parametrize(
     ("trajectory", "error"),
     [
-        ({"steps": {"1": {"source": "user"}}}, "t.json: steps: field required, the trajectory's"),
+        ({"steps": {"1": {"source": "user"}}}, "t.json: steps: must be a list, not an object"),
+        ({"steps": "x"}, 't.json: steps: must be a list, not a string ("x")'),
         ({"subagent_trajectories": [{"trajectory_id": "helper"}]},
          "t.json: subagent_trajectories[0].steps: field required"),
     ],

@@ -104,6 +104,38 @@ def line_error(lineno: int, message: str) -> TranscriptError:
     return TranscriptError(f"line {lineno}", message)
 
 
+def json_kind(value: Any) -> str:
+    """What JSON value `value` is, as an error names what a field held: its type, and
+    a scalar's value too (``a number (-1)``)."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        kind = "a boolean"
+    elif isinstance(value, str):
+        kind = "a string"
+    else:
+        kind = "a number"
+    text = canonical_json(value)
+    return f"{kind} ({text if len(text) <= 40 else text[:37] + '...'})"
+
+
+def unfit(container: Any, key: str, expected: str, meaning: str = "") -> str:
+    """What an error says of the field `key` of `container` that is not `expected`
+    (what it must be, said with its article: "an object", "a list"): "field required"
+    where the field is absent, with `meaning` (what the field holds, "the session
+    id") or else `expected`; where it is there, what it must be and what it holds."""
+    if not isinstance(container, dict) or key not in container:
+        return f"field required, {meaning or expected}"
+    value = container[key]
+    if value == "" and "string" in expected:
+        return "must not be empty"
+    return f"must be {expected}, not {json_kind(value)}"
+
+
 def token_count(value: Any, where: str) -> int | None:
     """A token count as a log writes it: absent (None) or a whole number of tokens;
     anything else is an error naming `where` (the line or JSON path of the field)."""

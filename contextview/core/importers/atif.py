@@ -41,8 +41,10 @@ from contextview.core.importers._log import (
     SessionLog,
     TranscriptError,
     json_document,
+    json_kind,
     reading,
     token_count,
+    unfit,
     usage_cached_inside,
 )
 from contextview.core.importers._task import Around, inside, plain_text
@@ -127,7 +129,8 @@ def _trajectory(
     steps = doc.get("steps")
     if not isinstance(steps, list):
         # Required by every version: a trajectory without it has nothing to import.
-        raise TranscriptError(f"{where}steps", "field required, the trajectory's list of steps")
+        problem = unfit(doc, "steps", "a list", "the trajectory's list of steps")
+        raise TranscriptError(f"{where}steps", problem)
     # the tool call whose result refers to each embedded sub-agent's trajectory
     started_by: dict[str, Any] = {}
     lanes = _lanes(steps, where)
@@ -150,7 +153,7 @@ def _trajectory(
         at = f"{where}subagent_trajectories[{i}]"
         reading(at)
         if not isinstance(sub, dict):
-            raise TranscriptError(at, "must be an object")
+            raise TranscriptError(at, f"must be an object, not {json_kind(sub)}")
         tid = sub["trajectory_id"] if _named(sub.get("trajectory_id")) else str(i)
         meta = {"parent_session": sid}
         if started_by.get(tid) is not None:
@@ -168,7 +171,7 @@ def _lanes(steps: list[Any], where: str) -> dict[str | None, list[int]]:
     run: str | None = None
     for n, step in enumerate(steps):
         if not isinstance(step, dict):
-            raise TranscriptError(f"{where}steps[{n}]", "must be an object")
+            raise TranscriptError(f"{where}steps[{n}]", f"must be an object, not {json_kind(step)}")
         extra = step.get("extra")
         if not (isinstance(extra, dict) and extra.get("is_sidechain") is True):
             run = None
@@ -243,9 +246,14 @@ def _reply_parts(step: dict[str, Any], at: str) -> list[Any]:
     parts.extend(
         text if isinstance(text, list) else [{"type": "text", "text": text}] if text else []
     )
-    for c, call in enumerate(step.get("tool_calls") or []):
+    calls = step.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        raise TranscriptError(f"{at}.tool_calls", unfit(step, "tool_calls", "a list"))
+    for c, call in enumerate(calls or []):
         if not isinstance(call, dict):
-            raise TranscriptError(f"{at}.tool_calls[{c}]", "must be an object")
+            raise TranscriptError(
+                f"{at}.tool_calls[{c}]", f"must be an object, not {json_kind(call)}"
+            )
         parts.append(
             {
                 "type": "tool_call",
@@ -398,7 +406,9 @@ def _results(
     results = results if isinstance(results, list) else []
     for r, result in enumerate(results):
         if not isinstance(result, dict):
-            raise TranscriptError(f"{at}.observation.results[{r}]", "must be an object")
+            raise TranscriptError(
+                f"{at}.observation.results[{r}]", f"must be an object, not {json_kind(result)}"
+            )
     unnamed = _unnamed_calls(step, results)
     for r, result in enumerate(results):
         call_id = result.get("source_call_id") or (unnamed.pop(0) if unnamed else None)

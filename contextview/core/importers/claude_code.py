@@ -80,10 +80,12 @@ from contextview.core.importers._log import (
     SessionLog,
     TranscriptError,
     compaction_reason,
+    json_kind,
     json_lines,
     line_error,
     own_lines,
     token_count,
+    unfit,
 )
 from contextview.core.importers._task import plain_text
 from contextview.core.parts import part_kind
@@ -201,7 +203,9 @@ def _usage(raw: Any, lineno: int) -> dict[str, int] | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise line_error(lineno, "message.usage: must be an object of token counts")
+        raise line_error(
+            lineno, f"message.usage: must be an object of token counts, not {json_kind(raw)}"
+        )
     out = {
         ours: token_count(raw.get(theirs), f"line {lineno}: message.usage.{theirs}")
         for ours, theirs in (
@@ -471,7 +475,9 @@ class _Reader:
     def session_for(self, lineno: int, entry: dict[str, Any]) -> _Session:
         main = self.main_of(lineno, entry)
         if not isinstance(main, str) or not main:
-            raise line_error(lineno, "sessionId: field required, a non-empty string")
+            raise line_error(
+                lineno, f"sessionId: {unfit(entry, 'sessionId', 'a non-empty string')}"
+            )
         if self.main_id is None:
             self.main_id = main
         sid = main
@@ -645,10 +651,13 @@ class _Reader:
             return
         message = entry.get("message")
         if not isinstance(message, dict):
-            raise line_error(lineno, "message: field required, an object")
+            raise line_error(lineno, f"message: {unfit(entry, 'message', 'an object')}")
         content = message.get("content")
         if not isinstance(content, str | list):
-            raise line_error(lineno, "message.content: must be a string or a list of blocks")
+            raise line_error(
+                lineno,
+                f"message.content: must be a string or a list of blocks, not {json_kind(content)}",
+            )
         if isinstance(content, list):
             for n, block in enumerate(content):
                 if not isinstance(block, dict):
@@ -663,7 +672,7 @@ class _Reader:
         # A tool result does not end the call: Claude Code may log more blocks of the
         # same reply after it.
         if not isinstance(uuid, str) or not uuid:
-            raise line_error(lineno, "uuid: field required, a non-empty string")
+            raise line_error(lineno, f"uuid: {unfit(entry, 'uuid', 'a non-empty string')}")
         msg: dict[str, Any] = {"id": uuid, "role": "user", "content": content}
         if (
             isinstance(content, list)
@@ -756,7 +765,7 @@ class _Reader:
     ) -> Iterator[Event]:
         mid = message.get("id") or entry.get("uuid")
         if not isinstance(mid, str) or not mid:
-            raise line_error(lineno, "message.id: field required, a non-empty string")
+            raise line_error(lineno, f"message.id: {unfit(message, 'id', 'a non-empty string')}")
         blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
         model = message.get("model")
         if model == SYNTHETIC_MODEL:

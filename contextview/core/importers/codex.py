@@ -49,6 +49,7 @@ from contextview.core.importers._log import (
     SessionLog,
     TranscriptError,
     compaction_reason,
+    json_kind,
     json_lines,
     json_whole,
     line_error,
@@ -56,6 +57,7 @@ from contextview.core.importers._log import (
     short_hash,
     text_of,
     token_count,
+    unfit,
     usage_cached_inside,
 )
 from contextview.core.importers._task import plain_text
@@ -427,7 +429,7 @@ class _Reader:
         if kind not in LINE_TYPES:
             return
         if not isinstance(payload, dict):
-            raise line_error(lineno, "payload: field required, an object")
+            raise line_error(lineno, f"payload: {unfit(line, 'payload', 'an object')}")
         if kind == "session_meta":
             self.meta(lineno, payload, line.get("timestamp"))
         elif kind == "turn_context":
@@ -468,7 +470,9 @@ class _Reader:
             return
         sid = self.override or _meta_id(payload)
         if not isinstance(sid, str) or not sid:
-            raise line_error(lineno, "payload.id: field required, the session id")
+            key = "session_id" if "id" not in payload and "session_id" in payload else "id"
+            problem = unfit(payload, key, "a non-empty string", "the session id")
+            raise line_error(lineno, f"payload.{key}: {problem}")
         self.own_id, self.created = _meta_id(payload), _created_at(payload, stamp)
         metadata: dict[str, Any] = {
             k: payload[k]
@@ -589,10 +593,16 @@ class _Reader:
             self.rebuilt(f"l{lineno}", log, summary_text, reason)
             return
         if not isinstance(history, list):
-            raise line_error(lineno, "payload.replacement_history: must be a list of items")
+            raise line_error(
+                lineno,
+                f"payload.replacement_history: must be a list of items, not {json_kind(history)}",
+            )
         for n, item in enumerate(history):
             if not isinstance(item, dict):
-                raise line_error(lineno, f"payload.replacement_history[{n}]: must be an object")
+                raise line_error(
+                    lineno,
+                    f"payload.replacement_history[{n}]: must be an object, not {json_kind(item)}",
+                )
         said = _summary_item(history, summary_text)
         for n, item in enumerate(history):
             if part_kind(item) in NOT_SENT:
@@ -748,7 +758,7 @@ class _RolloutLines:
         yield 0, doc["session"]
         for n, item in enumerate(items, start=1):
             if not isinstance(item, dict):
-                raise line_error(n, "must be a JSON object")
+                raise line_error(n, f"must be a JSON object, not {json_kind(item)}")
             yield n, item
 
     def place(self, error: TranscriptError) -> TranscriptError:

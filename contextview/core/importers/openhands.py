@@ -47,6 +47,7 @@ from contextview.core.importers._log import (
     SessionLog,
     TranscriptError,
     json_document,
+    json_kind,
     json_lines,
     json_loads,
     json_whole,
@@ -56,6 +57,7 @@ from contextview.core.importers._log import (
     short_hash,
     text_of,
     token_count,
+    unfit,
     usage_cached_inside,
 )
 from contextview.core.importers._task import Around, inside, plain_text
@@ -375,7 +377,10 @@ class _Reader:
             return
         for kind in ("observation", "action"):
             if kind in event and not isinstance(event[kind], str):
-                raise TranscriptError(f"{where}: {kind}", "must be a string naming the event")
+                raise TranscriptError(
+                    f"{where}: {kind}",
+                    f"must be a string naming the event, not {json_kind(event[kind])}",
+                )
         spent = self.spent(event, where)
         if "observation" in event:
             kind = event["observation"]
@@ -801,8 +806,11 @@ def _one_line_json(line: bytes) -> bool:
 
 def _row(where: str, row: Any, n: int, session_id: str | None, fallback: str) -> Iterator[Event]:
     """One evaluation row: a session of its own, named by its ``instance_id``."""
-    if not isinstance(row, dict) or not isinstance(row.get("history"), list):
-        raise TranscriptError(where, "history: field required, the run's list of events")
+    if not isinstance(row, dict):
+        raise TranscriptError(where, f"must be an object, not {json_kind(row)}")
+    if not isinstance(row.get("history"), list):
+        problem = unfit(row, "history", "a list", "the run's list of events")
+        raise TranscriptError(where, f"history: {problem}")
     instance = row.get("instance_id")
     named = str(instance) if isinstance(instance, str | int) and instance != "" else None
     if session_id:

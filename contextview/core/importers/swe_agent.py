@@ -36,12 +36,14 @@ from contextview.core.importers._log import (
     SessionLog,
     TranscriptError,
     json_document,
+    json_kind,
     json_loads,
     openai_usage,
     reading,
     reasoning_parts,
     short_hash,
     text_of,
+    unfit,
 )
 from contextview.core.importers._task import Around, around, inside, plain_text
 
@@ -89,7 +91,7 @@ _RESULT_ITEMS = ("function_call_output", "custom_tool_call_output")
 
 def _message(where: str, mid: str, raw: Any) -> dict[str, Any]:
     if not isinstance(raw, dict):
-        raise TranscriptError(where, "must be a message object")
+        raise TranscriptError(where, f"must be a message object, not {json_kind(raw)}")
     if "role" not in raw and raw.get("type") in _RESULT_ITEMS:
         output = raw.get("output")
         if not isinstance(output, str | list):
@@ -102,11 +104,13 @@ def _message(where: str, mid: str, raw: Any) -> dict[str, Any]:
     if content is None:
         content = ""
     if not isinstance(content, str | list):
-        raise TranscriptError(f"{where}.content", "must be a string or a list of parts")
+        raise TranscriptError(
+            f"{where}.content", f"must be a string or a list of parts, not {json_kind(content)}"
+        )
     content = _unmarked(content)
     role = raw.get("role")
     if not isinstance(role, str):
-        raise TranscriptError(f"{where}.role", "field required, a string")
+        raise TranscriptError(f"{where}.role", unfit(raw, "role", "a string"))
     # a reply's thinking, which both agents keep as LiteLLM gave it
     thinking = reasoning_parts(raw) if role == "assistant" else []
     if thinking:
@@ -395,7 +399,8 @@ def _responses_reply(
     message's parts in place of the message), its model and usage the response's."""
     output = raw.get("output")
     if not isinstance(output, list):
-        raise TranscriptError(f"{where}.output", "field required, the response's list of items")
+        problem = unfit(raw, "output", "a list", "the response's list of items")
+        raise TranscriptError(f"{where}.output", problem)
     parts: list[Any] = []
     for item in output:
         content = item.get("content") if isinstance(item, dict) else None
