@@ -36,6 +36,7 @@ from contextview.core.importers import (
     openhands,
     read,
     session_name,
+    session_name_apart,
 )
 from contextview.core.importers.folders import (
     Archive,
@@ -45,7 +46,7 @@ from contextview.core.importers.folders import (
     read_folder,
     transcript_files,
 )
-from contextview.ingest.services import batch_ingest, step_reply_complete
+from contextview.ingest.services import batch_ingest, step_is_stored, step_reply_complete
 from contextview.projects.models import Project
 from contextview.sessions.models import Session
 
@@ -170,8 +171,74 @@ def _import_file(
             )
         return
     fmt = transcript_format(stream=stream, name=name, format=format)
-    events = read(stream, format=fmt, session_id=session_id, fallback=session_name(name), live=live)
-    _import_events(project=project, name=name, fmt=fmt, events=events, outcome=outcome)
+    events = _named_apart(
+        project=project,
+        name=session_name(name),
+        given=session_id,
+        read_as=lambda fallback: read(
+            _rewound(stream), format=fmt, session_id=session_id, fallback=fallback, live=live
+        ),
+    )
+    _import_events(
+        project=project, name=name, fmt=fmt, events=events, outcome=outcome, given=session_id
+    )
+
+
+def _rewound(stream: IO[bytes]) -> IO[bytes]:
+    stream.seek(0)
+    return stream
+
+
+def _named_apart(
+    *,
+    project: Project,
+    name: str,
+    given: str | None,
+    read_as: Callable[[str], Iterator[Event]],
+) -> Iterator[Event]:
+    """The events of a transcript read by `read_as`, its sessions named after its file
+    (`name`) where its log names none, unless `given` names them: a transcript that is
+    not the session stored under that name grown (its first step is another call, or
+    the same call with another reply: another run written to a file of the same name)
+    is read again, as a session of its own (`session_name_apart`). A session its log
+    names stays that session, and ingest refuses a step of it that differs (409). A
+    generator, so that a transcript that cannot be read fails where its events are
+    taken."""
+    events = read_as(name)
+    head: list[Event] = []
+    if given is None:
+        for event in events:
+            head.append(event)
+            if event["type"] == "step":
+                break
+    first = head[-1] if head and head[-1]["type"] == "step" else None
+    if first is None or step_is_stored(project=project, event=first) is not False:
+        yield from head
+        yield from events
+        return
+    _close(events)
+    if _first_session(read_as(f"{name}~")) == first["body"]["session_id"]:
+        yield from read_as(name)  # named by its log, not by the file
+        return
+    yield from read_as(session_name_apart(name, first))
+
+
+def _first_session(events: Iterator[Event]) -> str | None:
+    """The session of the first step of `events`, read no further."""
+    try:
+        for event in events:
+            if event["type"] == "step":
+                return str(event["body"]["session_id"])
+        return None
+    finally:
+        _close(events)
+
+
+def _close(events: Iterator[Event]) -> None:
+    """Stop reading a transcript (a reader's generator) before its end."""
+    close = getattr(events, "close", None)
+    if close is not None:
+        close()
 
 
 @contextmanager
@@ -245,6 +312,7 @@ def _import_folders(
                     fmt=openhands.FORMAT,
                     events=events,
                     outcome=outcome,
+                    given=session_id,
                 )
             except OSError as exc:
                 raise ImportFailed(
@@ -278,15 +346,27 @@ def _import_folder_file(
         return
     try:
         with open_file(path) as stream:
-            events = read(
-                stream,
-                format=fmt,
-                session_id=session_id,
-                fallback=session_name(path.rpartition("/")[2]),
-                live=live,
-                leave=leave,
+            events = _named_apart(
+                project=project,
+                name=session_name(path.rpartition("/")[2]),
+                given=session_id,
+                read_as=lambda fallback: read(
+                    _rewound(stream),
+                    format=fmt,
+                    session_id=session_id,
+                    fallback=fallback,
+                    live=live,
+                    leave=leave,
+                ),
             )
-            _import_events(project=project, name=path, fmt=fmt, events=events, outcome=outcome)
+            _import_events(
+                project=project,
+                name=path,
+                fmt=fmt,
+                events=events,
+                outcome=outcome,
+                given=session_id,
+            )
     except OSError as exc:
         raise ImportFailed(422, f"{name}: cannot read {path}: {exc.strerror}") from None
 
@@ -298,7 +378,9 @@ def _import_events(
     fmt: str,
     events: Iterable[Event],
     outcome: ImportOutcome,
+    given: str | None,
 ) -> None:
+    """Ingest a transcript's events; `given`: the session id the request named."""
     seen: dict[str, ImportedSession] = {}
     timed: set[str] = set()  # sessions of which the transcript wrote a time
     try:
@@ -322,11 +404,14 @@ def _import_events(
                     entry.steps += 1
                     entry.operations += len(event["body"].get("actions", ()))
                     continue
-                if answer.status >= 400:
+                if answer.status == 409:
                     raise ImportFailed(
-                        409 if answer.status == 409 else 422,
-                        f"{name}: {_where(event)} was refused: {answer.error}",
+                        409,
+                        f"{name}: {_where(event)} was refused: {answer.error}; "
+                        + _another_transcript(sid, given),
                     )
+                if answer.status >= 400:
+                    raise ImportFailed(422, f"{name}: {_where(event)} was refused: {answer.error}")
                 if answer.status == 201:
                     outcome.created = True
                 if event["type"] == "step":
@@ -358,6 +443,20 @@ def _mark_imported(
             kept = {k: v for k, v in (session.metadata or {}).items() if k != IMPORTED_UNTIMED}
             session.metadata = {**kept, **marks}
             session.save(update_fields=["metadata"])
+
+
+def _another_transcript(session_id: str, given: str | None) -> str:
+    """What a 409 of an import says to do: the session holds another transcript (or
+    this one edited, not grown)."""
+    if given is not None:
+        return (
+            f"session {session_id!r} holds another transcript: pass another session_id "
+            "to import this one beside it"
+        )
+    return (
+        f"session {session_id!r} holds another version of this transcript (changed, not "
+        "grown): pass session_id to import this one as a session of its own"
+    )
 
 
 def _where(event: dict[str, Any]) -> str:

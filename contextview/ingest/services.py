@@ -567,23 +567,14 @@ def step_reply_complete(*, project: Project, event: Any) -> str | None:
         return None
     body, key = checked.body, event_key(checked.head.id)
     with transaction.atomic(), binary_cursor() as cursor:
-        cursor.execute(
-            "SELECT st.id, st.session_id FROM cv_raw_event r JOIN cv_session s "
-            "ON s.project_id = r.project_id AND s.external_id = %s "
-            "JOIN cv_step st ON st.session_id = s.id AND st.index = %s "
-            "WHERE r.project_id = %s AND r.event_key = %s AND r.type = 'step' "
-            "FOR UPDATE OF r, s, st",
-            [body.session_id, body.index, project.pk, key],
-        )
-        found = cursor.fetchone()
+        found = _step_stored_under(cursor, project, body, key, lock=True)
         if found is None:
             return None
         step_id, session_pk = found
         output = None if body.output is None else body.output.model_dump(exclude_unset=True)
-        stored = step_outputs([Step.objects.get(pk=step_id)])[step_id]
-        said, sent = step_storage.output_parts(stored), step_storage.output_parts(output)
-        if sent[: len(said)] != said:
-            return "held" if said[: len(sent)] == sent else None
+        relation = _reply_against_stored(step_id, output)
+        if relation != "grown":
+            return relation
         split = step_storage.output_split(output)
         store = _Store(project.pk)
         texts = None if split is None else [store.text_hash(t) for t in split[1]]
@@ -613,6 +604,58 @@ def step_reply_complete(*, project: Project, event: Any) -> str | None:
         cursor.execute("DELETE FROM cv_step_stats WHERE step_id = %s", [step_id])
         cursor.execute("UPDATE cv_session SET stats_status = 'pending' WHERE id = %s", [session_pk])
     transaction.on_commit(lambda: stats_schedule(session_ids=[session_pk]))
+    return "grown"
+
+
+def step_is_stored(*, project: Project, event: Any) -> bool | None:
+    """Whether the step `event` is the one its session holds at its index, for an
+    import to tell a transcript that grew from another one named the same: None when
+    the session holds no step there (or there is no such session); True when that
+    step was stored from this event (its call) with this reply, or with one of which
+    either is a beginning (a copy of the transcript taken earlier or later); False
+    when it is another call, or the same call with another reply."""
+    checked = _validate(0, event, timezone.now(), True)
+    if isinstance(checked, EventResult) or not isinstance(checked.body, StepBody):
+        return None
+    body = checked.body
+    held = Step.objects.filter(
+        session__project=project, session__external_id=body.session_id, index=body.index
+    ).exists()
+    if not held:
+        return None
+    with binary_cursor() as cursor:
+        found = _step_stored_under(cursor, project, body, event_key(checked.head.id), lock=False)
+    if found is None:
+        return False
+    output = None if body.output is None else body.output.model_dump(exclude_unset=True)
+    return _reply_against_stored(found[0], output) is not None
+
+
+def _step_stored_under(
+    cursor: Any, project: Project, body: StepBody, key: Any, *, lock: bool
+) -> tuple[int, int] | None:
+    """The step (its pk, and its session's) stored from the event `key` at `body`'s
+    index of its session; `lock`: locked for an update of it."""
+    cursor.execute(
+        "SELECT st.id, st.session_id FROM cv_raw_event r JOIN cv_session s "
+        "ON s.project_id = r.project_id AND s.external_id = %s "
+        "JOIN cv_step st ON st.session_id = s.id AND st.index = %s "
+        "WHERE r.project_id = %s AND r.event_key = %s AND r.type = 'step'"
+        + (" FOR UPDATE OF r, s, st" if lock else ""),
+        [body.session_id, body.index, project.pk, key],
+    )
+    found = cursor.fetchone()
+    return None if found is None else (found[0], found[1])
+
+
+def _reply_against_stored(step_id: int, output: dict[str, Any] | None) -> str | None:
+    """How a reply sent again for the stored step `step_id` stands to the one it holds:
+    ``"grown"`` (the stored one is a beginning of it, or the same), ``"held"`` (it is
+    a beginning of the stored one), None (they differ otherwise)."""
+    stored = step_outputs([Step.objects.get(pk=step_id)])[step_id]
+    said, sent = step_storage.output_parts(stored), step_storage.output_parts(output)
+    if sent[: len(said)] != said:
+        return "held" if said[: len(sent)] == sent else None
     return "grown"
 
 

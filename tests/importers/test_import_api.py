@@ -683,6 +683,60 @@ def test_it_imports_into_the_session_named(api: Api) -> None:
     assert response.json()["sessions"][0]["session_id"] == "incident-42"
 
 
+def _swe_run(reply: str, calls: int = 3) -> bytes:
+    """A SWE-agent run of the fixture's instance whose first reply is `reply`, cut to
+    its first `calls` calls (a copy of a run still going)."""
+    doc = json.loads((FIXTURES / "swe_agent.traj").read_text().replace("List the files.", reply))
+    return json.dumps({**doc, "trajectory": doc["trajectory"][:calls]}).encode()
+
+
+def test_it_imports_another_run_named_like_a_stored_one_as_a_session_of_its_own(
+    api: Api,
+) -> None:
+    name = "marshmallow-1867.traj"  # SWE-agent names a run's file by its instance
+    assert upload(api, (name, _swe_run("List the files.", 2))).status_code == 201
+    other = upload(api, (name, _swe_run("Read the issue first.", 2)))
+    assert other.status_code == 201, other.content
+    apart = other.json()["sessions"][0]["session_id"]
+    assert apart.startswith("marshmallow-1867-")
+    again = upload(api, (name, _swe_run("Read the issue first.", 2)))
+    assert again.status_code == 200, again.content
+    assert again.json()["sessions"][0] == {**other.json()["sessions"][0], "new_steps": 0}
+    # each run grown extends its own session
+    for reply, sid in (("Read the issue first.", apart), ("List the files.", "marshmallow-1867")):
+        grown = upload(api, (name, _swe_run(reply)))
+        assert grown.status_code == 201, grown.content
+        assert grown.json()["sessions"][0]["session_id"] == sid
+        assert grown.json()["sessions"][0]["new_steps"] == 1
+    assert Step.objects.filter(session__external_id=apart).count() == 3
+    assert Step.objects.filter(session__external_id="marshmallow-1867").count() == 3
+
+
+def test_it_refuses_another_run_into_the_session_named_saying_what_to_do(api: Api) -> None:
+    upload(api, ("a.traj", _swe_run("List the files.")), session_id="run-7")
+    refused = upload(api, ("b.traj", _swe_run("Read the issue first.")), session_id="run-7")
+    assert refused.status_code == 409
+    error = refused.json()["error"]
+    assert "step 0 of session 'run-7' was refused" in error
+    assert error.endswith("pass another session_id to import this one beside it")
+    assert Step.objects.filter(session__external_id="run-7").count() == 3
+
+
+def test_it_refuses_a_changed_transcript_of_a_session_its_log_names_saying_what_to_do(
+    api: Api,
+) -> None:
+    _, data = fixture("claude_code.jsonl")
+    name = "cc-7f3a.jsonl"  # Claude Code names a transcript's file by its session
+    assert upload(api, (name, data)).status_code == 201
+    changed = data.replace(b"Read the log first.", b"Read the code first.")
+    refused = upload(api, (name, changed))
+    assert refused.status_code == 409, refused.content
+    assert refused.json()["error"].endswith(
+        "pass session_id to import this one as a session of its own"
+    )
+    assert not Session.objects.filter(external_id__startswith="cc-7f3a-").exists()
+
+
 def test_it_refuses_an_upload_past_the_import_limit(api: Api) -> None:
     with override_settings(IMPORT_MAX_BYTES=4096):
         response = upload(api, fixture("claude_code.jsonl"))

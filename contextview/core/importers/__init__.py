@@ -15,7 +15,14 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import IO, Any
 
 from contextview.core.importers import atif, claude_code, codex, openhands, swe_agent
-from contextview.core.importers._log import TOO_DEEP, Event, TranscriptError, guarded, line_error
+from contextview.core.importers._log import (
+    TOO_DEEP,
+    Event,
+    TranscriptError,
+    guarded,
+    line_error,
+    short_hash,
+)
 from contextview.core.importers.folders import ARCHIVE_SUFFIXES
 from contextview.core.runs import RUN_KEY
 
@@ -30,6 +37,7 @@ __all__ = [
     "detect",
     "read",
     "session_name",
+    "session_name_apart",
 ]
 
 READERS: dict[str, Callable[..., Iterator[Event]]] = {
@@ -184,3 +192,14 @@ def session_name(filename: str) -> str:
         if stem.endswith(suffix):
             stem = stem[: -len(suffix)]
     return stem[:200] or "transcript"
+
+
+def session_name_apart(name: str, first_step: Event) -> str:
+    """The session of a transcript named after its file (`name`) that is not the session
+    stored under that name grown: another run written to a file of the same name (two
+    SWE-agent runs of one instance, each ``<instance_id>.traj``). It is `name` and a
+    short hash of the transcript's first step, its call and its reply, so the same
+    transcript is named the same at each import, and so is a copy of it that grew,
+    whose first step is the same."""
+    first = [first_step["id"], first_step["body"].get("output")]
+    return f"{name[:189]}-{short_hash(first)[:10]}"
