@@ -1385,6 +1385,18 @@ def test_it_reads_each_swe_agent_call_from_the_query_it_was_sent() -> None:
     assert steps[1][0]["output"]["messages"][0]["content"] == "cat a.py"
 
 
+def test_it_names_a_swe_agent_query_that_is_no_list_of_messages() -> None:
+    # Passed over, the call's context would silently be read from the history instead.
+    system = {"role": "system", "content": "You are an autonomous programmer."}
+    good = {"response": "ls", "observation": "a.py", "query": [system]}
+    doc = {"trajectory": [good, {**good, "query": "notalist"}], "history": [system]}
+    with pytest.raises(TranscriptError) as caught:
+        list(read(io.BytesIO(json.dumps(doc).encode()), format="swe-agent", fallback="q"))
+    assert str(caught.value) == (
+        'trajectory[1].query: must be a list of messages, not a string ("notalist")'
+    )
+
+
 @pytest.mark.parametrize("kept", ["query", "messages"])
 def test_it_shows_the_tool_calls_of_each_swe_agent_call(kept: str) -> None:
     # SWE-agent 1.x with function calling: a step's response is the reply's text

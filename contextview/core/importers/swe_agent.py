@@ -206,6 +206,13 @@ def _run(doc: dict[str, Any], sid: str, *, where: str, parent: str | None) -> It
             raise TranscriptError(
                 f"{where}trajectory[{k}]", f"must be an object (a step), not {short_repr(entry)}"
             )
+        for key in ("query", "messages"):
+            # What the call was sent: read as the context, so one of another shape
+            # is not passed over for the history.
+            if entry.get(key) is not None and not isinstance(entry[key], list):
+                raise TranscriptError(
+                    f"{where}trajectory[{k}].{key}", unfit(entry, key, "a list of messages")
+                )
     if steps and all(isinstance(_sent(s), list) for s in steps):
         yield from _per_call_messages(log, steps, doc.get("history"), where)
     else:
