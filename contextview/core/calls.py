@@ -18,8 +18,9 @@ from typing import Any
 
 import orjson
 
-from contextview.core.model import Message
+from contextview.core.model import Message, default_partition
 from contextview.core.parts import (
+    CALL_FIELDS,
     all_results,
     answered_call,
     arguments_in,
@@ -103,6 +104,29 @@ def result_call(context: Sequence[Message], position: int) -> tuple[str, str | N
     if tool is None:
         tool = extra.get("name") if isinstance(extra.get("name"), str) else None
     return (tool, None) if tool else None
+
+
+def reply_said(output: Any) -> list[str]:
+    """What a call's reply says (its output as sent, ``{"messages": [...]}``): the
+    `said_text` of each message the model wrote, as its next call would hold it."""
+    messages = output.get("messages") if isinstance(output, dict) else None
+    said = []
+    for n, raw in enumerate(messages if isinstance(messages, list) else ()):
+        if not isinstance(raw, dict):
+            continue
+        content = raw.get("content")
+        role = raw.get("role") if isinstance(raw.get("role"), str) else "assistant"
+        reply = Message(
+            id=f"reply-{n}",
+            role=role,
+            content=content if isinstance(content, str | list) else None,
+            partition=default_partition(role),
+            extra={k: raw[k] for k in CALL_FIELDS if k in raw} or None,
+        )
+        text = said_text(reply)
+        if text:
+            said.append(text)
+    return said
 
 
 def said_text(message: Message) -> str:

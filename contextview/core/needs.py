@@ -136,8 +136,11 @@ class LossTracker:
         cache: TextCache,
         tokens_of: TokensOf,
         kept: Callable[[str], bool] | None = None,
+        said: Sequence[str] = (),
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """(needs, refetches) of step `index`, whose before holds new messages at `new`.
+        """(needs, refetches) of step `index`, whose before holds new messages at `new`
+        and whose reply says `said` (its texts): what the agent writes in reply to a
+        call it needed at that call, and a session's last reply is read too.
 
         `kept`, when given, answers for a key what the scan below would: whether the
         messages of `before` other than the new ones keep its entity (a caller that
@@ -212,6 +215,13 @@ class LossTracker:
                 lost_by = self.open.get(key)
                 if lost_by is not None:
                     need(key, lost_by, how)
+        # The reply comes back as the next call's new message: linked here, it is not
+        # linked again there.
+        for text in said if self.open else ():
+            for key in cache.text_keys(text):
+                lost_by = self.open.get(key)
+                if lost_by is not None:
+                    need(key, lost_by, "mentioned")
         for mid in reloaded:
             for op in self.by_original.get(mid, ()):
                 lost, keys = self.by_op[op]

@@ -62,6 +62,9 @@ class WalkedStep:
     tools_tokens: int = 0
     # the call's model, else the session's (a known window is looked up by it)
     model: str | None = None
+    # what the agent wrote in reply to the call (``calls.said_text`` of its output's
+    # messages): it mentions there what it needed at this step
+    said: Sequence[str] = ()
 
     @staticmethod
     def of(index: int, result: StepResult, **facts: Any) -> WalkedStep:
@@ -283,7 +286,13 @@ class SessionWalk:
         tracker = self.tracker
         before = step.before
         needs, refetches = tracker.needs_of(
-            step.index, before, new_positions(before, prev_ids), reloaded, cache, tokens_of
+            step.index,
+            before,
+            new_positions(before, prev_ids),
+            reloaded,
+            cache,
+            tokens_of,
+            said=step.said,
         )
         flags = stats["flags"]
         if needs:

@@ -725,16 +725,24 @@ def _text_field(fields: dict[str, Any] | None, name: str) -> str | None:
 def step_outputs(steps: Sequence[Step]) -> dict[int, dict[str, Any] | None]:
     """The model's reply of each step (by pk) as it was sent, with one query for the
     texts of all of them kept as blobs (``step_storage``)."""
-    wanted = {s.pk: decode_refs(bytes(s.output_blobs)) for s in steps if s.output_blobs is not None}
+    return outputs_of((s.pk, s.output, s.output_blobs) for s in steps)
+
+
+def outputs_of(
+    rows: Iterable[tuple[int, Any, bytes | memoryview | None]],
+) -> dict[int, dict[str, Any] | None]:
+    """`step_outputs` of rows (step pk, ``output``, ``output_blobs``) read already."""
+    rows = list(rows)
+    wanted = {pk: decode_refs(bytes(refs)) for pk, _, refs in rows if refs is not None}
     texts: dict[int, str] = {}
     if wanted:
         pks = {pk for pks in wanted.values() for pk in pks}
         texts = dict(Blob.objects.filter(pk__in=pks).values_list("pk", "text"))
     return {
-        s.pk: s.output
-        if s.pk not in wanted
-        else step_storage.output_joined(s.output, [texts[pk] for pk in wanted[s.pk]])
-        for s in steps
+        pk: json_value(output)
+        if pk not in wanted
+        else step_storage.output_joined(json_value(output), [texts[b] for b in wanted[pk]])
+        for pk, output, _ in rows
     }
 
 

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 
-from contextview.core.calls import is_tool_result, said_text
+from contextview.core.calls import is_tool_result, reply_said, said_text
 from contextview.core.entities import entity_forms, extract_entities_keyed, forms_of_key
 from contextview.core.infer import COMPACTED, Inferred
 from contextview.core.lru import SizedLRU
@@ -45,6 +45,7 @@ from contextview.sessions.selectors import (
     json_value,
     message_from_row,
     messages_of_pks_sql,
+    outputs_of,
 )
 from contextview.stats.blob_info import (
     entities_pack,
@@ -460,7 +461,7 @@ _STEPS_SQL = (
     "SELECT id, index, before_refs, coalesce(after_refs, before_refs), reported_before, "
     "reported_after, after_mismatch, "
     f"coalesce(obs_extra -> '{COMPACTED}' = 'true'::jsonb, false), "
-    "tools_blob_id, usage, context_window, model "
+    "tools_blob_id, usage, context_window, model, output, output_blobs "
     "FROM cv_step WHERE session_id = %s AND index >= %s ORDER BY index LIMIT %s"
 )
 _PREVIOUS_SQL = (
@@ -662,6 +663,15 @@ def _survivors_frozen() -> None:
     gc.freeze()
 
 
+def _replies_said(steps: Sequence[tuple[Any, ...]]) -> dict[int, list[str]]:
+    """What the reply of each of `steps` (rows of ``_STEPS_SQL``) says, by step pk,
+    for those that kept one (``core.calls.reply_said``)."""
+    kept = [(row[0], row[12], row[13]) for row in steps if row[12] is not None or row[13]]
+    if not kept:
+        return {}
+    return {pk: reply_said(output) for pk, output in outputs_of(kept).items()}
+
+
 @dataclass(slots=True)
 class _Chunk:
     """What a chunk of steps is computed from, read in bulk."""
@@ -732,6 +742,8 @@ def _compute_steps(
                         chunk.texts.prime_keys_of(entities["lost"], entities.lost_keys)
             walk.restore_losses(earlier, chunk.texts)
     unsaid: dict[int, Inferred] = {}  # inferred operations, by step pk
+    # What each step's reply says, where the step kept its reply.
+    replies = _replies_said(steps)
 
     meter = ContextMeter(chunk.tokens_of)
     estimates = chunk.estimated
@@ -747,7 +759,7 @@ def _compute_steps(
     with binary_cursor() as cursor, cursor.connection.pipeline():
         for row in steps:
             pk, index, before_refs, after_refs, own_before, reported_after, mismatch = row[:7]
-            compacted, tools_pk, usage, window, model = row[7:]
+            compacted, tools_pk, usage, window, model = row[7:12]
             inferred, stats = walk.measure(
                 WalkedStep(
                     index=index,
@@ -763,6 +775,7 @@ def _compute_steps(
                     context_window=window,
                     tools_tokens=chunk.tools_tokens.get(tools_pk, 0),
                     model=model or session.model,
+                    said=replies.get(pk, ()),
                 ),
                 tokens_of=chunk.tokens_of,
                 cache=chunk.texts,

@@ -249,3 +249,36 @@ def test_a_message_without_a_role_is_measured_like_any_other(
     session = api.get(f"/sessions/{name}").json()
     assert session["stats_status"] == "ready"
     assert api.get(f"/sessions/{name}/steps/1").json()["stats"]["tokens"]["before"] > 0
+
+
+def test_it_links_what_the_agent_writes_in_a_reply_to_the_step_that_wrote_it(api: Api) -> None:
+    """A reply that names what a summary lost needed it at its own call, the session's
+    last reply too; the same reply read back in the next call's context is no second link."""
+    from contextview.sessions.models import Session
+    from contextview.stats.services import session_stats_compute
+
+    head = [SYS, ASK, call(1), result(1)]
+    summary = say("s1", "tool", "Two orders have problems.")
+    folded = [SYS, ASK, call(1), summary]
+    answer = "Order SO20260101007 has been stuck for two days."
+    reply = {"messages": [{"role": "assistant", "content": answer}]}
+    batch = [
+        step("told", 0, head),
+        step("told", 1, head, action={"action": "summarize", "target": "t1", "result": summary}),
+        step("told", 2, folded, output=reply),
+    ]
+    assert api.ingest({"batch": batch}).status_code == 207
+
+    def amnesia() -> list[dict[str, Any]]:
+        session = Session.objects.get(external_id="told")
+        session_stats_compute(session_id=session.pk)
+        return api.get("/sessions/told").json()["aggregates"]["amnesia"]
+
+    link = {"text": "SO20260101007", "lost_at": 1, "needed_at": 2, "how": "mentioned"}
+    assert link in amnesia()
+    assert "amnesia" in api.get("/sessions/told/steps/2").json()["stats"]["flags"]
+    # The next call holds the reply: still the one link, at the step that wrote it.
+    said = say("a3", "assistant", answer)
+    nxt = step("told", 3, [*folded, said, say("u3", "user", "Thanks.")])
+    assert api.ingest({"batch": [nxt]}).status_code == 207
+    assert [a for a in amnesia() if a["text"] == "SO20260101007"] == [link]
