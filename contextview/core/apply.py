@@ -19,6 +19,7 @@ from contextview.core.messages import (
     message_id,
     parse_id,
     parse_message_list,
+    same_message,
     sent_by_id,
 )
 from contextview.core.model import (
@@ -187,18 +188,24 @@ def _reload(
     folded_here: Mapping[str, Message],
 ) -> _Outcome:
     back: list[Message] = []
+    # The messages the originals come back over: what a rewrite or truncate that kept
+    # the original's id put in its place (ids are unique in a context).
+    replaced: set[int] = set()
     for k, target in enumerate(op.targets):
-        if target in positions:
-            raise InputError(
-                _target_field(origin, op, k), f"'{target}' is already in the context", 422
-            )
         original = folded_here.get(target) or archive.get(target)
-        if original is None:
+        if target in positions:
+            if original is None or same_message(original, context[positions[target]]):
+                raise InputError(
+                    _target_field(origin, op, k), f"'{target}' is already in the context", 422
+                )
+            replaced.add(positions[target])
+        elif original is None:
             raise InputError(_target_field(origin, op, k), f"'{target}' is not in the archive", 422)
         back.append(original)
 
-    at = _position(op, origin, len(context))
-    return _Outcome(context[:at] + back + context[at:], op, reloaded=op.targets)
+    kept = [m for k, m in enumerate(context) if k not in replaced] if replaced else context
+    at = _position(op, origin, len(kept))
+    return _Outcome(kept[:at] + back + kept[at:], op, reloaded=op.targets)
 
 
 def _position(op: Operation, origin: str, length: int) -> int:

@@ -392,6 +392,26 @@ def test_it_rejects_a_reload_of_something_already_in_the_context() -> None:
     assert "already in the context" in e.value.message
 
 
+def test_it_reloads_the_original_of_a_rewrite_that_kept_its_id_over_the_rewrite() -> None:
+    # The contract lets a rewrite keep the target's id; its original stays retrievable.
+    context = [raw(m) for m in seed_context()]
+    short = {"id": "tool_result_32", "role": "tool", "content": "upstream timed out"}
+    s0 = step(context, {"action": "rewrite", "target": "tool_result_32", "result": short})
+    assert [m.content for m in s0.after if m.id == "tool_result_32"] == ["upstream timed out"]
+    archive = {m.id: m for fold in s0.folds for m in fold.originals}
+
+    back = apply(s0.after, [{"action": "reload", "target": "tool_result_32"}], archive)
+    assert ids(back.after) == ["sys", "u1", "a1", "tool_result_32"]
+    assert back.after[-1].content == NGINX_LOG
+    assert back.reloaded == ["tool_result_32"]
+    placed = apply(
+        s0.after,
+        [{"action": "reload", "target": "tool_result_32", "params": {"position": 1}}],
+        archive,
+    )
+    assert ids(placed.after) == ["sys", "tool_result_32", "u1", "a1"]
+
+
 def test_it_rejects_a_result_whose_id_is_already_in_the_context() -> None:
     with pytest.raises(InputError) as e:
         apply(
