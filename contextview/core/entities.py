@@ -263,6 +263,10 @@ _BARE_WORD = re.compile(
     r"[A-Za-z][A-Za-z_\-]*|[0-9.,:\-]+|#[0-9A-Fa-f]{3,8}"
     r"|[:@$]?[A-Za-z_][\w.]*(?:[?!]|/[0-9]|\(\))?"
 )
+# But a name with parts that someone put in quotes in prose (a config key
+# "inventory.timeout", a flag "use_cache") is what they mean to keep, as every
+# quoted string the contract names; in backticks it stays a symbol of code.
+_NAMED = re.compile(r"^(?=[^A-Za-z]*[A-Za-z]).*[A-Za-z0-9][._\-/][A-Za-z0-9]")
 # Nor is a quote that holds no letter or digit ("}]},"), or an escaped quote or
 # starts or ends at an escaped line break: quotes paired across a JSON string held
 # in another, not a phrase.
@@ -276,7 +280,7 @@ _JSON_OPENER = re.compile(r"(?:[\[{]|[\"']\s*:)\s*$")
 _OBJECT_KEY = re.compile(r"[{,(\[][ \t]*[\w.$\-]+[ \t]*:[ \t]*$")
 _FIELD_KEY = re.compile(r"(?:[ \t]*[0-9]+(?:→|\t))?[ \t]*(?:- )?[\w.\-]+:[ \t]*")
 _JSON_COMMA = re.compile(r",\s*$")
-_JSON_KEY_AFTER = re.compile(r"\s*:")
+_JSON_KEY_AFTER = re.compile(r"\s*(?::|=>)")  # a JSON key, or a Ruby, Elixir or PHP map's
 _JSON_ITEM_AFTER = re.compile(r"\s*[,\]}]")
 # Entities that may hold identifiers, and those identifiers: a letter, a digit
 # somewhere, three characters at least.
@@ -531,7 +535,9 @@ def _scan(written: str) -> list[tuple[int, str]]:
         kind = m.lastgroup or ""
         # A quoted phrase as written, escapes and all: that is what a text keeps of it.
         inner = written[m.start(kind) : m.end(kind)].strip()
-        if not inner or _BARE_WORD.fullmatch(inner) or _NOT_A_PHRASE.search(inner):
+        if not inner or _NOT_A_PHRASE.search(inner):
+            continue
+        if _BARE_WORD.fullmatch(inner) and (kind == "bq" or not _NAMED.match(inner)):
             continue
         if kind in ("dq", "sq") and (
             _jsonish(text, m.start(), m.end()) or _code_literal(text, m.start(), m.end())

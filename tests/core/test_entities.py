@@ -126,6 +126,16 @@ def test_it_finds_the_entities_inside_a_log_but_not_its_quotes() -> None:
     assert not any(e.startswith("GET ") for e in found)
 
 
+def test_it_keeps_a_name_someone_quoted_in_prose_but_not_a_quoted_word_or_map_key() -> None:
+    assert extract_entities('Config key "inventory.timeout" is set.') == ["inventory.timeout"]
+    assert extract_entities("The flag 'use_cache' must be on") == ["use_cache"]
+    assert extract_entities('Set "blue" now, "ok"?') == []
+    assert extract_entities('%{"file_path" => "/tmp/a.ex", "change_type" => "created"}') == [
+        "/tmp/a.ex"
+    ]
+    assert extract_entities("the `tool_use_id` field") == []
+
+
 def test_it_reads_no_quote_into_json_escaped_inside_a_string() -> None:
     """A tool result that is JSON written into a JSON string: its escaped quotes are
     the data's, and what lies between two of them is no quoted phrase."""

@@ -1,6 +1,6 @@
-"""Migration stats 0009: the key-entity rules changed, so what the old rules stored is
-found again, and every step's statistics, whose lost entities are places in those
-entities, are computed again by the workers' sweep."""
+"""Migrations stats 0009 and 0010: the key-entity rules changed, so what the old rules
+stored is found again, and every step's statistics, whose lost entities are places in
+those entities, are computed again by the workers' sweep."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_what_the_old_rules_stored_is_found_and_computed_again() -> None:
         services.caches_clear()
         session.refresh_from_db()
         assert (session.stats_status, session.stats_steps_done) == ("pending", 0)
-        assert session.stats_epoch == epoch + 1
+        assert session.stats_epoch > epoch  # each rules migration since moves it on
         assert not Step.objects.filter(session=session).with_stats().exclude(stats=None).exists()
         assert sessions_with_stale_work(older_than=timezone.now() + timedelta(seconds=1)) == [
             session.pk

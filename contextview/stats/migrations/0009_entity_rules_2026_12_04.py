@@ -9,16 +9,14 @@ backticks (`:line`, `render/2`) are no longer key entities; nor is a string lite
 after Elixir's and Ruby's =~, or a key's value on a line that a tool numbered
 ("139→  uuid: ...").
 
-Entities are stored once per content (cv_blob_info.entities), and an operation's
-lost entities as places in them, so both go together: the stored entities are set to
-null, to be extracted again when next asked for, and every session's step statistics
-are deleted, the session pending with its epoch moved on (kept replay totals are
-summed again), for the statistics workers' sweep to compute them again.
+What was stored is found again (``contextview.stats.rules``).
 """
 
 from __future__ import annotations
 
 from django.db import migrations
+
+from contextview.stats.rules import ENTITIES_AND_STATISTICS_AGAIN
 
 
 class Migration(migrations.Migration):
@@ -26,13 +24,6 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunSQL(
-            [
-                "UPDATE cv_blob_info SET entities = NULL WHERE entities IS NOT NULL",
-                "TRUNCATE cv_step_stats",
-                "UPDATE cv_session SET stats_status = 'pending', stats_steps_done = 0, "
-                "stats_epoch = stats_epoch + 1",
-            ],
-            migrations.RunSQL.noop,
-            elidable=True,
+            ENTITIES_AND_STATISTICS_AGAIN, migrations.RunSQL.noop, elidable=True
         )
     ]
