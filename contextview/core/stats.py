@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
-from contextview.core.calls import result_call
+from contextview.core.calls import is_tool_result, result_call
 from contextview.core.entities import (
     entity_key,
     extract_entities,
@@ -515,6 +515,10 @@ class _Lookup:
         # results of this step's earlier operations: later ones may target them
         self.results: dict[str, Message] = {}
 
+    @property
+    def before(self) -> Sequence[Message]:
+        return self._before
+
     def after_by_id(self) -> dict[str, Message]:
         if self._after_by_id is None:
             self._after_by_id = {m.id: m for m in self._after}
@@ -574,12 +578,13 @@ def _op_stats(
         entities, keys = _entities_of(originals, cache, pinned)
         kept_in = cache.normalized(result.text) if result is not None else ""
         gone = [i for i, key in enumerate(keys) if not is_kept_key(key, kept_in)]
-        lost = _ranked(entities, keys, gone, originals, cache, pinned)
+        lost = _ranked(entities, keys, gone, originals, lookup.before, cache, pinned)
     elif name == "drop":
         # Archived, not rewritten: everything it carried left the context with it.
         tokens_in = sum(tokens_of(m) for m in originals)
         entities, keys = _entities_of(originals, cache, pinned)
-        lost = _ranked(entities, keys, range(len(entities)), originals, cache, pinned)
+        everything = range(len(entities))
+        lost = _ranked(entities, keys, everything, originals, lookup.before, cache, pinned)
     elif name == "reload":
         tokens_out = sum(tokens_of(m) for m in originals)
     elif name == "insert":
@@ -611,23 +616,39 @@ def _ranked(
     keys: list[str],
     gone: Sequence[int],
     originals: Sequence[Message],
+    context: Sequence[Message],
     cache: TextCache,
     pinned: tuple[str, ...],
 ) -> list[str]:
     """The lost entities (positions `gone`), most likely to matter first: pinned texts,
-    then what the task and the question held, then the rest.
+    then what the task and the question held (the pinned, task and question messages
+    among the `originals`, the pinned and task messages of the `context` they left
+    and its last question), then the rest.
 
     What a later step needed goes before all of them, once that is known
     (``contextview.core.needs.NeedLinks.settle``). The cache remembers the keys of the
     list it returns, for whoever looks the losses up by key next.
     """
+    order: Sequence[int] = gone
+    if len(gone) < 2:
+        return _in_order(entities, keys, order, cache)
     pinned_keys = {normalize(p) for p in pinned}
+    # A tool's result that comes back in a user message (Anthropic's form) asks
+    # nothing: it is what the question was answered with.
     asking: set[str] = set()
     for m in originals:
-        if m.pinned or m.partition in ("task", "question"):
+        if m.pinned or (m.partition in ("task", "question") and not is_tool_result(m)):
             asking.update(cache.keys_of(cache.entities(m.text, pinned)))
-    order: Sequence[int] = gone
-    if len(gone) > 1 and (pinned_keys or asking):
+    # A comprehension: this runs over the whole context at every compaction.
+    for m in [m for m in context if m.partition == "task" or m.pinned]:
+        asking.update(cache.keys_of(cache.entities(m.text, pinned)))
+    for m in reversed(context):
+        if m.partition == "question" and not is_tool_result(m):
+            asking.update(cache.keys_of(cache.entities(m.text, pinned)))
+            break
+    # Sorted only when some lost key is among them (most often none is).
+    wanted = pinned_keys | asking
+    if not wanted.isdisjoint(map(keys.__getitem__, gone)):
 
         def rank(i: int) -> int:
             if keys[i] in pinned_keys:
@@ -635,6 +656,13 @@ def _ranked(
             return 1 if keys[i] in asking else 2
 
         order = sorted(gone, key=rank)
+    return _in_order(entities, keys, order, cache)
+
+
+def _in_order(
+    entities: list[str], keys: list[str], order: Sequence[int], cache: TextCache
+) -> list[str]:
+    """The entities at positions `order`; the cache remembers their keys."""
     if type(order) is range and order == range(len(entities)):
         lost, lost_keys = list(entities), list(keys)  # all of them, as they came (a drop)
     else:

@@ -188,6 +188,24 @@ def test_it_flags_a_summary_that_keeps_an_id_but_drops_its_path() -> None:
     assert "entity_loss" in result["flags"]
 
 
+def test_it_lists_first_what_the_task_and_the_question_in_the_context_hold() -> None:
+    log = "got E4042 at /srv/app/main.py; ticket INV-5521; host 10.0.0.12 down"
+    before = [
+        msg("sys", "You keep the shop running.", "system"),
+        msg("task", "Resolve ticket INV-5521.", "user", partition="task"),
+        msg("u1", "Why is host 10.0.0.12 failing?", "user"),
+        msg("t1", log, "tool", tool="read_file"),
+    ]
+    lost = stats(summarize(before, "t1", "Something failed."))["ops"][0]["entities"]["lost"]
+    assert set(lost[:2]) == {"INV-5521", "10.0.0.12"}
+    assert set(lost[2:]) == {"E4042", "/srv/app/main.py"}
+    # A tool's result sent back in a user message asks for nothing.
+    answered = [*before[:3], replace(before[3], role="user", partition="question")]
+    answered[3] = replace(answered[3], content=[{"type": "tool_result", "content": log}])
+    lost = stats(summarize(answered, "t1", "Something failed."))["ops"][0]["entities"]["lost"]
+    assert set(lost[:2]) == {"INV-5521", "10.0.0.12"}
+
+
 def test_it_does_not_flag_a_summary_that_keeps_its_entities() -> None:
     log = "GET /api/orders/SO20260101007 took 3 s and returned HTTP 504 " + text_of(40, "ok")
     before = [msg("sys", "You debug orders.", "system"), msg("t1", log, "tool", tool="http")]
