@@ -828,7 +828,8 @@ def step_stats(
     # The flag concerns the agent's own estimates; provider usage also counts what
     # the log does not hold (system prompt, tool schemas): that is unseen_tokens.
     own_errors = [reported_error["after"]]
-    if not step.reported_by_usage and unseen is None:
+    if not step.reported_by_usage:
+        # The agent's own count of the before, whether or not usage came with it.
         own_errors.append(reported_error["before"])
     if any(e is not None and abs(e) > ESTIMATE_OFF for e in own_errors):
         flags.add("token_estimate_off")
@@ -917,8 +918,9 @@ def step_stats(
     if unseen is not None:
         # Reported input minus measured: what the provider read that the log does not hold.
         out["unseen_tokens"] = unseen
-        if budget.max_tokens is not None:
-            out["window"] = budget.max_tokens
+    if budget.max_tokens is not None and (unseen is not None or budget.max_tokens == window):
+        # What occupancy was measured against, with usage or where a window said it.
+        out["window"] = budget.max_tokens
     if counts is not None:
         # Beyond the contract: what the call was billed for, by model ("" when none is
         # known), which the session's aggregates sum for its cost (``usage_by_model``).

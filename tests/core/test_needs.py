@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -276,16 +277,21 @@ def test_it_flags_a_pinned_text_in_the_middle_of_a_long_context() -> None:
 def test_it_reports_unseen_tokens_from_provider_usage_and_no_estimate_error() -> None:
     context = [msg("u", "one two three four", "user")]
     usage = {"input_tokens": 30, "cache_read_tokens": 70}
-    out = step_stats(
-        StepInput(before=context, after=context, usage=usage, reported_before=100),
-        tokens_of=words,
+    # The reported before count is the provider's (no before_tokens was sent).
+    provider = StepInput(
+        before=context, after=context, usage=usage, reported_before=100, reported_by_usage=True
     )
+    out = step_stats(provider, tokens_of=words)
     assert out["unseen_tokens"] == 96
     assert "token_estimate_off" not in out["flags"]
     agent = step_stats(
         StepInput(before=context, after=context, reported_before=100), tokens_of=words
     )
     assert "token_estimate_off" in agent["flags"] and "unseen_tokens" not in agent
+    # The agent's own before_tokens, sent beside usage, is still its own estimate.
+    both = step_stats(replace(provider, reported_by_usage=False), tokens_of=words)
+    assert both["reported_error"]["before"] == 24.0
+    assert "token_estimate_off" in both["flags"] and both["unseen_tokens"] == 96
 
 
 def test_the_occupancy_flags_read_the_providers_count_alike() -> None:

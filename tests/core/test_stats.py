@@ -106,6 +106,14 @@ def test_it_measures_occupancy_against_max_tokens() -> None:
     assert stats(step)["occupancy"] == {"before": 0.8, "after": 0.5}
 
 
+def test_it_names_the_context_window_it_measured_occupancy_against() -> None:
+    context = [msg("u", text_of(700), "user")]
+    out = stats(StepInput(before=context, after=context, context_window=1000))
+    assert (out["window"], out["occupancy"]["after"]) == (1000, 0.7)
+    budgeted = stats(with_budget(StepInput(before=context, after=context), max_tokens=2000))
+    assert "window" not in budgeted and budgeted["occupancy"]["after"] == 0.35
+
+
 def test_it_measures_the_agents_token_error() -> None:
     step = replace(unchanged(context_of(100)), reported_before=120, reported_after=95)
     result = stats(step)
