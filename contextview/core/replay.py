@@ -6,7 +6,7 @@ held, with no model called. What arrived at a step is what the end of its
 recorded before holds that no earlier recorded context held (``new_positions``,
 as the session's own statistics find it): the agent's, the user's and the tools'
 messages, never what the recorded manager made (its summaries appear in an after
-first).
+first, or carry a ``compaction`` part).
 
 A policy is one small class with a ``kind``, built from its JSON by
 `policy_from_json`, whose ``changes`` say what leaves the context so far (the
@@ -29,6 +29,7 @@ from contextview.core.entities import is_kept_key
 from contextview.core.errors import InputError
 from contextview.core.model import PARTITIONS, Fold, Message
 from contextview.core.needs import LossTracker, new_positions
+from contextview.core.parts import has_compaction
 from contextview.core.stats import TextCache, TokensOf
 
 # Roles a sliding window always keeps: what sets up the agent, never "a turn".
@@ -391,6 +392,10 @@ class Replay:
             before, after = step.before, step.after
             arrived = [before[k] for k in new_positions(before, seen)]
             seen.update(m.id for m in arrived)
+            if any(has_compaction(m.content) for m in arrived):
+                # A summary the recorded manager sent as a compaction part, silently: its
+                # own, as its summaries in an after are.
+                arrived = [m for m in arrived if not has_compaction(m.content)]
             if after is not before:
                 seen.update(after[k].id for k in new_positions(after, seen))
             for m in arrived:

@@ -146,6 +146,19 @@ def test_it_ignores_what_the_recorded_manager_made() -> None:
     assert totals.recorded == 22
 
 
+def test_it_ignores_a_summary_the_recorded_manager_sent_silently_as_a_compaction_part() -> None:
+    messages = conversation()[:4]
+    summary = msg("cmp", [{"type": "compaction", "content": "Earlier: 504s."}], "user")
+    asked = msg("u3", "And now?", "user")
+    compacted = [messages[0], summary, asked]
+    steps = [
+        RecordedStep(0, messages, messages, 10),
+        RecordedStep(1, compacted, compacted, 6),
+    ]
+    replayed, _ = run({"kind": "full"}, steps)
+    assert replayed[1].messages == ["sys", "u1", "a0", "t0", "u3"]
+
+
 def test_it_counts_a_refetch_of_a_dropped_result_as_needed() -> None:
     def result(n: int) -> Message:
         return msg(
