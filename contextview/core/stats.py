@@ -634,17 +634,19 @@ def _ranked(
         return _in_order(entities, keys, order, cache)
     pinned_keys = {normalize(p) for p in pinned}
     # A tool's result that comes back in a user message (Anthropic's form) asks
-    # nothing: it is what the question was answered with.
+    # nothing: it is what the question was answered with. Their entities alone: a
+    # pinned text they hold ranks as pinned already.
     asking: set[str] = set()
+    text_keys = cache.text_keys
     for m in originals:
         if m.pinned or (m.partition in ("task", "question") and not is_tool_result(m)):
-            asking.update(cache.keys_of(cache.entities(m.text, pinned)))
+            asking.update(text_keys(m.text))
     # A comprehension: this runs over the whole context at every compaction.
     for m in [m for m in context if m.partition == "task" or m.pinned]:
-        asking.update(cache.keys_of(cache.entities(m.text, pinned)))
+        asking.update(text_keys(m.text))
     for m in reversed(context):
         if m.partition == "question" and not is_tool_result(m):
-            asking.update(cache.keys_of(cache.entities(m.text, pinned)))
+            asking.update(text_keys(m.text))
             break
     # Sorted only when some lost key is among them (most often none is).
     wanted = pinned_keys | asking
