@@ -35,7 +35,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from django.conf import settings
@@ -59,7 +59,7 @@ from contextview.ingest.models import ToolRun as ToolRunRow
 from contextview.ingest.models import event_key
 from contextview.ingest.services import batch_ingest
 from contextview.projects.models import Project
-from contextview.sessions.models import Message, Session, Step
+from contextview.sessions.models import Session, Step
 from contextview.sessions.selectors import steps_as_dicts
 
 log = logging.getLogger(__name__)
@@ -270,8 +270,8 @@ def _sessions(project: Project, ids: list[str]) -> dict[str, _Session]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT s.external_id, s.id, s.agent, s.model, t.index, t.timestamp, "
-            "coalesce(encode(substring(t.span_ids FROM 17), 'hex'), t.obs_extra ->> 'span_id'), "
-            "coalesce(t.after_refs, t.before_refs) FROM cv_session s LEFT JOIN LATERAL ("
+            f"{_SPAN_ID.format(t='t.')}, {_AFTER.format(t='t.')} "
+            "FROM cv_session s LEFT JOIN LATERAL ("
             "SELECT index, timestamp, obs_extra, span_ids, before_refs, after_refs FROM cv_step "
             "WHERE session_id = s.id ORDER BY index DESC LIMIT 1) t ON true "
             "WHERE s.project_id = %s AND s.external_id = ANY(%s)",
@@ -285,13 +285,26 @@ def _sessions(project: Project, ids: list[str]) -> dict[str, _Session]:
                 session.last_order = (_micros(ts), span_id or "")
                 if span_id:
                     refs[external_id] = decode_refs(bytes(after))
-        wanted = sorted({pk for pks in refs.values() for pk in pks})
-        if wanted:
-            cursor.execute("SELECT id, msg_id FROM cv_message WHERE id = ANY(%s)", [wanted])
-            msg_ids = dict(cursor.fetchall())
-            for external_id, pks in refs.items():
-                found[external_id].last_ids = [msg_ids[pk] for pk in pks]
+        for external_id, ids_of in _message_ids(cursor, refs).items():
+            found[external_id].last_ids = ids_of
     return found
+
+
+Key = TypeVar("Key")
+
+# A stored step's span id (when it came from a span) and its after context's references.
+_SPAN_ID = "coalesce(encode(substring({t}span_ids FROM 17), 'hex'), {t}obs_extra ->> 'span_id')"
+_AFTER = "coalesce({t}after_refs, {t}before_refs)"
+
+
+def _message_ids(cursor: Any, refs: dict[Key, list[int]]) -> dict[Key, list[str]]:
+    """The message ids of contexts given as their stored messages' pks, in one query."""
+    wanted = sorted({pk for pks in refs.values() for pk in pks})
+    if not wanted:
+        return {key: [] for key in refs}
+    cursor.execute("SELECT id, msg_id FROM cv_message WHERE id = ANY(%s)", [wanted])
+    msg_ids = dict(cursor.fetchall())
+    return {key: [msg_ids[pk] for pk in pks] for key, pks in refs.items()}
 
 
 class _Undo(Exception):
@@ -488,12 +501,16 @@ def _take_out_after(
 
 def _span_step_ids(session_pk: int, index: int) -> list[str] | None:
     """The message ids of a stored step's context, when the step came from a span."""
-    step = Step.objects.filter(session_id=session_pk, index=index).first()
-    if step is None or not isinstance((step.obs_fields() or {}).get("span_id"), str):
-        return None
-    pks = decode_refs(step.after_context_refs())
-    names = dict(Message.objects.filter(pk__in=set(pks)).values_list("pk", "msg_id"))
-    return [names[pk] for pk in pks]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_SPAN_ID.format(t='')}, {_AFTER.format(t='')} FROM cv_step "
+            "WHERE session_id = %s AND index = %s",
+            [session_pk, index],
+        )
+        row = cursor.fetchone()
+        if row is None or not row[0]:
+            return None
+        return _message_ids(cursor, {index: decode_refs(bytes(row[1]))})[index]
 
 
 def _run(
